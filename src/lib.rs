@@ -1,0 +1,99 @@
+//! # toolwright
+//!
+//! Define the tools LLM agents call as ordinary Rust fns, with every definition checked at
+//! compile time, and run them with a runtime that validates input, applies approval policies,
+//! tracks taint, projects output for the model and serves the same tools over MCP.
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use toolwright::prelude::*;
+//!
+//! #[derive(Deserialize, JsonSchema, ToolInput)]
+//! struct StatusArgs {
+//!     /// Service name, e.g. payment-api.
+//!     service: String,
+//! }
+//!
+//! #[derive(Serialize)]
+//! struct Status {
+//!     service: String,
+//!     healthy: bool,
+//! }
+//!
+//! /// Current health of one service. Use when the user asks whether a service is up.
+//! #[tool(effect = read)]
+//! async fn get_service_status(args: StatusArgs) -> Result<Status, ToolError> {
+//!     Ok(Status { service: args.service, healthy: true })
+//! }
+//!
+//! # futures_executor::block_on(async {
+//! let registry = Registry::from_tools([get_service_status::TOOL]).unwrap();
+//! let out = registry
+//!     .call("get_service_status", serde_json::json!({ "service": "payment-api" }))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(out.value["healthy"], true);
+//! # });
+//! ```
+//!
+//! See the README for the attribute table, the compile-time rules and the quick start.
+
+#![warn(missing_docs)]
+
+#[doc(inline)]
+pub use toolwright_macros::{ToolInput, tool};
+
+#[doc(inline)]
+pub use toolwright_core::{
+    Annotations, ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalGrant, ApprovalKey,
+    ApprovalSpec, ApprovedTools, AskAnswer, AskDisplay, AskOption, AskRequest, Audience,
+    CallContext, CallContextBuilder, CallHost, CallOutput, Caller, CancelSignal, ContentPart,
+    DetachedHost, DurableContext, DurableParam, Effect, EnabledContext, EndsTurn, Entry,
+    ErrorCode, Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput,
+    NoInput, OptionStyle, PlainParam, PromptContext, Principal, PrincipalType, Registry,
+    RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall, ResponseContext,
+    ResponseDecision, ResponseVerdict, ServeCall, ServeCalls, ServeIncoming, ServeInput,
+    SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput,
+    ToolKind, ToolList, WorkflowContext, WorkflowParam,
+};
+
+/// Provider exports of single tools and schema helpers.
+pub mod export {
+    #[doc(inline)]
+    pub use toolwright_core::export::{
+        anthropic, mcp, meta_tools, openai, openai_strict, strict_schema, strip_strict_nulls,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::schema::{InputValidator, schema_of};
+}
+
+/// Names: the rule, reserved names and the humanized label fallback.
+pub mod names {
+    #[doc(inline)]
+    pub use toolwright_core::names::{
+        MAX_NAME_LEN, RESERVED_NAMES, humanize, is_reserved, is_valid_name,
+    };
+}
+
+/// Everything a tool definition usually needs: `use toolwright::prelude::*;`.
+pub mod prelude {
+    #[doc(inline)]
+    pub use toolwright_core::{
+        ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
+        ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
+        PromptContext, Registry, ResponseContext, ResponseVerdict, ServeCalls, State, Status,
+        ToolContext, ToolError, ToolInput, WorkflowContext,
+    };
+    #[doc(inline)]
+    pub use toolwright_macros::{ToolInput, tool};
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use toolwright_core::private::*;
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,725 @@
+//! The context a tool receives: who is calling, cancellation, logs, partial results, typed state,
+//! and (for durable and workflow tools) journaled steps.
+//!
+//! The runtime builds a [`CallContext`] for every call and installs a [`CallHost`] behind it; the
+//! generated adapter of each tool turns it into the context type the tool's kind asks for:
+//! [`ToolContext`] for plain tools, [`DurableContext`] for `durable` tools and [`WorkflowContext`]
+//! for `workflow` tools. Which one a tool may take is checked at compile time through
+//! [`PlainParam`], [`DurableParam`] and [`WorkflowParam`].
+
+use std::any::{Any, TypeId};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{ErrorCode, ToolError};
+use crate::output::CallOutput;
+use crate::session::{Caller, Principal, SessionInfo};
+use crate::workflow::{AskAnswer, AskRequest};
+
+/// Severity of a log line a tool emits (events only, never model-visible).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Debugging detail.
+    Debug,
+    /// Progress.
+    Info,
+    /// Something unexpected that the tool handled.
+    Warn,
+    /// A failure the tool reports before returning.
+    Error,
+}
+
+/// What the runtime provides behind a context. The runtime implements it per call; the
+/// [`DetachedHost`] serves direct calls in tests and examples.
+pub trait CallHost: Send + Sync + 'static {
+    /// Whether the call (or its turn) was cancelled.
+    fn is_cancelled(&self) -> bool;
+    /// Completes when the call is cancelled.
+    fn cancelled(&self) -> BoxFuture<'_, ()>;
+    /// Records a log line as an event.
+    fn log(&self, level: LogLevel, message: &str);
+    /// Publishes a partial result; it replaces the previous one and never enters the model's history.
+    fn partial(&self, snapshot: Value);
+    /// The application state of type `type_id`, if the host has it.
+    fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>>;
+    /// Runs or replays the journaled step `name`.
+    fn step<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    /// Asks a person; parks the run until answered.
+    fn ask(&self, request: AskRequest) -> BoxFuture<'_, Result<AskAnswer, ToolError>>;
+    /// Sleeps durably.
+    fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>>;
+    /// The next call of a `serve` task after the first, in order; `None` when the task ends.
+    fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>>;
+    /// Hands back the result of one `serve` call.
+    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>);
+}
+
+/// One call delivered to a `serve` task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeIncoming {
+    /// The call id.
+    pub call_id: String,
+    /// The validated input, without `task_id`.
+    pub input: Value,
+}
+
+/// Proof that a person approved this call; approval is consent, not borrowed identity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalGrant {
+    /// Who approved.
+    pub responder: Option<Principal>,
+}
+
+struct Scope {
+    session: SessionInfo,
+    call_id: String,
+    tool_name: String,
+    caller: Caller,
+    approval: Option<ApprovalGrant>,
+    host: Arc<dyn CallHost>,
+}
+
+/// The untyped context of one call, built by the runtime (or [`CallContext::builder`]) and turned
+/// into the typed context a tool takes. Cheap to clone.
+#[derive(Clone)]
+pub struct CallContext(Arc<Scope>);
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("session", &self.0.session.id)
+            .field("turn", &self.0.session.turn_id)
+            .field("call_id", &self.0.call_id)
+            .field("tool_name", &self.0.tool_name)
+            .field("caller", &self.0.caller)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+/// Builds a [`CallContext`].
+#[derive(Debug)]
+pub struct CallContextBuilder {
+    session: SessionInfo,
+    call_id: Option<String>,
+    tool_name: String,
+    caller: Caller,
+    approval: Option<ApprovalGrant>,
+    host: Option<Arc<dyn CallHost>>,
+}
+
+impl std::fmt::Debug for dyn CallHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallHost")
+    }
+}
+
+impl CallContextBuilder {
+    /// The session of the call.
+    pub fn session(mut self, session: SessionInfo) -> Self {
+        self.session = session;
+        self
+    }
+
+    /// The call id (default: a process-unique `call-N`).
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+
+    /// The resolved tool name (the registry sets it on direct calls).
+    pub fn tool_name(mut self, name: impl Into<String>) -> Self {
+        self.tool_name = name.into();
+        self
+    }
+
+    /// Who issued the call (default [`Caller::Model`]).
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Marks the call as approved by `responder`.
+    pub fn approved_by(mut self, responder: Option<Principal>) -> Self {
+        self.approval = Some(ApprovalGrant { responder });
+        self
+    }
+
+    /// The host behind the context (default: a fresh [`DetachedHost`]).
+    pub fn host(mut self, host: Arc<dyn CallHost>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// The current tool name, as set so far.
+    pub fn current_tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    /// The context.
+    pub fn build(self) -> CallContext {
+        let call_id = self
+            .call_id
+            .unwrap_or_else(|| format!("call-{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed)));
+        CallContext(Arc::new(Scope {
+            session: self.session,
+            call_id,
+            tool_name: self.tool_name,
+            caller: self.caller,
+            approval: self.approval,
+            host: self
+                .host
+                .unwrap_or_else(|| Arc::new(DetachedHost::default())),
+        }))
+    }
+}
+
+impl CallContext {
+    /// A builder with a detached session (`detached`, turn `turn-1`), interactive, called by the
+    /// model, on a fresh [`DetachedHost`].
+    pub fn builder() -> CallContextBuilder {
+        CallContextBuilder {
+            session: SessionInfo::new("detached", "turn-1"),
+            call_id: None,
+            tool_name: String::new(),
+            caller: Caller::Model,
+            approval: None,
+            host: None,
+        }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &SessionInfo {
+        &self.0.session
+    }
+
+    /// The call id.
+    pub fn call_id(&self) -> &str {
+        &self.0.call_id
+    }
+
+    /// The resolved tool name.
+    pub fn tool_name(&self) -> &str {
+        &self.0.tool_name
+    }
+
+    /// Who issued the call.
+    pub fn caller(&self) -> Caller {
+        self.0.caller
+    }
+
+    /// The approval grant, on approved calls.
+    pub fn approval(&self) -> Option<&ApprovalGrant> {
+        self.0.approval.as_ref()
+    }
+
+    /// The host.
+    pub fn host(&self) -> &dyn CallHost {
+        &*self.0.host
+    }
+
+    /// A stable idempotency key for this call: `<session id>:<call id>`. Pass it to upstream APIs
+    /// so a re-run after a crash does not repeat a side effect.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.0.session.id, self.0.call_id)
+    }
+
+    fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, ToolError> {
+        let any = self.0.host.state(TypeId::of::<T>()).ok_or_else(|| {
+            ToolError::with_code(
+                ErrorCode::MissingState,
+                format!(
+                    "the application state `{}` is not installed on the runtime; register it with \
+                     the runtime builder's `.state(...)`",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })?;
+        any.downcast::<T>().map(State).map_err(|_| {
+            ToolError::with_code(
+                ErrorCode::MissingState,
+                format!(
+                    "the state registered for `{}` has another type",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })
+    }
+
+    fn partial(&self, snapshot: &impl Serialize) {
+        match serde_json::to_value(snapshot) {
+            Ok(value) => self.0.host.partial(value),
+            Err(error) => self.0.host.log(
+                LogLevel::Warn,
+                &format!("partial result dropped: it is not JSON: {error}"),
+            ),
+        }
+    }
+
+    async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: Future<Output = Result<T, ToolError>> + Send,
+    {
+        let run: BoxFuture<'_, Result<Value, ToolError>> = Box::pin(async move {
+            let value = work.await?;
+            serde_json::to_value(value).map_err(|error| {
+                ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!("step `{name}` returned a value that is not JSON: {error}"),
+                )
+            })
+        });
+        let recorded = self.0.host.step(name, run).await?;
+        serde_json::from_value(recorded).map_err(|error| {
+            ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "the journal holds a value for step `{name}` that does not fit `{}`: {error}; \
+                     did the step's type change since it was recorded?",
+                    std::any::type_name::<T>()
+                ),
+            )
+        })
+    }
+}
+
+macro_rules! common_context_methods {
+    () => {
+        /// The session: ids, lineage and identities.
+        pub fn session(&self) -> &SessionInfo {
+            self.cx.session()
+        }
+
+        /// The session id.
+        pub fn session_id(&self) -> &str {
+            &self.cx.session().id
+        }
+
+        /// The current turn id.
+        pub fn turn_id(&self) -> &str {
+            &self.cx.session().turn_id
+        }
+
+        /// The parent session, in a subagent session.
+        pub fn parent(&self) -> Option<&str> {
+            self.cx.session().parent.as_deref()
+        }
+
+        /// Who is acting in this turn. Take identity from here, never from the input. May be
+        /// `None` (anonymous calls, internal runs): check before use.
+        pub fn current(&self) -> Option<&Principal> {
+            self.cx.session().current.as_ref()
+        }
+
+        /// Who created the session.
+        pub fn initiator(&self) -> Option<&Principal> {
+            self.cx.session().initiator.as_ref()
+        }
+
+        /// Who issued this call.
+        pub fn caller(&self) -> Caller {
+            self.cx.caller()
+        }
+
+        /// This call's id.
+        pub fn call_id(&self) -> &str {
+            self.cx.call_id()
+        }
+
+        /// The resolved tool name (with its toolset prefix).
+        pub fn tool_name(&self) -> &str {
+            self.cx.tool_name()
+        }
+
+        /// `<session id>:<call id>`, stable across re-runs of this call: pass it upstream as an
+        /// idempotency key.
+        pub fn idempotency_key(&self) -> String {
+            self.cx.idempotency_key()
+        }
+
+        /// Whether the call was cancelled.
+        pub fn is_cancelled(&self) -> bool {
+            self.cx.host().is_cancelled()
+        }
+
+        /// Completes when the call is cancelled; race long work against it.
+        pub async fn cancelled(&self) {
+            self.cx.host().cancelled().await
+        }
+
+        /// Logs a line as an event (never model-visible).
+        pub fn log(&self, level: LogLevel, message: impl AsRef<str>) {
+            self.cx.host().log(level, message.as_ref())
+        }
+
+        /// Logs progress.
+        pub fn info(&self, message: impl AsRef<str>) {
+            self.log(LogLevel::Info, message)
+        }
+
+        /// Logs a warning.
+        pub fn warn(&self, message: impl AsRef<str>) {
+            self.log(LogLevel::Warn, message)
+        }
+
+        /// Publishes a partial result: a complete snapshot that replaces the previous one, shown
+        /// to the user and never entering the model's history.
+        pub fn partial(&self, snapshot: &impl Serialize) {
+            self.cx.partial(snapshot)
+        }
+
+        /// Typed application state registered on the runtime. Prefer a `State<T>` parameter: the
+        /// runtime then checks at build time that `T` is registered.
+        pub fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, ToolError> {
+            self.cx.state::<T>()
+        }
+    };
+}
+
+/// The context of a plain tool.
+///
+/// ```
+/// use toolwright_core::{CallContext, ToolContext, PlainParam};
+/// let ctx = <ToolContext as PlainParam>::from_call(&CallContext::builder().call_id("c1").build()).unwrap();
+/// assert_eq!(ctx.idempotency_key(), "detached:c1");
+/// ```
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    cx: CallContext,
+}
+
+impl ToolContext {
+    common_context_methods!();
+
+    /// The approval grant, only on calls a person approved: who approved (distinct from
+    /// [`current`](Self::current): approval is consent, not borrowed identity).
+    pub fn approval(&self) -> Option<&ApprovalGrant> {
+        self.cx.approval()
+    }
+
+    /// The untyped call context.
+    pub fn call_context(&self) -> &CallContext {
+        &self.cx
+    }
+}
+
+/// The context of a `durable` tool: a [`ToolContext`] plus journaled steps.
+#[derive(Clone, Debug)]
+pub struct DurableContext {
+    tool: ToolContext,
+}
+
+impl std::ops::Deref for DurableContext {
+    type Target = ToolContext;
+    fn deref(&self) -> &ToolContext {
+        &self.tool
+    }
+}
+
+impl DurableContext {
+    /// Runs `work` as the step `name`, exactly once on record: if a previous run of this call
+    /// recorded the step, its value returns without running `work`. Names must be deterministic
+    /// (derive them from data, never from clocks or randomness) and unique within the call.
+    /// Values are JSON; keep them small.
+    pub async fn step<T, F>(&self, name: impl AsRef<str>, work: F) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: Future<Output = Result<T, ToolError>> + Send,
+    {
+        self.tool.cx.step(name.as_ref(), work).await
+    }
+}
+
+/// The context of a `workflow` tool body. It has no sandbox: run commands through a plain tool.
+#[derive(Clone, Debug)]
+pub struct WorkflowContext {
+    cx: CallContext,
+}
+
+impl WorkflowContext {
+    common_context_methods!();
+
+    /// Runs `work` as the journaled step `name` (see [`DurableContext::step`]).
+    pub async fn step<T, F>(&self, name: impl AsRef<str>, work: F) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: Future<Output = Result<T, ToolError>> + Send,
+    {
+        self.cx.step(name.as_ref(), work).await
+    }
+
+    /// Asks a person. An unanswered question parks the run; nothing waits in memory.
+    pub async fn ask(&self, request: AskRequest) -> Result<AskAnswer, ToolError> {
+        self.cx.host().ask(request).await
+    }
+
+    /// Sleeps durably: the timer fires after a restart, and a sleeping run holds no task.
+    pub async fn sleep(&self, duration: Duration) -> Result<(), ToolError> {
+        self.cx.host().sleep(duration).await
+    }
+
+    /// The untyped call context.
+    pub fn call_context(&self) -> &CallContext {
+        &self.cx
+    }
+}
+
+/// Typed application state registered on the runtime. As a tool parameter, the runtime checks
+/// when it is built that a `T` is registered.
+#[derive(Debug)]
+pub struct State<T: ?Sized>(pub Arc<T>);
+
+impl<T: ?Sized> Clone for State<T> {
+    fn clone(&self) -> Self {
+        State(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> std::ops::Deref for State<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Application state a tool needs, recorded in its descriptor so the runtime can refuse to start
+/// without it.
+#[derive(Clone, Copy, Debug)]
+pub struct Requirement {
+    /// The state's type id.
+    pub type_id: fn() -> TypeId,
+    /// The state's type name, for messages.
+    pub type_name: fn() -> &'static str,
+}
+
+impl Requirement {
+    /// The requirement of state `T`.
+    pub const fn of<T: ?Sized + 'static>() -> Self {
+        Requirement {
+            type_id: TypeId::of::<T>,
+            type_name: std::any::type_name::<T>,
+        }
+    }
+}
+
+macro_rules! param_trait {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        pub trait $name: Sized {
+            /// The application state this parameter needs, if any.
+            const REQUIREMENT: Option<Requirement> = None;
+            /// Extracts the parameter from the call.
+            fn from_call(cx: &CallContext) -> Result<Self, ToolError>;
+        }
+    };
+}
+
+param_trait!(
+    /// A parameter a plain tool may take after its arguments: [`ToolContext`] or [`State<T>`].
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a parameter of a plain tool",
+        label = "not a plain tool's context",
+        note = "after its arguments a plain tool takes `ToolContext` and `State<T>` parameters; `durable` tools take `DurableContext`, `workflow` tools take `WorkflowContext`"
+    )]
+    PlainParam
+);
+param_trait!(
+    /// A parameter a `durable` tool may take after its arguments: [`DurableContext`] or [`State<T>`].
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a parameter of a `durable` tool",
+        label = "not a durable tool's context",
+        note = "a `durable` tool takes `DurableContext` (it has `step`) and `State<T>` parameters"
+    )]
+    DurableParam
+);
+param_trait!(
+    /// A parameter a `workflow` tool may take after its arguments: [`WorkflowContext`] or [`State<T>`].
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a parameter of a `workflow` tool",
+        label = "not a workflow tool's context",
+        note = "a `workflow` tool takes `WorkflowContext` (it has `step`, `ask` and `sleep`, and no sandbox) and `State<T>` parameters"
+    )]
+    WorkflowParam
+);
+
+impl PlainParam for ToolContext {
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        Ok(ToolContext { cx: cx.clone() })
+    }
+}
+
+impl DurableParam for DurableContext {
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        Ok(DurableContext {
+            tool: ToolContext { cx: cx.clone() },
+        })
+    }
+}
+
+impl WorkflowParam for WorkflowContext {
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        Ok(WorkflowContext { cx: cx.clone() })
+    }
+}
+
+macro_rules! state_param {
+    ($($name:ident),*) => {$(
+        impl<T: Send + Sync + 'static> $name for State<T> {
+            const REQUIREMENT: Option<Requirement> = Some(Requirement::of::<T>());
+            fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+                cx.state::<T>()
+            }
+        }
+    )*};
+}
+state_param!(PlainParam, DurableParam, WorkflowParam);
+
+/// What a [`DetachedHost`] saw during a call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostEvent {
+    /// A log line.
+    Log(LogLevel, String),
+    /// A partial result.
+    Partial(Value),
+    /// A step that ran.
+    Step(String),
+    /// A `serve` reply.
+    Reply(String, Result<Value, String>),
+}
+
+/// A host for direct calls outside the runtime (tests, examples, scripts).
+///
+/// It records logs, partials and steps as [`HostEvent`]s, serves typed state added with
+/// [`DetachedHost::with_state`], runs steps directly (refusing a repeated name, as the journal
+/// does) and records nothing durably; `ask` answers `unavailable` (no person can be asked) and
+/// `sleep` fails, since durable waiting needs the runtime's store.
+#[derive(Default)]
+pub struct DetachedHost {
+    events: Mutex<Vec<HostEvent>>,
+    steps: Mutex<HashSet<String>>,
+    states: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    cancelled: AtomicBool,
+}
+
+impl std::fmt::Debug for DetachedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetachedHost")
+            .field("events", &self.events())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DetachedHost {
+    /// `self` serving `state` to `State<T>` parameters and `ctx.state::<T>()`.
+    pub fn with_state<T: Send + Sync + 'static>(mut self, state: T) -> Self {
+        self.states.insert(TypeId::of::<T>(), Arc::new(state));
+        self
+    }
+
+    /// Marks the call cancelled ([`ToolContext::is_cancelled`] then returns true).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+
+    /// What happened so far.
+    pub fn events(&self) -> Vec<HostEvent> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn push(&self, event: HostEvent) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event);
+        }
+    }
+}
+
+impl CallHost for DetachedHost {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    fn cancelled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        self.push(HostEvent::Log(level, message.to_owned()));
+    }
+
+    fn partial(&self, snapshot: Value) {
+        self.push(HostEvent::Partial(snapshot));
+    }
+
+    fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.states.get(&type_id).cloned()
+    }
+
+    fn step<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            if name.is_empty() {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    "a step needs a non-empty name",
+                ));
+            }
+            let fresh = self
+                .steps
+                .lock()
+                .map(|mut steps| steps.insert(name.to_owned()))
+                .unwrap_or(false);
+            if !fresh {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!(
+                        "step name `{name}` is used twice in one call; derive unique names from \
+                         the data, e.g. `seed:{{project}}`"
+                    ),
+                ));
+            }
+            self.push(HostEvent::Step(name.to_owned()));
+            run.await
+        })
+    }
+
+    fn ask(&self, _request: AskRequest) -> BoxFuture<'_, Result<AskAnswer, ToolError>> {
+        Box::pin(std::future::ready(Ok(AskAnswer::Unavailable)))
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>> {
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Journal,
+            format!(
+                "a durable sleep of {duration:?} needs the runtime's store; a detached call \
+                 cannot wait"
+            ),
+        ))))
+    }
+
+    fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>) {
+        let value = output.map(|o| o.value).map_err(|e| e.message().to_owned());
+        self.push(HostEvent::Reply(call_id.to_owned(), value));
+    }
+}

@@ -1,0 +1,223 @@
+//! Errors a tool call can end with, as values with actionable messages.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a call failed. The code is for programs (events, MCP clients); the message is for the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The tool itself returned an error.
+    ToolFailed,
+    /// The tool panicked; the panic was caught.
+    ToolPanicked,
+    /// No tool has that name.
+    UnknownTool,
+    /// The tool exists but is not offered to this caller.
+    NotVisible,
+    /// The input does not match the tool's schema.
+    InvalidInput,
+    /// The output does not match the tool's published output schema, or is not JSON.
+    InvalidOutput,
+    /// An approval policy, a response policy or the user denied the call.
+    Denied,
+    /// The call needs a person's approval and none can be asked (non-interactive session).
+    ApprovalUnavailable,
+    /// The call or its turn was cancelled.
+    Cancelled,
+    /// The call ran past its time limit.
+    Timeout,
+    /// A `serve` call named a task that does not exist or has finished.
+    UnknownTask,
+    /// The process stopped while the call ran; whether its side effects happened is unknown.
+    ResultUnknown,
+    /// A durable step or journal problem (a repeated step name, a replay that diverged).
+    Journal,
+    /// The application state or capability the tool needs is not installed.
+    MissingState,
+}
+
+impl ErrorCode {
+    /// The wire form, e.g. `UNKNOWN_TASK`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ToolFailed => "TOOL_FAILED",
+            ErrorCode::ToolPanicked => "TOOL_PANICKED",
+            ErrorCode::UnknownTool => "UNKNOWN_TOOL",
+            ErrorCode::NotVisible => "NOT_VISIBLE",
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::InvalidOutput => "INVALID_OUTPUT",
+            ErrorCode::Denied => "DENIED",
+            ErrorCode::ApprovalUnavailable => "APPROVAL_UNAVAILABLE",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::UnknownTask => "UNKNOWN_TASK",
+            ErrorCode::ResultUnknown => "RESULT_UNKNOWN",
+            ErrorCode::Journal => "JOURNAL",
+            ErrorCode::MissingState => "MISSING_STATE",
+        }
+    }
+}
+
+/// The error a tool returns, and the error every failed call becomes.
+///
+/// Write messages a model can act on: what failed, with which value, and what to do instead
+/// ("log service returned 404: no service named `payment-ap`; list services with
+/// `get_service_status`"), not "failed".
+///
+/// Any `std::error::Error` converts into a `ToolError` with `?`, keeping its message and sources.
+/// For that reason `ToolError` itself does not implement `std::error::Error` (the same trade
+/// `anyhow::Error` makes).
+///
+/// ```
+/// use toolwright_core::ToolError;
+/// fn parse(port: &str) -> Result<u16, ToolError> {
+///     Ok(port.parse::<u16>()?)
+/// }
+/// let err = parse("http").unwrap_err();
+/// assert_eq!(err.message(), "invalid digit found in string");
+/// ```
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    code: ErrorCode,
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    details: Option<Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    fatal: bool,
+}
+
+impl ToolError {
+    /// A tool failure with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self::with_code(ErrorCode::ToolFailed, message)
+    }
+
+    /// A failure that must not be retried: a workflow step that fails this way skips its retries.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        ToolError {
+            fatal: true,
+            ..Self::new(message)
+        }
+    }
+
+    /// An error with an explicit `code`.
+    pub fn with_code(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            details: None,
+            fatal: false,
+        }
+    }
+
+    /// `self` with structured `details` (shown to programs, summarised to the model).
+    pub fn details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// The error code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The message the model sees.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Structured details, if any.
+    pub fn details_value(&self) -> Option<&Value> {
+        self.details.as_ref()
+    }
+
+    /// Whether retries must be skipped.
+    pub fn is_fatal(&self) -> bool {
+        self.fatal
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("ToolError");
+        s.field("code", &self.code).field("message", &self.message);
+        if let Some(details) = &self.details {
+            s.field("details", details);
+        }
+        if self.fatal {
+            s.field("fatal", &true);
+        }
+        s.finish()
+    }
+}
+
+impl<E> From<E> for ToolError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    fn from(error: E) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
+        ToolError::new(message)
+    }
+}
+
+/// One problem found in a tool's input: where (a JSON pointer) and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputProblem {
+    /// JSON pointer into the input (`""` is the whole input).
+    pub pointer: String,
+    /// What is wrong there, in words a model can act on.
+    pub message: String,
+}
+
+/// The input of a call does not match the tool's schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputError {
+    /// The tool's model-facing name.
+    pub tool: String,
+    /// Every problem found, in schema order.
+    pub problems: Vec<InputProblem>,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid input for `{}`:", self.tool)?;
+        for problem in &self.problems {
+            let at = if problem.pointer.is_empty() {
+                "(root)"
+            } else {
+                &problem.pointer
+            };
+            write!(f, "\n- {at}: {}", problem.message)?;
+        }
+        write!(f, "\nfix these fields and call `{}` again", self.tool)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl InputError {
+    /// This error as a [`ToolError`] with code `INVALID_INPUT` and the problems as details.
+    pub fn into_tool_error(self) -> ToolError {
+        let details = serde_json::to_value(&self.problems).unwrap_or(Value::Null);
+        ToolError::with_code(ErrorCode::InvalidInput, self.to_string()).details(details)
+    }
+}

@@ -1,0 +1,419 @@
+//! Provider exports: OpenAI function tools (plain and strict), Anthropic tools and MCP tools.
+
+use serde_json::{Map, Value, json};
+
+use crate::registry::{Audience, Tool};
+
+/// A provider's tool format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// OpenAI function tools (`{"type":"function","function":{...}}`), `strict: false`:
+    /// optional fields stay optional.
+    OpenAi,
+    /// OpenAI function tools in strict mode where the schema allows it; a tool whose schema
+    /// cannot be made strict is exported with `strict: false` and a note saying why.
+    OpenAiStrict,
+    /// Anthropic tools (`{"name","description","input_schema"}`).
+    Anthropic,
+    /// MCP tools (`name`, `title`, `description`, `inputSchema`, `outputSchema`, `annotations`).
+    Mcp,
+}
+
+impl Format {
+    pub(crate) const COUNT: usize = 4;
+
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Format::OpenAi => 0,
+            Format::OpenAiStrict => 1,
+            Format::Anthropic => 2,
+            Format::Mcp => 3,
+        }
+    }
+}
+
+/// `tool` in `format` for `audience`, with a note when the export had to compromise.
+pub fn export(tool: &Tool, audience: Audience, format: Format) -> (Value, Option<String>) {
+    match format {
+        Format::OpenAi => (openai(tool, audience), None),
+        Format::OpenAiStrict => match openai_strict(tool, audience) {
+            Ok(value) => (value, None),
+            Err(reason) => (openai(tool, audience), Some(format!("not strict: {reason}"))),
+        },
+        Format::Anthropic => (anthropic(tool, audience), None),
+        Format::Mcp => (mcp(tool, audience), None),
+    }
+}
+
+/// The OpenAI function tool, `strict: false` (optional fields stay optional).
+pub fn openai(tool: &Tool, audience: Audience) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": tool.name(),
+            "description": tool.description_for(audience),
+            "parameters": tool.input_schema(),
+            "strict": false,
+        }
+    })
+}
+
+/// The OpenAI function tool in strict mode, or why the schema cannot be strict.
+pub fn openai_strict(tool: &Tool, audience: Audience) -> Result<Value, String> {
+    let parameters = strict_schema(tool.input_schema())?;
+    Ok(json!({
+        "type": "function",
+        "function": {
+            "name": tool.name(),
+            "description": tool.description_for(audience),
+            "parameters": parameters,
+            "strict": true,
+        }
+    }))
+}
+
+/// The Anthropic tool. Anthropic accepts `$defs`/`$ref`; the schema is passed as is.
+pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
+    json!({
+        "name": tool.name(),
+        "description": tool.description_for(audience),
+        "input_schema": tool.input_schema(),
+    })
+}
+
+/// The MCP tool object.
+pub fn mcp(tool: &Tool, audience: Audience) -> Value {
+    let d = tool.descriptor();
+    let mut object = Map::new();
+    object.insert("name".into(), json!(tool.name()));
+    if let Some(title) = d.title {
+        object.insert("title".into(), json!(title));
+    }
+    object.insert("description".into(), json!(tool.description_for(audience)));
+    object.insert("inputSchema".into(), tool.input_schema().clone());
+    if let Some(output) = tool.output_schema() {
+        object.insert("outputSchema".into(), output.clone());
+    }
+    let mut annotations = serde_json::to_value(d.effective_annotations()).unwrap_or(json!({}));
+    if let (Some(title), Some(map)) = (d.title, annotations.as_object_mut()) {
+        map.insert("title".into(), json!(title));
+    }
+    object.insert("annotations".into(), annotations);
+    Value::Object(object)
+}
+
+/// `tool_search` and `tool_call` in `format`, for audiences with deferred tools.
+pub fn meta_tools(format: Format) -> Vec<(&'static str, Value)> {
+    let search_schema = json!({
+        "type": "object",
+        "properties": {
+            "query": { "type": "string", "description": "Words describing the capability you need, e.g. \"export pdf\"." }
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    });
+    let call_schema = json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "description": "The exact name of a tool found with tool_search." },
+            "input": { "type": "object", "description": "The tool's input, matching the schema tool_search returned." }
+        },
+        "required": ["name", "input"],
+        "additionalProperties": false
+    });
+    let search_text = "Find tools that are not in your tool list. Returns matching tools with their names, descriptions and input schemas. Use it when no listed tool fits the task.";
+    let call_text = "Call a tool found with tool_search, by its exact name, with its input.";
+    let render = |name: &str, text: &str, schema: &Value| match format {
+        Format::OpenAi => json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": false } }),
+        // `input` is free-form, which strict mode cannot express, so `tool_call` stays non-strict.
+        Format::OpenAiStrict => json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": name == "tool_search" } }),
+        Format::Anthropic => json!({ "name": name, "description": text, "input_schema": schema }),
+        Format::Mcp => json!({ "name": name, "description": text, "inputSchema": schema, "annotations": { "readOnlyHint": name == "tool_search" } }),
+    };
+    vec![
+        ("tool_search", render("tool_search", search_text, &search_schema)),
+        ("tool_call", render("tool_call", call_text, &call_schema)),
+    ]
+}
+
+/// OpenAI's documented limits for strict schemas.
+const STRICT_MAX_PROPERTIES: usize = 5000;
+const STRICT_MAX_DEPTH: usize = 10;
+const STRICT_MAX_ENUM_VALUES: usize = 1000;
+/// String formats strict mode accepts; others are dropped (they are annotations to us anyway).
+const STRICT_FORMATS: &[&str] = &[
+    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+];
+/// Keywords strict mode rejects; a schema that needs one cannot be strict.
+const STRICT_UNSUPPORTED: &[&str] = &[
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "patternProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+];
+
+/// The strict-mode form of `schema`: every object closed (`additionalProperties: false`) with
+/// all properties required, optional ones made nullable; `oneOf` becomes `anyOf`; `default`
+/// moves into the description; unsupported formats are dropped. Errors say why it is impossible.
+pub fn strict_schema(schema: &Value) -> Result<Value, String> {
+    let mut out = schema.clone();
+    if out.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("the root of a strict schema must be an object".into());
+    }
+    let mut properties = 0usize;
+    strictify(&mut out, "", 0, &mut properties)?;
+    if properties > STRICT_MAX_PROPERTIES {
+        return Err(format!(
+            "the schema has {properties} properties; strict mode allows {STRICT_MAX_PROPERTIES}"
+        ));
+    }
+    Ok(out)
+}
+
+fn strictify(node: &mut Value, path: &str, depth: usize, properties: &mut usize) -> Result<(), String> {
+    let Value::Object(map) = node else {
+        return Ok(());
+    };
+    let at = if path.is_empty() { "/" } else { path };
+    for keyword in STRICT_UNSUPPORTED {
+        if map.contains_key(*keyword) {
+            return Err(format!("`{keyword}` at {at} is not supported in strict mode"));
+        }
+    }
+    if let Some(values) = map.get("enum").and_then(Value::as_array)
+        && values.len() > STRICT_MAX_ENUM_VALUES
+    {
+        return Err(format!(
+            "the enum at {at} has {} values; strict mode allows {STRICT_MAX_ENUM_VALUES}",
+            values.len()
+        ));
+    }
+    if let Some(one_of) = map.remove("oneOf") {
+        map.insert("anyOf".into(), one_of);
+    }
+    if let Some(format) = map.get("format").and_then(Value::as_str)
+        && !STRICT_FORMATS.contains(&format)
+    {
+        map.remove("format");
+    }
+    if let Some(default) = map.remove("default") {
+        let text = format!("Default: {default}.");
+        let description = match map.get("description").and_then(Value::as_str) {
+            Some(existing) => format!("{existing} {text}"),
+            None => text,
+        };
+        map.insert("description".into(), Value::String(description));
+    }
+
+    let is_object = map.get("type").and_then(Value::as_str) == Some("object")
+        || map.contains_key("properties");
+    if is_object {
+        if depth >= STRICT_MAX_DEPTH {
+            return Err(format!(
+                "objects nest deeper than {STRICT_MAX_DEPTH} levels at {at}"
+            ));
+        }
+        match map.get("additionalProperties") {
+            None | Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) | Some(Value::Object(_)) => {
+                return Err(format!(
+                    "the object at {at} accepts arbitrary keys (a map); strict mode needs every property named"
+                ));
+            }
+            Some(_) => {}
+        }
+        map.insert("additionalProperties".into(), Value::Bool(false));
+        let required: Vec<String> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let mut all = Vec::new();
+        if let Some(Value::Object(props)) = map.get_mut("properties") {
+            *properties += props.len();
+            for (key, property) in props.iter_mut() {
+                strictify(property, &format!("{path}/{key}"), depth + 1, properties)?;
+                if !required.contains(key) {
+                    make_nullable(property);
+                }
+                all.push(Value::String(key.clone()));
+            }
+        }
+        map.insert("required".into(), Value::Array(all));
+    }
+
+    for keyword in ["items", "prefixItems", "anyOf", "$defs", "definitions"] {
+        match map.get_mut(keyword) {
+            Some(Value::Object(child)) if keyword == "$defs" || keyword == "definitions" => {
+                for (name, def) in child.iter_mut() {
+                    strictify(def, &format!("#/{keyword}/{name}"), 0, properties)?;
+                }
+            }
+            Some(child @ Value::Object(_)) => strictify(child, &format!("{path}/{keyword}"), depth + 1, properties)?,
+            Some(Value::Array(children)) => {
+                for (i, child) in children.iter_mut().enumerate() {
+                    strictify(child, &format!("{path}/{keyword}/{i}"), depth + 1, properties)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Lets `schema` also accept `null` (how strict mode spells "optional").
+fn make_nullable(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    match map.get_mut("type") {
+        Some(Value::String(t)) if t != "null" => {
+            let t = std::mem::take(t);
+            map.insert("type".into(), json!([t, "null"]));
+            if let Some(Value::Array(values)) = map.get_mut("enum")
+                && !values.contains(&Value::Null)
+            {
+                values.push(Value::Null);
+            }
+            return;
+        }
+        Some(Value::Array(types)) => {
+            if !types.contains(&json!("null")) {
+                types.push(json!("null"));
+            }
+            if let Some(Value::Array(values)) = map.get_mut("enum")
+                && !values.contains(&Value::Null)
+            {
+                values.push(Value::Null);
+            }
+            return;
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+        if !branches.iter().any(|b| b.get("type") == Some(&json!("null"))) {
+            branches.push(json!({ "type": "null" }));
+        }
+        return;
+    }
+    let description = map.remove("description");
+    let inner = Value::Object(std::mem::take(map));
+    map.insert("anyOf".into(), json!([inner, { "type": "null" }]));
+    if let Some(description) = description {
+        map.insert("description".into(), description);
+    }
+}
+
+/// Removes `null` values that strict mode sent for optional fields the original schema does not
+/// let be `null`, so the input validates against the tool's own schema.
+pub fn strip_strict_nulls(original: &Value, input: &mut Value) {
+    strip(original, original, input, 0);
+}
+
+fn strip(root: &Value, schema: &Value, input: &mut Value, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    let schema = follow(root, schema);
+    let Value::Object(object) = input else { return };
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    object.retain(|key, value| {
+        !(value.is_null()
+            && !required.contains(&key.as_str())
+            && properties.get(key).is_some_and(|p| !accepts_null(root, p)))
+    });
+    for (key, value) in object.iter_mut() {
+        if let Some(property) = properties.get(key) {
+            strip(root, property, value, depth + 1);
+        }
+    }
+}
+
+fn follow<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
+        Some(pointer) => root.pointer(pointer).unwrap_or(schema),
+        None => schema,
+    }
+}
+
+fn accepts_null(root: &Value, schema: &Value) -> bool {
+    let schema = follow(root, schema);
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.contains(&json!("null")),
+        _ => ["anyOf", "oneOf"].iter().any(|k| {
+            schema
+                .get(*k)
+                .and_then(Value::as_array)
+                .is_some_and(|branches| branches.iter().any(|b| accepts_null(root, b)))
+        }) || schema.as_object().is_some_and(|m| m.is_empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_closes_objects_and_nulls_optional_fields() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "service": { "type": "string" },
+                "limit": { "type": "integer", "format": "uint32", "default": 50, "minimum": 1 },
+                "window": { "$ref": "#/$defs/Window" }
+            },
+            "required": ["service"],
+            "$defs": { "Window": { "type": "string", "enum": ["5m", "1h"] } }
+        });
+        let strict = strict_schema(&schema).unwrap();
+        assert_eq!(strict["additionalProperties"], json!(false));
+        assert_eq!(strict["required"], json!(["limit", "service", "window"]));
+        assert_eq!(strict["properties"]["limit"]["type"], json!(["integer", "null"]));
+        assert!(strict["properties"]["limit"].get("format").is_none());
+        assert_eq!(strict["properties"]["limit"]["description"], json!("Default: 50."));
+        assert_eq!(
+            strict["properties"]["window"],
+            json!({ "anyOf": [{ "$ref": "#/$defs/Window" }, { "type": "null" }] })
+        );
+    }
+
+    #[test]
+    fn strict_refuses_maps_with_a_reason() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "tags": { "type": "object", "additionalProperties": { "type": "string" } } }
+        });
+        let reason = strict_schema(&schema).unwrap_err();
+        assert!(reason.contains("/tags"), "{reason}");
+        assert!(reason.contains("arbitrary keys"), "{reason}");
+    }
+
+    #[test]
+    fn strict_nulls_are_stripped_back() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "a": { "type": "string" }, "b": { "type": ["string", "null"] } },
+            "required": []
+        });
+        let mut input = json!({ "a": null, "b": null });
+        strip_strict_nulls(&schema, &mut input);
+        assert_eq!(input, json!({ "b": null }));
+    }
+}

@@ -1,0 +1,204 @@
+//! Tool arguments: the [`ToolInput`] trait, [`NoInput`], and the call stream of `serve` tools.
+
+use std::marker::PhantomData;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::CallContext;
+use crate::error::ToolError;
+use crate::output::CallOutput;
+
+/// The argument struct of a tool: a struct with named fields (or an empty `struct X {}`) that
+/// deserializes from, and is described as, a JSON object.
+///
+/// Implement it with `#[derive(ToolInput)]` beside `Deserialize` and `JsonSchema`; the derive
+/// refuses tuple structs, unit structs and enums at compile time, and records the field names as
+/// they appear in JSON (after `rename` and `rename_all`), which lets `#[tool]` check rules about
+/// fields (a `serve` tool's struct must not declare `task_id`) at compile time.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool argument struct",
+    label = "add `#[derive(ToolInput)]` to this type",
+    note = "an argument struct is a struct with named fields deriving `Deserialize, JsonSchema, ToolInput`; for a tool without arguments take `NoInput`"
+)]
+pub trait ToolInput: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+    /// The JSON names of the fields, in declaration order.
+    const FIELDS: &'static [&'static str];
+    /// Whether some field is `#[serde(flatten)]`ed (then `FIELDS` is not the whole list).
+    const FLATTENS: bool;
+}
+
+/// The arguments of a tool that takes none: `async fn now(_: NoInput) -> Stamp`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
+
+impl JsonSchema for NoInput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NoInput".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "object", "properties": {}, "additionalProperties": false })
+    }
+}
+
+impl ToolInput for NoInput {
+    const FIELDS: &'static [&'static str] = &[];
+    const FLATTENS: bool = false;
+}
+
+/// The calls a `serve` task receives: the first is the call that started the task, the following
+/// ones arrive in order as the model calls the tool again with the task's `task_id`.
+///
+/// ```ignore
+/// #[tool(effect = write, workflow = serve)]
+/// /// Drafts a release plan and revises it on request.
+/// async fn plan_release(mut calls: ServeCalls<PlanRequest, Plan>, ctx: WorkflowContext) -> Result<(), ToolError> {
+///     let mut plan = None;
+///     while let Some(call) = calls.next().await {
+///         let next = revise(plan.take(), &call.input).await?;
+///         plan = Some(next.clone());
+///         call.reply(next);
+///     }
+///     Ok(())
+/// }
+/// ```
+pub struct ServeCalls<A, T = Value> {
+    first: Option<ServeCall<A, T>>,
+    cx: CallContext,
+    finish: fn(T) -> Result<CallOutput, ToolError>,
+    _args: PhantomData<fn() -> A>,
+}
+
+impl<A, T> std::fmt::Debug for ServeCalls<A, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeCalls")
+            .field("task", &self.cx.call_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call to a `serve` task. Reply once; a call dropped without a reply fails with a message
+/// saying so.
+pub struct ServeCall<A, T = Value> {
+    /// The validated input of this call.
+    pub input: A,
+    call_id: String,
+    cx: CallContext,
+    finish: fn(T) -> Result<CallOutput, ToolError>,
+    replied: bool,
+}
+
+impl<A, T> std::fmt::Debug for ServeCall<A, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeCall")
+            .field("call_id", &self.call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A, T> ServeCall<A, T> {
+    /// The id of this call.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// Hands back the result of this call; the task then idles until the next call.
+    pub fn reply(mut self, output: T) {
+        self.replied = true;
+        let result = (self.finish)(output);
+        self.cx.host().serve_reply(&self.call_id, result);
+    }
+
+    /// Fails this call with `error`; the task keeps serving.
+    pub fn fail(mut self, error: ToolError) {
+        self.replied = true;
+        self.cx.host().serve_reply(&self.call_id, Err(error));
+    }
+}
+
+impl<A, T> Drop for ServeCall<A, T> {
+    fn drop(&mut self) {
+        if !self.replied {
+            self.cx.host().serve_reply(
+                &self.call_id,
+                Err(ToolError::new(
+                    "the serve task finished this call without replying; call `reply` once per call",
+                )),
+            );
+        }
+    }
+}
+
+impl<A: ToolInput, T> ServeCalls<A, T> {
+    /// The next call, or `None` when the task is over (cancelled or closed).
+    pub async fn next(&mut self) -> Option<ServeCall<A, T>> {
+        if let Some(first) = self.first.take() {
+            return Some(first);
+        }
+        loop {
+            let incoming = self.cx.host().serve_next().await?;
+            match serde_json::from_value::<A>(incoming.input) {
+                Ok(input) => {
+                    return Some(ServeCall {
+                        input,
+                        call_id: incoming.call_id,
+                        cx: self.cx.clone(),
+                        finish: self.finish,
+                        replied: false,
+                    });
+                }
+                Err(error) => self.cx.host().serve_reply(
+                    &incoming.call_id,
+                    Err(ToolError::with_code(
+                        crate::ErrorCode::InvalidInput,
+                        format!("invalid input: {error}"),
+                    )),
+                ),
+            }
+        }
+    }
+}
+
+/// The first parameter of a `serve` tool: [`ServeCalls<Args, Output>`].
+#[diagnostic::on_unimplemented(
+    message = "the first parameter of a `serve` tool must be `ServeCalls<Args, Output>`, not `{Self}`",
+    label = "expected `ServeCalls<Args, Output>`",
+    note = "a `serve` task receives its calls one by one: `async fn f(mut calls: ServeCalls<Args, Output>, ctx: WorkflowContext)`"
+)]
+pub trait ServeInput: Sized {
+    /// The argument struct of each call.
+    type Args: ToolInput;
+    /// What each call replies with.
+    type Output: Serialize;
+    /// The stream starting with the call `call_id` carrying `first`.
+    fn start(
+        first: Self::Args,
+        cx: CallContext,
+        finish: fn(Self::Output) -> Result<CallOutput, ToolError>,
+    ) -> Self;
+}
+
+impl<A: ToolInput, T: Serialize> ServeInput for ServeCalls<A, T> {
+    type Args = A;
+    type Output = T;
+
+    fn start(first: A, cx: CallContext, finish: fn(T) -> Result<CallOutput, ToolError>) -> Self {
+        let call = ServeCall {
+            input: first,
+            call_id: cx.call_id().to_owned(),
+            cx: cx.clone(),
+            finish,
+            replied: false,
+        };
+        ServeCalls {
+            first: Some(call),
+            cx,
+            finish,
+            _args: PhantomData,
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Definitions and policy types of toolwright: tool descriptors, effects, approvals, errors,
+//! names, the `inventory` registry, schema processing and provider exports.
+//!
+//! Most users depend on the `toolwright` facade crate instead, which re-exports this crate
+//! together with the `#[tool]` macro and the runtime. This crate has no async runtime and no MCP
+//! types.
+
+#![warn(missing_docs)]
+
+pub mod approval;
+pub mod context;
+pub mod descriptor;
+pub mod effect;
+pub mod error;
+pub mod export;
+pub mod input;
+pub mod names;
+pub mod output;
+pub mod registry;
+pub mod schema;
+pub mod session;
+pub mod workflow;
+
+#[doc(hidden)]
+pub mod private;
+
+pub use approval::{
+    ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, ApprovedTools,
+    CancelSignal, PromptContext, RequestPolicy, ResponseCall, ResponseContext, ResponseDecision,
+    ResponseVerdict,
+};
+pub use context::{
+    ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
+    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State,
+    ToolContext, WorkflowContext, WorkflowParam,
+};
+pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
+pub use effect::{Annotations, Effect};
+pub use error::{ErrorCode, InputError, InputProblem, ToolError};
+pub use export::Format;
+pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
+pub use output::{CallOutput, ContentPart, ModelOutput, Status};
+pub use registry::{Audience, Registry, RegistryError, RegistryProblem, Tool, ToolList};
+pub use session::{Caller, Principal, PrincipalType, SessionInfo};
+pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

@@ -1,0 +1,156 @@
+//! What a call produces: the raw output, the model's projection of it, and status objects.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the model sees of a tool's output, when `to_model_output` projects it.
+///
+/// Hooks, events and clients still receive the full raw output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "lowercase")]
+pub enum ModelOutput {
+    /// Plain text.
+    Text(String),
+    /// A JSON value.
+    Json(Value),
+    /// A list of content parts (text and base64 files such as images).
+    Content(Vec<ContentPart>),
+}
+
+impl ModelOutput {
+    /// Text output.
+    pub fn text(text: impl Into<String>) -> Self {
+        ModelOutput::Text(text.into())
+    }
+
+    /// JSON output.
+    pub fn json(value: impl Serialize) -> Self {
+        ModelOutput::Json(serde_json::to_value(value).unwrap_or(Value::Null))
+    }
+
+    /// Content parts.
+    pub fn content(parts: impl IntoIterator<Item = ContentPart>) -> Self {
+        ModelOutput::Content(parts.into_iter().collect())
+    }
+}
+
+impl From<String> for ModelOutput {
+    fn from(text: String) -> Self {
+        ModelOutput::Text(text)
+    }
+}
+
+impl From<&str> for ModelOutput {
+    fn from(text: &str) -> Self {
+        ModelOutput::Text(text.to_owned())
+    }
+}
+
+/// One part of a [`ModelOutput::Content`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ContentPart {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A file, base64-encoded (raw bytes do not cross the durable JSON boundary).
+    File {
+        /// The base64 data.
+        data: String,
+        /// The media type, e.g. `image/png`.
+        #[serde(rename = "mediaType")]
+        media_type: String,
+    },
+}
+
+impl ContentPart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentPart::Text { text: text.into() }
+    }
+
+    /// A file part from base64 `data` of `media_type`.
+    pub fn file(data: impl Into<String>, media_type: impl Into<String>) -> Self {
+        ContentPart::File {
+            data: data.into(),
+            media_type: media_type.into(),
+        }
+    }
+}
+
+/// The result of one successful execution, before the runtime wraps it in events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallOutput {
+    /// The raw output, serialized to JSON.
+    pub value: Value,
+    /// Whether this call may end the turn (`ends_turn`, evaluated on the output).
+    pub ends_turn: bool,
+    /// The model's projection (`to_model_output`), if the tool has one.
+    pub model: Option<ModelOutput>,
+    /// The rendered `label(complete = ...)`, if the tool has one.
+    pub complete_label: Option<String>,
+}
+
+impl CallOutput {
+    /// What the model sees: the projection if there is one, else the raw output as JSON.
+    pub fn for_model(&self) -> ModelOutput {
+        match &self.model {
+            Some(projection) => projection.clone(),
+            None => ModelOutput::Json(self.value.clone()),
+        }
+    }
+}
+
+/// A state the user can fix, returned as data instead of an error (the model then asks the user
+/// for what is needed and calls again).
+///
+/// ```
+/// use toolwright_core::Status;
+/// let status = Status::verification_required(
+///     "login",
+///     ["sms"],
+///     "treehole needs SMS verification: call treehole__send_code first, then retry with `code`",
+/// );
+/// assert_eq!(serde_json::to_value(&status).unwrap()["status"], "verification_required");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Status {
+    /// The state, e.g. `verification_required`.
+    pub status: String,
+    /// What kind of thing is needed, e.g. `login`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// How the user can resolve it, e.g. `["sms"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// What the model should tell the user and do next.
+    pub message: String,
+}
+
+impl Status {
+    /// A status object with `status` and `message`.
+    pub fn new(status: impl Into<String>, message: impl Into<String>) -> Self {
+        Status {
+            status: status.into(),
+            kind: None,
+            methods: Vec::new(),
+            message: message.into(),
+        }
+    }
+
+    /// `verification_required` of `kind`, resolvable by `methods`.
+    pub fn verification_required<M: Into<String>>(
+        kind: impl Into<String>,
+        methods: impl IntoIterator<Item = M>,
+        message: impl Into<String>,
+    ) -> Self {
+        Status {
+            status: "verification_required".into(),
+            kind: Some(kind.into()),
+            methods: methods.into_iter().map(Into::into).collect(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,760 @@
+//! The registry: every `#[tool]` of the program, collected once, with schemas, validators and
+//! model-facing lists computed once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use crate::approval::ApprovalKey;
+use crate::context::{CallContext, CallContextBuilder};
+use crate::descriptor::{EndsTurn, Location, Registration, ToolDescriptor, ToolKind};
+use crate::error::{ErrorCode, InputError, ToolError};
+use crate::export::{self, Format};
+use crate::names;
+use crate::output::CallOutput;
+use crate::schema::{self, InputValidator};
+use crate::session::Caller;
+use crate::workflow::Entry;
+
+/// Who a tool list is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Audience {
+    /// The model of a top-level session (and schedules, which see what it sees).
+    Model,
+    /// The model of a delegated (subagent) session.
+    Subagent,
+    /// A person in the user interface.
+    User,
+}
+
+impl Audience {
+    /// Every audience.
+    pub const ALL: [Audience; 3] = [Audience::Model, Audience::Subagent, Audience::User];
+
+    /// The audience of `caller`.
+    pub const fn of(caller: Caller) -> Audience {
+        match caller {
+            Caller::Model | Caller::Schedule => Audience::Model,
+            Caller::Subagent => Audience::Subagent,
+            Caller::User => Audience::User,
+        }
+    }
+
+    const fn index(self) -> usize {
+        match self {
+            Audience::Model => 0,
+            Audience::Subagent => 1,
+            Audience::User => 2,
+        }
+    }
+}
+
+/// The sentence appended to the model-facing description of an `ends_turn` tool.
+pub const ENDS_TURN_SENTENCE: &str = "Calling this tool ends your turn.";
+/// The sentence appended to the model-facing description of a `serve` tool.
+pub const SERVE_SENTENCE: &str =
+    "To send a follow-up to a running task, pass its `task_id`; leave it out to start a new task.";
+
+/// One collected tool: its descriptor with schemas and validators computed once.
+pub struct Tool {
+    descriptor: &'static ToolDescriptor,
+    id: String,
+    name: String,
+    input_schema: Value,
+    inlined_input_schema: Result<Value, String>,
+    output_schema: Option<Value>,
+    validator: InputValidator,
+    output_validator: Option<InputValidator>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("effect", &self.descriptor.effect)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    fn build(descriptor: &'static ToolDescriptor) -> Result<Tool, Vec<RegistryProblem>> {
+        let mut problems = Vec::new();
+        let id = descriptor.id();
+        let name = descriptor.model_name();
+        let at = descriptor.location;
+
+        for part in std::iter::once(descriptor.name).chain(descriptor.toolset) {
+            if !names::is_valid_name(part) {
+                problems.push(RegistryProblem::InvalidName {
+                    name: part.to_owned(),
+                    at,
+                });
+            }
+        }
+        if !names::is_valid_name(&name) {
+            problems.push(RegistryProblem::InvalidName {
+                name: name.clone(),
+                at,
+            });
+        }
+        if names::is_reserved(&name) {
+            problems.push(RegistryProblem::Reserved {
+                name: name.clone(),
+                at,
+            });
+        }
+
+        let generated = (descriptor.input.schema)(false);
+        let mut input_schema = schema::model_facing(&generated);
+        if !schema::is_object_schema(&input_schema) {
+            problems.push(RegistryProblem::InputNotObject {
+                tool: name.clone(),
+                type_name: descriptor.input.type_name,
+                at,
+            });
+        }
+        let serve = descriptor.kind == ToolKind::Workflow(Entry::Serve);
+        if serve {
+            if descriptor.input.fields.contains(&"task_id")
+                || input_schema
+                    .pointer("/properties/task_id")
+                    .is_some()
+            {
+                problems.push(RegistryProblem::ServeTaskId {
+                    tool: name.clone(),
+                    at,
+                });
+            }
+            input_schema = schema::with_task_id(input_schema);
+        }
+        let inlined = schema::model_facing(&(descriptor.input.schema)(true));
+        let inlined_input_schema = if schema::has_ref(&inlined) {
+            Err(format!(
+                "the input type `{}` is recursive, so its schema cannot be written without `$ref`",
+                descriptor.input.type_name
+            ))
+        } else if serve {
+            Ok(schema::with_task_id(inlined))
+        } else {
+            Ok(inlined)
+        };
+
+        let validator = match InputValidator::compile(&input_schema) {
+            Ok(v) => Some(v),
+            Err(error) => {
+                problems.push(RegistryProblem::SchemaCompile {
+                    tool: name.clone(),
+                    which: "input",
+                    error,
+                    at,
+                });
+                None
+            }
+        };
+
+        let mut output_schema = None;
+        let mut output_validator = None;
+        if let Some(output) = descriptor.output_schema {
+            let value = schema::model_facing(&output(false));
+            if !schema::is_object_schema(&value) {
+                problems.push(RegistryProblem::OutputNotObject {
+                    tool: name.clone(),
+                    at,
+                });
+            }
+            match InputValidator::compile(&value) {
+                Ok(v) => output_validator = Some(v),
+                Err(error) => problems.push(RegistryProblem::SchemaCompile {
+                    tool: name.clone(),
+                    which: "output",
+                    error,
+                    at,
+                }),
+            }
+            output_schema = Some(value);
+        }
+
+        match validator {
+            Some(validator) if problems.is_empty() => Ok(Tool {
+                descriptor,
+                id,
+                name,
+                input_schema,
+                inlined_input_schema,
+                output_schema,
+                validator,
+                output_validator,
+            }),
+            _ => Err(problems),
+        }
+    }
+
+    /// The static descriptor.
+    pub fn descriptor(&self) -> &'static ToolDescriptor {
+        self.descriptor
+    }
+
+    /// The id: `toolset.name` or `name`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The model-facing name: `toolset__name` or `name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The model-facing input schema (`$defs`/`$ref` kept, no `$schema`).
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// The input schema with every `$ref` inlined, or why that is impossible (recursion).
+    pub fn inlined_input_schema(&self) -> Result<&Value, &str> {
+        self.inlined_input_schema.as_ref().map_err(String::as_str)
+    }
+
+    /// The published output schema, if `output_schema` is set.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    /// The description the model sees in `audience`: the tool's description, plus the sentence
+    /// saying that calling it ends the turn (top-level model only: subagents must answer), and
+    /// for `serve` tools how to continue a task.
+    pub fn description_for(&self, audience: Audience) -> String {
+        let mut text = self.descriptor.description.trim_end().to_owned();
+        if self.descriptor.ends_turn != EndsTurn::Never && audience == Audience::Model {
+            text.push_str(if text.is_empty() { "" } else { " " });
+            text.push_str(ENDS_TURN_SENTENCE);
+        }
+        if self.descriptor.kind == ToolKind::Workflow(Entry::Serve) {
+            text.push_str(if text.is_empty() { "" } else { " " });
+            text.push_str(SERVE_SENTENCE);
+        }
+        text
+    }
+
+    /// Whether `audience` may call this tool.
+    pub fn visible_to(&self, audience: Audience) -> bool {
+        let d = self.descriptor;
+        match audience {
+            Audience::Model => !d.user_only,
+            Audience::Subagent => !d.user_only && d.subagents,
+            Audience::User => true,
+        }
+    }
+
+    /// Whether this tool appears in `audience`'s list (visible, and not deferred for models).
+    pub fn listed_for(&self, audience: Audience) -> bool {
+        self.visible_to(audience) && (audience == Audience::User || !self.descriptor.deferred)
+    }
+
+    /// Validates `input` against the schema and applies defaults; the error lists every failing
+    /// JSON pointer.
+    pub fn validate(&self, input: Value) -> Result<Value, InputError> {
+        self.validator.validate(&self.name, input)
+    }
+
+    /// The label shown when a call with `input` starts; falls back to the humanized name when the
+    /// tool has no start label or it renders empty.
+    pub fn start_label(&self, input: &Value) -> String {
+        self.descriptor
+            .label
+            .start
+            .and_then(|render| render(input))
+            .filter(|label| !label.trim().is_empty())
+            .unwrap_or_else(|| names::humanize(self.descriptor.name))
+    }
+
+    /// The label for a partial result, if the tool has a delta label that renders.
+    pub fn delta_label(&self, input: &Value, partial: &Value) -> Option<String> {
+        self.descriptor
+            .label
+            .delta
+            .and_then(|render| render(input, partial))
+            .filter(|label| !label.trim().is_empty())
+    }
+
+    /// The key `once` remembers an approval under: the tool name, a digest of the canonical
+    /// validated input (`approval_key = input`), or the user's key fn.
+    pub fn approval_key(&self, input: &Value) -> Result<String, ToolError> {
+        let key = self
+            .descriptor
+            .approval
+            .map(|a| a.key)
+            .unwrap_or(ApprovalKey::ToolName);
+        match key {
+            ApprovalKey::ToolName => Ok(self.name.clone()),
+            ApprovalKey::Input => Ok(format!("{}#{}", self.name, input_digest(input))),
+            ApprovalKey::Custom(key_fn) => key_fn(input).map(|key| format!("{}#{key}", self.name)),
+        }
+    }
+
+    /// Runs the tool directly: validates and defaults `input`, executes with `cx`, catches a
+    /// panic, and checks the output against the published output schema. No approval, taint or
+    /// events: that is the runtime's pipeline.
+    pub async fn call(&self, input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+        let mut input = self.validate(input).map_err(InputError::into_tool_error)?;
+        if self.descriptor.kind == ToolKind::Workflow(Entry::Serve)
+            && let Some(map) = input.as_object_mut()
+        {
+            map.remove("task_id");
+        }
+        self.invoke(input, cx).await
+    }
+
+    /// Executes the tool on input that is already validated and defaulted, catching a panic and
+    /// checking the output schema.
+    pub async fn invoke(&self, input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+        let run = (self.descriptor.invoke)(input, cx);
+        let output = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+            Ok(result) => result?,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string payload".to_owned());
+                return Err(ToolError::with_code(
+                    ErrorCode::ToolPanicked,
+                    format!(
+                        "tool `{}` panicked: {what}; this is a bug in the tool, not in the input",
+                        self.name
+                    ),
+                ));
+            }
+        };
+        self.check_output(&output.value)?;
+        Ok(output)
+    }
+
+    /// Checks `value` against the published output schema, if any.
+    pub fn check_output(&self, value: &Value) -> Result<(), ToolError> {
+        let Some(validator) = &self.output_validator else {
+            return Ok(());
+        };
+        validator.check(&self.name, value).map_err(|error| {
+            let problems: Vec<String> = error
+                .problems
+                .iter()
+                .map(|p| format!("{}: {}", if p.pointer.is_empty() { "(root)" } else { &p.pointer }, p.message))
+                .collect();
+            ToolError::with_code(
+                ErrorCode::InvalidOutput,
+                format!(
+                    "tool `{}` returned output that does not match its output schema: {}",
+                    self.name,
+                    problems.join("; ")
+                ),
+            )
+        })
+    }
+}
+
+/// A hex SHA-256 digest of the canonical JSON of `value` (object keys sorted).
+pub fn input_digest(value: &Value) -> String {
+    use sha2::Digest;
+    // serde_json's `Map` is ordered by key (no `preserve_order`), so `to_vec` is canonical.
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let digest = sha2::Sha256::digest(&bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A model-facing tool list, serialized once.
+#[derive(Debug)]
+pub struct ToolList {
+    json: Box<str>,
+    entries: Vec<ListEntry>,
+    notes: Vec<String>,
+}
+
+/// One tool of a [`ToolList`], serialized alone (so a runtime can splice lists for conditional
+/// tools without serializing again).
+#[derive(Debug)]
+pub struct ListEntry {
+    /// The model-facing name (a meta-tool's name for `tool_search`/`tool_call`).
+    pub name: String,
+    /// Index into [`Registry::tools`], `None` for meta-tools.
+    pub tool: Option<usize>,
+    /// The serialized tool object.
+    pub json: Box<serde_json::value::RawValue>,
+}
+
+impl ToolList {
+    /// The whole list as a JSON array.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// Each tool, serialized alone.
+    pub fn entries(&self) -> &[ListEntry] {
+        &self.entries
+    }
+
+    /// Remarks from the export (e.g. why a tool could not be made strict).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+}
+
+struct Inner {
+    tools: Vec<Tool>,
+    by_name: HashMap<String, usize>,
+    by_id: HashMap<String, usize>,
+    lists: [[OnceLock<ToolList>; Format::COUNT]; 3],
+}
+
+/// Every tool of the program, collected once. Cheap to clone (an `Arc`).
+///
+/// ```
+/// # use toolwright_core::Registry;
+/// let registry = Registry::from_tools([]).unwrap();
+/// assert!(registry.tools().is_empty());
+/// ```
+#[derive(Clone)]
+pub struct Registry(Arc<Inner>);
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.tools.iter().map(|t| &t.name))
+            .finish()
+    }
+}
+
+/// One reason the registry refused its tools.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RegistryProblem {
+    /// Two tools share a model-facing name.
+    #[error("two tools are named `{name}`: one at {first}, one at {second}; rename one with `name = \"...\"` or put it in a `toolset`")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// The first definition.
+        first: Location,
+        /// The second definition.
+        second: Location,
+    },
+    /// Two tools share an id.
+    #[error("two tools have the id `{id}`: one at {first}, one at {second}; rename one")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// The first definition.
+        first: Location,
+        /// The second definition.
+        second: Location,
+    },
+    /// A reserved name.
+    #[error("tool `{name}` at {at} takes a name the runtime reserves for a meta-tool or built-in tool; choose another `name`")]
+    Reserved {
+        /// The name.
+        name: String,
+        /// The definition.
+        at: Location,
+    },
+    /// A name breaking `^[a-zA-Z0-9_-]{{1,64}}$`.
+    #[error("tool name `{name}` at {at} does not match ^[a-zA-Z0-9_-]{{1,64}}$ (toolset and name together must fit 64 characters)")]
+    InvalidName {
+        /// The name.
+        name: String,
+        /// The definition.
+        at: Location,
+    },
+    /// The argument type's schema is not an object.
+    #[error("tool `{tool}` at {at}: its argument type `{type_name}` is not described as a JSON object; use a struct with named fields")]
+    InputNotObject {
+        /// The tool.
+        tool: String,
+        /// The argument type.
+        type_name: &'static str,
+        /// The definition.
+        at: Location,
+    },
+    /// A `serve` tool's argument struct has a `task_id` (through `flatten`).
+    #[error("tool `{tool}` at {at} is a `serve` tool whose input has a `task_id` field; the runtime adds `task_id` itself, rename the field")]
+    ServeTaskId {
+        /// The tool.
+        tool: String,
+        /// The definition.
+        at: Location,
+    },
+    /// The output schema is not an object.
+    #[error("tool `{tool}` at {at} publishes an output schema that is not a JSON object (MCP `outputSchema` must be); return a struct, or drop `output_schema`")]
+    OutputNotObject {
+        /// The tool.
+        tool: String,
+        /// The definition.
+        at: Location,
+    },
+    /// A schema that does not compile into a validator.
+    #[error("tool `{tool}` at {at}: its {which} schema cannot be compiled into a validator: {error}")]
+    SchemaCompile {
+        /// The tool.
+        tool: String,
+        /// `input` or `output`.
+        which: &'static str,
+        /// The compiler's message.
+        error: String,
+        /// The definition.
+        at: Location,
+    },
+}
+
+/// The registry refused its tools; every problem is listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistryError {
+    /// Each problem found.
+    pub problems: Vec<RegistryProblem>,
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the tool registry has {} problem(s):", self.problems.len())?;
+        for problem in &self.problems {
+            write!(f, "\n- {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+impl Registry {
+    /// Every tool linked into the program through `#[tool]`.
+    ///
+    /// Fails, naming both definition sites, on duplicate names or ids, and on reserved names,
+    /// invalid names and schemas that cannot be processed.
+    ///
+    /// Tools of another crate are collected when that crate is linked; a crate nothing else
+    /// refers to may be dropped by the linker, so refer to it (`use other_tools as _;`).
+    pub fn collect() -> Result<Registry, RegistryError> {
+        Self::from_tools(inventory::iter::<Registration>.into_iter().map(|r| r.0))
+    }
+
+    /// A registry of exactly `tools` (e.g. `[read_logs::TOOL, restart_service::TOOL]`).
+    pub fn from_tools(
+        tools: impl IntoIterator<Item = &'static ToolDescriptor>,
+    ) -> Result<Registry, RegistryError> {
+        let mut descriptors: Vec<&'static ToolDescriptor> = tools.into_iter().collect();
+        // Link order varies between builds; sort so lists and errors are deterministic.
+        descriptors.sort_by_key(|d| (d.model_name(), d.location.file, d.location.line));
+        descriptors.dedup_by(|a, b| std::ptr::eq(*a, *b));
+
+        let mut problems = Vec::new();
+        let mut built = Vec::with_capacity(descriptors.len());
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut by_id: HashMap<String, usize> = HashMap::new();
+        let mut sites: Vec<Location> = Vec::new();
+        for descriptor in descriptors {
+            let name = descriptor.model_name();
+            let id = descriptor.id();
+            if let Some(&first) = by_name.get(&name) {
+                problems.push(RegistryProblem::DuplicateName {
+                    name,
+                    first: sites[first],
+                    second: descriptor.location,
+                });
+                continue;
+            }
+            if let Some(&first) = by_id.get(&id) {
+                problems.push(RegistryProblem::DuplicateId {
+                    id,
+                    first: sites[first],
+                    second: descriptor.location,
+                });
+                continue;
+            }
+            let index = sites.len();
+            sites.push(descriptor.location);
+            by_name.insert(name, index);
+            by_id.insert(id, index);
+            match Tool::build(descriptor) {
+                Ok(tool) => built.push(tool),
+                Err(mut found) => problems.append(&mut found),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+        let by_name = built
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let by_id = built
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id.clone(), i))
+            .collect();
+        Ok(Registry(Arc::new(Inner {
+            tools: built,
+            by_name,
+            by_id,
+            lists: Default::default(),
+        })))
+    }
+
+    /// Every tool, sorted by model-facing name.
+    pub fn tools(&self) -> &[Tool] {
+        &self.0.tools
+    }
+
+    /// The tool with model-facing name `name`.
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.0.by_name.get(name).map(|&i| &self.0.tools[i])
+    }
+
+    /// The tool with id `id` (`toolset.name`).
+    pub fn by_id(&self, id: &str) -> Option<&Tool> {
+        self.0.by_id.get(id).map(|&i| &self.0.tools[i])
+    }
+
+    /// The tool `name` as `caller` may call it: an unknown name, or one not visible to the
+    /// caller, is an error naming similar tools the caller can see.
+    pub fn resolve(&self, name: &str, caller: Caller) -> Result<&Tool, ToolError> {
+        let audience = Audience::of(caller);
+        match self.get(name) {
+            Some(tool) if tool.visible_to(audience) => Ok(tool),
+            Some(tool) if audience == Audience::Subagent && !tool.descriptor.user_only => {
+                Err(ToolError::with_code(
+                    ErrorCode::NotVisible,
+                    format!("tool `{name}` is not available in delegated sessions; ask the parent session to call it"),
+                ))
+            }
+            _ => Err(self.unknown(name, audience)),
+        }
+    }
+
+    fn unknown(&self, name: &str, audience: Audience) -> ToolError {
+        let visible = self
+            .0
+            .tools
+            .iter()
+            .filter(|t| t.visible_to(audience))
+            .map(|t| t.name.as_str());
+        let similar = names::similar(name, visible);
+        let hint = match similar.as_slice() {
+            [] => String::from("check the tool list for the right name"),
+            [one] => format!("did you mean `{one}`?"),
+            many => format!(
+                "similar tools: {}",
+                many.iter()
+                    .take(5)
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        ToolError::with_code(ErrorCode::UnknownTool, format!("no tool named `{name}`; {hint}"))
+    }
+
+    /// Calls tool `name` directly with `input` on a detached context (called by the model).
+    ///
+    /// For tests, examples and scripts: validation, defaults, execution and the output check,
+    /// without the runtime's approvals, taint or events.
+    pub async fn call(&self, name: &str, input: Value) -> Result<CallOutput, ToolError> {
+        self.call_with(name, input, CallContext::builder()).await
+    }
+
+    /// Calls tool `name` with a context built from `context` (its tool name is set here).
+    pub async fn call_with(
+        &self,
+        name: &str,
+        input: Value,
+        context: CallContextBuilder,
+    ) -> Result<CallOutput, ToolError> {
+        let probe = context.tool_name(name);
+        let cx = probe.build();
+        let tool = self.resolve(name, cx.caller())?;
+        tool.call(input, cx).await
+    }
+
+    /// Deferred tools visible to `audience` that match `query` (words in the name, title or
+    /// description), best first.
+    pub fn search(&self, query: &str, audience: Audience) -> Vec<&Tool> {
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        let mut scored: Vec<(usize, &Tool)> = self
+            .0
+            .tools
+            .iter()
+            .filter(|t| t.descriptor.deferred && t.visible_to(audience))
+            .filter_map(|t| {
+                let haystack = format!(
+                    "{} {} {}",
+                    t.name.to_lowercase(),
+                    t.descriptor.title.unwrap_or_default().to_lowercase(),
+                    t.descriptor.description.to_lowercase()
+                );
+                let score = words.iter().filter(|w| haystack.contains(w.as_str())).count();
+                (score > 0 || words.is_empty()).then_some((score, t))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name)));
+        scored.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Whether `audience` has deferred tools (and so the `tool_search`/`tool_call` meta-tools).
+    pub fn has_deferred(&self, audience: Audience) -> bool {
+        audience != Audience::User
+            && self
+                .0
+                .tools
+                .iter()
+                .any(|t| t.descriptor.deferred && t.visible_to(audience))
+    }
+
+    /// The tool list for `audience` in `format`, serialized on first use and cached.
+    pub fn list(&self, audience: Audience, format: Format) -> &ToolList {
+        self.0.lists[audience.index()][format.index()].get_or_init(|| self.build_list(audience, format))
+    }
+
+    fn build_list(&self, audience: Audience, format: Format) -> ToolList {
+        let mut entries = Vec::new();
+        let mut notes = Vec::new();
+        for (index, tool) in self.0.tools.iter().enumerate() {
+            if !tool.listed_for(audience) {
+                continue;
+            }
+            let (value, note) = export::export(tool, audience, format);
+            if let Some(note) = note {
+                notes.push(format!("{}: {note}", tool.name));
+            }
+            entries.push(ListEntry {
+                name: tool.name.clone(),
+                tool: Some(index),
+                json: serde_json::value::to_raw_value(&value).expect("JSON values serialize"),
+            });
+        }
+        if self.has_deferred(audience) {
+            for (name, value) in export::meta_tools(format) {
+                entries.push(ListEntry {
+                    name: name.to_owned(),
+                    tool: None,
+                    json: serde_json::value::to_raw_value(&value).expect("JSON values serialize"),
+                });
+            }
+        }
+        let mut json = String::from("[");
+        for (i, entry) in entries.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(entry.json.get());
+        }
+        json.push(']');
+        ToolList {
+            json: json.into_boxed_str(),
+            entries,
+            notes,
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The `#[tool]` attribute and `#[derive(ToolInput)]` of toolwright.
+//!
+//! Use them through the `toolwright` facade, which documents them in full. The macro parses its
+//! keys into a typed IR (`attrs`), checks the rules C1–C16 over it (`rules`, `sig`), and only then
+//! expands (`expand`); on any error it emits the user's fn untouched with every error at once
+//! (`fallback`). It never panics on user input.
+
+#![warn(missing_docs)]
+
+mod attrs;
+mod ctxt;
+mod derive;
+mod expand;
+mod fallback;
+mod rules;
+mod sig;
+mod template;
+
+use proc_macro::TokenStream;
+use quote::quote;
+
+/// Turns an `async fn` (or `fn`) into a registered tool. See the `toolwright` crate docs.
+#[proc_macro_attribute]
+pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
+    tool_impl(args.into(), item.into()).into()
+}
+
+fn tool_impl(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(item_fn) => item_fn,
+        Err(_) => {
+            let error = syn::Error::new_spanned(
+                &item,
+                "`#[tool]` goes on a fn: `#[tool(effect = read)] async fn name(args: Args, ctx: ToolContext) -> Result<T, ToolError>`",
+            )
+            .to_compile_error();
+            return quote!(#item #error);
+        }
+    };
+
+    let mut cx = ctxt::Ctxt::default();
+    let attrs = attrs::parse(args, &mut cx);
+    let krate = match &attrs.krate {
+        Some(given) => {
+            let path = &given.value;
+            quote!(#path)
+        }
+        None => quote!(::toolwright),
+    };
+    let sig = sig::analyze(&item_fn, &mut cx);
+    let doc = attrs::doc_comment(&item_fn.attrs);
+    rules::check(
+        &rules::Tool {
+            attrs: &attrs,
+            sig: &sig,
+            doc: doc.is_some(),
+        },
+        &mut cx,
+    );
+    if let Err(errors) = cx.into_result() {
+        return fallback::emit(&item_fn, &krate, errors);
+    }
+
+    let description = match &attrs.description {
+        Some(given) => given.value.value().trim().to_owned(),
+        None => doc.map(|(text, _)| text).unwrap_or_default(),
+    };
+    expand::expand(&expand::Input {
+        item: &item_fn,
+        attrs: &attrs,
+        sig: &sig,
+        description,
+        krate,
+    })
+}
+
+/// Implements `ToolInput` for an argument struct with named fields; refuses other shapes at
+/// compile time. Use beside `Deserialize` and `JsonSchema`.
+#[proc_macro_derive(ToolInput, attributes(toolwright))]
+pub fn derive_tool_input(item: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(item) {
+        Ok(input) => derive::expand(input).into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's rule table and attribute table must match the tables in code.
+    #[test]
+    fn readme_tables_match_the_code() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README.md at the workspace root");
+        let cell = |text: &str| text.replace('|', "\\|");
+        for rule in rules::RULES {
+            let row = format!("| {} | {} |", rule.id, cell(rule.summary));
+            assert!(readme.contains(&row), "README.md lacks the rule row:\n{row}");
+        }
+        for (key, form, summary) in attrs::KEYS {
+            let row = format!("| `{}` | {} |", cell(form), cell(summary));
+            assert!(readme.contains(&row), "README.md lacks the row for `{key}`:\n{row}");
+        }
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        for (args, item) in [
+            ("", "struct S;"),
+            ("effect", "fn f() {}"),
+            ("effect = ", "fn f(a: A) {}"),
+            ("approval(request = )", "fn f(a: A) {}"),
+            ("label(start = 1)", "fn f(a: A) {}"),
+            ("i18n(en)", "fn f(a: A) {}"),
+            ("= =", "async fn f(self) {}"),
+            ("effect = read, name = \"\"", "/// d\nfn f(a: A) {}"),
+        ] {
+            let out = tool_impl(args.parse().unwrap(), item.parse().unwrap());
+            assert!(out.to_string().contains("compile_error"), "{args} / {item}: {out}");
+        }
+    }
+}

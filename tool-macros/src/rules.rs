@@ -1,0 +1,310 @@
+//! The compile-time rules C1–C16. Each has an id, the sentence the README's rule table shows,
+//! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
+//! below), or by assertions the expansion generates (for rules that need another item).
+
+use crate::attrs::{ApprovalKey, Attrs, Effect, Entry, Policy};
+use crate::ctxt::Ctxt;
+use crate::sig::Sig;
+
+/// Everything the checks look at.
+pub(crate) struct Tool<'a> {
+    pub(crate) attrs: &'a Attrs,
+    pub(crate) sig: &'a Sig,
+    /// Whether the fn has a doc comment.
+    pub(crate) doc: bool,
+}
+
+#[cfg_attr(not(test), allow(dead_code))] // reason: `id` and `summary` are read by the README check
+pub(crate) struct Rule {
+    pub(crate) id: &'static str,
+    pub(crate) summary: &'static str,
+    /// The check over the parsed attribute, if the rule has one (parts of some rules are
+    /// enforced while parsing, or by generated assertions).
+    pub(crate) check: Option<fn(&Tool<'_>, &mut Ctxt)>,
+}
+
+pub(crate) const RULES: &[Rule] = &[
+    Rule { id: "C1", summary: "unknown key → error naming the key and the closest valid one", check: None },
+    Rule { id: "C2", summary: "a key given twice → error at the second", check: None },
+    Rule { id: "C3", summary: "`effect` missing, or two effects → error listing the four effects", check: Some(c03_effect) },
+    Rule { id: "C4", summary: "no description (no doc comment, no `description`) → error", check: Some(c04_description) },
+    Rule { id: "C5", summary: "`workflow` + `ends_turn` → error (a workflow tool cannot end the turn)", check: Some(c05_workflow_ends_turn) },
+    Rule { id: "C6", summary: "`workflow` without an entry point, with several, or with an unknown one → error listing `execute`, `task`, `serve`", check: None },
+    Rule { id: "C7", summary: "`serve` whose argument struct has a `task_id` field → error (the runtime adds it)", check: None },
+    Rule { id: "C8", summary: "`workflow` + `durable` → error (workflow bodies are already durable); a workflow tool's context type has no sandbox", check: Some(c08_workflow_durable) },
+    Rule { id: "C9", summary: "`user_only` + `deferred`, `ends_turn`, `approval` or `subagents` → error (the model never sees it)", check: Some(c09_user_only) },
+    Rule { id: "C10", summary: "`effect = money` or `effect = public` with no `approval` key → error: state the policy, `approval = never` included", check: Some(c10_money_needs_policy) },
+    Rule { id: "C11", summary: "`approval_key` or `approval(response = ...)` without a request policy → error", check: Some(c11_key_needs_request) },
+    Rule { id: "C12", summary: "`label(delta = ...)` on a tool that cannot emit partial results, or a `{field}` placeholder naming no field → error", check: Some(c12_delta_needs_partials) },
+    Rule { id: "C13", summary: "`name`/`toolset` not matching the name rule, or a reserved name → error", check: Some(c13_names) },
+    Rule { id: "C14", summary: "`summary` over 80 characters, or an empty `title` → error", check: Some(c14_user_text) },
+    Rule { id: "C15", summary: "argument type not an object-shaped struct, or not `Deserialize + JsonSchema`; output not `Serialize`; `output_schema` on an output that is not `JsonSchema` → error", check: None },
+    Rule { id: "C16", summary: "a workflow tool that is not `async`, generic fns, `self` receivers, or the wrong context type for the tool's kind → error", check: Some(c16_workflow_async) },
+];
+
+pub(crate) fn check(tool: &Tool<'_>, cx: &mut Ctxt) {
+    for rule in RULES {
+        if let Some(check) = rule.check {
+            check(tool, cx);
+        }
+    }
+}
+
+/// Every tool declares what kind of thing it does: permissions, approvals and taint key on it.
+fn c03_effect(tool: &Tool<'_>, cx: &mut Ctxt) {
+    if tool.attrs.effect_key.is_none() {
+        cx.error_at(
+            tool.sig.ident.span(),
+            "`#[tool]` needs an effect: add `effect = read`, `effect = write`, `effect = money` or `effect = public`",
+        );
+    }
+}
+
+/// The description is the model's only documentation of the tool.
+fn c04_description(tool: &Tool<'_>, cx: &mut Ctxt) {
+    match &tool.attrs.description {
+        Some(given) if given.value.value().trim().is_empty() => cx.error_spanned(
+            &given.value,
+            "`description` is empty; say what the tool does, when to use it, when not to, and what it returns",
+        ),
+        Some(_) => {}
+        None if !tool.doc => cx.error_at(
+            tool.sig.ident.span(),
+            "a tool needs a description for the model: add a doc comment (`/// ...`) or `description = \"...\"` saying what it does, when to use it and what it returns",
+        ),
+        None => {}
+    }
+}
+
+/// A workflow's result may arrive after the turn: it cannot also decide the turn ends.
+fn c05_workflow_ends_turn(tool: &Tool<'_>, cx: &mut Ctxt) {
+    if let (Some(_), Some(ends)) = (&tool.attrs.workflow, &tool.attrs.ends_turn) {
+        cx.error_at(ends.span, "a `workflow` tool cannot end the turn: remove `ends_turn` (use `workflow = task` for work that outlives the turn)");
+    }
+}
+
+/// A workflow body already runs from its journal; `durable` would journal it twice.
+fn c08_workflow_durable(tool: &Tool<'_>, cx: &mut Ctxt) {
+    if let (Some(_), Some(durable)) = (&tool.attrs.workflow, &tool.attrs.durable)
+        && durable.value
+    {
+        cx.error_at(durable.span, "`durable` has no meaning on a `workflow` tool: workflow bodies are already durable (use `ctx.step(...)` in the body); remove `durable`");
+    }
+}
+
+/// A user-only tool never reaches the model, so model-facing settings would be dead letters.
+fn c09_user_only(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    if !Attrs::flag(&a.user_only) {
+        return;
+    }
+    let why = "the model never sees a `user_only` tool";
+    if let Some(g) = &a.deferred {
+        cx.error_at(g.span, format!("`deferred` with `user_only`: {why}, so there is nothing to defer; remove one"));
+    }
+    if let Some(g) = &a.ends_turn {
+        cx.error_at(g.span, format!("`ends_turn` with `user_only`: {why}, so it cannot end the model's turn; remove one"));
+    }
+    if let Some(approval) = &a.approval {
+        cx.error_at(approval.span, format!("`approval` with `user_only`: {why}; the user calling it is the consent; remove one"));
+    }
+    if let Some(g) = &a.subagents {
+        cx.error_at(g.span, format!("`subagents` with `user_only`: {why}, nor do subagents; remove one"));
+    }
+}
+
+/// Moving money or speaking in public must never run without a stated decision.
+fn c10_money_needs_policy(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let Some(effect) = &tool.attrs.effect else { return };
+    let name = match effect.value {
+        Effect::Money => "money",
+        Effect::Public => "public",
+        _ => return,
+    };
+    if tool.attrs.approval.is_none() && !Attrs::flag(&tool.attrs.user_only) {
+        cx.error_at(
+            effect.span,
+            format!("`effect = {name}` needs an explicit approval policy: add `approval = always`, `once`, `auto`, a policy fn, or `approval = never` to run without asking"),
+        );
+    }
+}
+
+/// A memory key or a response policy only means something once a request policy asks.
+fn c11_key_needs_request(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    let request = a.approval.as_ref().and_then(|ap| ap.request.as_ref());
+    if let Some(approval) = &a.approval
+        && approval.object_form
+        && approval.request.is_none()
+    {
+        let what = if approval.response.is_some() { "`response` decides who may answer a request, but" } else { "the object form needs a request policy:" };
+        cx.error_at(approval.span, format!("{what} `approval(...)` has no `request = ...`; add `request = always` (or `once`, `auto`, a policy fn)"));
+    }
+    if let Some(key) = &a.approval_key {
+        match request {
+            None if a.approval.is_none() => cx.error_at(
+                key.span,
+                "`approval_key` keys the memory of `once`, but the tool has no `approval`; add `approval = once`",
+            ),
+            Some((policy @ (Policy::Never | Policy::Always | Policy::Auto { .. }), _)) => cx.error_at(
+                key.span,
+                format!("`approval_key` keys the memory of `once`, and `{}` keeps no memory; use `approval = once` or remove `approval_key`", policy.name()),
+            ),
+            _ => {}
+        }
+        if let ApprovalKey::Custom(_) = key.value {
+            // Signature checked by the compiler through the generated adapter.
+        }
+    }
+}
+
+/// Partial results come through the context; a tool without one has no deltas to label.
+fn c12_delta_needs_partials(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let Some(label) = &tool.attrs.label else { return };
+    if let Some((_, span)) = &label.value.delta
+        && tool.sig.rest.is_empty()
+    {
+        cx.error_at(
+            *span,
+            "`label(delta = ...)` labels partial results, but this tool takes no context and cannot emit any; take a `ToolContext` and call `ctx.partial(...)`, or remove `delta`",
+        );
+    }
+}
+
+/// Providers accept only `^[a-zA-Z0-9_-]{1,64}$`, and the runtime owns some names.
+fn c13_names(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    let name = a.name.as_ref().map(|g| (g.value.value(), g.value.span()));
+    let name_text = name.as_ref().map(|n| n.0.clone()).unwrap_or_else(|| tool.sig.ident.to_string().trim_start_matches("r#").to_owned());
+    let rule = "names match ^[a-zA-Z0-9_-]{1,64}$";
+    if let Some((text, span)) = &name
+        && let Some(problem) = name_problem(text)
+    {
+        cx.error_at(*span, format!("tool name \"{text}\" {problem}; {rule}"));
+    }
+    if let Some(toolset) = &a.toolset {
+        let text = toolset.value.value();
+        if let Some(problem) = name_problem(&text) {
+            cx.error_spanned(&toolset.value, format!("toolset \"{text}\" {problem}; {rule}"));
+        } else if text.len() + 2 + name_text.len() > 64 {
+            cx.error_spanned(
+                &toolset.value,
+                format!("the model-facing name \"{text}__{name_text}\" is longer than 64 characters; shorten the toolset or the name"),
+            );
+        }
+    }
+}
+
+fn name_problem(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return Some("is empty".into());
+    }
+    if text.len() > 64 {
+        return Some(format!("is {} characters long", text.len()));
+    }
+    text.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        .map(|c| format!("contains {c:?}"))
+}
+
+/// Users see titles and summaries in approval prompts, install pages and settings.
+fn c14_user_text(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    let check_title = |title: &syn::LitStr, cx: &mut Ctxt| {
+        if title.value().trim().is_empty() {
+            cx.error_spanned(title, "`title` is empty; give the user-facing name, or remove `title`");
+        }
+    };
+    let check_summary = |summary: &syn::LitStr, cx: &mut Ctxt| {
+        let count = summary.value().chars().count();
+        if count > 80 {
+            cx.error_spanned(summary, format!("`summary` is {count} characters; keep it to one line of at most 80 (details belong in the description)"));
+        }
+    };
+    if let Some(title) = &a.title {
+        check_title(&title.value, cx);
+    }
+    if let Some(summary) = &a.summary {
+        check_summary(&summary.value, cx);
+    }
+    if let Some(i18n) = &a.i18n {
+        for locale in &i18n.value {
+            if let Some(title) = &locale.title {
+                check_title(title, cx);
+            }
+            if let Some(summary) = &locale.summary {
+                check_summary(summary, cx);
+            }
+        }
+    }
+}
+
+/// Workflow bodies suspend (ask, sleep) and resume from their journal: only an `async fn` can.
+fn c16_workflow_async(tool: &Tool<'_>, cx: &mut Ctxt) {
+    if let Some(workflow) = &tool.attrs.workflow
+        && tool.sig.asyncness.is_none()
+    {
+        let entry = match workflow.value {
+            Some(Entry::Execute) => "execute",
+            Some(Entry::Task) => "task",
+            Some(Entry::Serve) => "serve",
+            None => "workflow",
+        };
+        cx.error_at(tool.sig.fn_span, format!("a `workflow = {entry}` tool must be an `async fn`: its body awaits `ask`, `sleep` and steps; write `async fn`"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attrs::parse_str;
+
+    fn run(attr: &str, item: &str) -> Vec<String> {
+        let (attrs, mut cx) = parse_str(attr);
+        let item: syn::ItemFn = syn::parse_str(item).unwrap();
+        let sig = crate::sig::analyze(&item, &mut cx);
+        let doc = crate::attrs::doc_comment(&item.attrs).is_some();
+        check(&Tool { attrs: &attrs, sig: &sig, doc }, &mut cx);
+        cx.messages()
+    }
+
+    const F: &str = "/// d\nasync fn f(a: A, ctx: ToolContext) -> u8 { 0 }";
+
+    #[test]
+    fn ids_are_in_order() {
+        for (i, rule) in RULES.iter().enumerate() {
+            assert_eq!(rule.id, format!("C{}", i + 1));
+        }
+    }
+
+    #[test]
+    fn valid_combinations_pass() {
+        assert!(run("effect = read", F).is_empty());
+        assert!(run("effect = money, approval = never", F).is_empty());
+        assert!(run("effect = write, approval = once, approval_key = input", F).is_empty());
+        assert!(run("effect = write, workflow = task", F).is_empty());
+        assert!(run("effect = public, user_only", F).is_empty());
+        assert!(run("effect = write, label(start = \"x {a}\", delta = d)", F).is_empty());
+    }
+
+    #[test]
+    fn each_rule_fires() {
+        assert!(run("", F)[0].contains("needs an effect"));
+        assert!(run("effect = read", "fn f(a: A) {}")[0].contains("needs a description"));
+        assert!(run("effect = read, workflow = execute, ends_turn", F)[0].contains("cannot end the turn"));
+        assert!(run("effect = read, workflow = execute, durable", F)[0].contains("already durable"));
+        assert_eq!(run("effect = read, user_only, deferred, ends_turn, approval = always, subagents = false", F).len(), 4);
+        assert!(run("effect = money", F)[0].contains("explicit approval policy"));
+        assert!(run("effect = write, approval_key = input", F)[0].contains("no `approval`"));
+        assert!(run("effect = write, approval = always, approval_key = input", F)[0].contains("keeps no memory"));
+        assert!(run("effect = write, approval(response = p)", F)[0].contains("no `request"));
+        assert!(run("effect = read, label(delta = d)", "/// d\nfn f(a: A) {}")[0].contains("cannot emit"));
+        assert!(run("effect = read, name = \"a b\"", F)[0].contains("contains ' '"));
+        assert!(run("effect = read, summary = \"" .to_owned().as_str().chars().chain(std::iter::repeat_n('x', 81)).chain("\"".chars()).collect::<String>().as_str(), F)[0].contains("81 characters"));
+        assert!(run("effect = read, title = \" \"", F)[0].contains("`title` is empty"));
+        assert!(run("effect = read, workflow = serve", "/// d\nfn f(a: A) {}")[0].contains("must be an `async fn`"));
+        assert!(run("effect = read", "/// d\nfn f<T>(a: T) {}")[0].contains("cannot be generic"));
+        assert!(run("effect = read", "/// d\nfn f(&self) {}")[0].contains("cannot take `self`"));
+        assert!(run("effect = read", "/// d\nfn f(a: &A) {}")[0].contains("by value"));
+    }
+}
