@@ -42,20 +42,23 @@
 #![warn(missing_docs)]
 
 #[doc(inline)]
-pub use toolwright_macros::{ToolInput, tool};
+pub use toolwright_macros::ToolInput;
+#[doc = include_str!("../tool-macros/docs/tool.md")]
+#[doc(inline)]
+pub use toolwright_macros::tool;
 
 #[doc(inline)]
 pub use toolwright_core::{
     Annotations, ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalGrant, ApprovalKey,
     ApprovalSpec, ApprovedTools, AskAnswer, AskDisplay, AskOption, AskRequest, Audience,
     CallContext, CallContextBuilder, CallHost, CallOutput, Caller, CancelSignal, ContentPart,
-    DetachedHost, DurableContext, DurableParam, Effect, EnabledContext, EndsTurn, Entry,
-    ErrorCode, Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput,
-    NoInput, OptionStyle, PlainParam, PromptContext, Principal, PrincipalType, Registry,
+    DetachedHost, DurableContext, DurableParam, Effect, EnabledContext, EndsTurn, Entry, ErrorCode,
+    Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput, NeverCancelled,
+    NoInput, OptionStyle, PlainParam, Principal, PrincipalType, PromptContext, Registry,
     RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall, ResponseContext,
     ResponseDecision, ResponseVerdict, ServeCall, ServeCalls, ServeIncoming, ServeInput,
-    SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput,
-    ToolKind, ToolList, WorkflowContext, WorkflowParam,
+    SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput, ToolKind,
+    ToolList, WorkflowContext, WorkflowParam,
 };
 
 /// Provider exports of single tools and schema helpers.

@@ -577,17 +577,26 @@ impl WorkflowParam for WorkflowContext {
     }
 }
 
-macro_rules! state_param {
-    ($($name:ident),*) => {$(
-        impl<T: Send + Sync + 'static> $name for State<T> {
-            const REQUIREMENT: Option<Requirement> = Some(Requirement::of::<T>());
-            fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
-                cx.state::<T>()
-            }
-        }
-    )*};
+impl<T: Send + Sync + 'static> PlainParam for State<T> {
+    const REQUIREMENT: Option<Requirement> = Some(Requirement::of::<T>());
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        cx.state::<T>()
+    }
 }
-state_param!(PlainParam, DurableParam, WorkflowParam);
+
+impl<T: Send + Sync + 'static> DurableParam for State<T> {
+    const REQUIREMENT: Option<Requirement> = Some(Requirement::of::<T>());
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        cx.state::<T>()
+    }
+}
+
+impl<T: Send + Sync + 'static> WorkflowParam for State<T> {
+    const REQUIREMENT: Option<Requirement> = Some(Requirement::of::<T>());
+    fn from_call(cx: &CallContext) -> Result<Self, ToolError> {
+        cx.state::<T>()
+    }
+}
 
 /// What a [`DetachedHost`] saw during a call.
 #[derive(Clone, Debug, PartialEq)]

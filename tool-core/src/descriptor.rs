@@ -113,7 +113,10 @@ impl<'a> EnabledContext<'a> {
 
     /// Whether the state key `key` holds `true`.
     pub fn flag(&self, key: &str) -> bool {
-        self.state.get(key).and_then(Value::as_bool).unwrap_or(false)
+        self.state
+            .get(key)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
     }
 }
 

@@ -38,10 +38,13 @@ pub fn export(tool: &Tool, audience: Audience, format: Format) -> (Value, Option
         Format::OpenAi => (openai(tool, audience), None),
         Format::OpenAiStrict => match openai_strict(tool, audience) {
             Ok(value) => (value, None),
-            Err(reason) => (openai(tool, audience), Some(format!("not strict: {reason}"))),
+            Err(reason) => (
+                openai(tool, audience),
+                Some(format!("not strict: {reason}")),
+            ),
         },
         Format::Anthropic => (anthropic(tool, audience), None),
-        Format::Mcp => (mcp(tool, audience), None),
+        Format::Mcp => (mcp(tool), None),
     }
 }
 
@@ -82,14 +85,19 @@ pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
 }
 
 /// The MCP tool object.
-pub fn mcp(tool: &Tool, audience: Audience) -> Value {
+pub fn mcp(tool: &Tool) -> Value {
     let d = tool.descriptor();
     let mut object = Map::new();
     object.insert("name".into(), json!(tool.name()));
     if let Some(title) = d.title {
         object.insert("title".into(), json!(title));
     }
-    object.insert("description".into(), json!(tool.description_for(audience)));
+    // An MCP client runs its own turn loop, where "calling this tool ends your turn" is not
+    // true, so the MCP description never carries that sentence (the User audience omits it).
+    object.insert(
+        "description".into(),
+        json!(tool.description_for(Audience::User)),
+    );
     object.insert("inputSchema".into(), tool.input_schema().clone());
     if let Some(output) = tool.output_schema() {
         object.insert("outputSchema".into(), output.clone());
@@ -124,14 +132,23 @@ pub fn meta_tools(format: Format) -> Vec<(&'static str, Value)> {
     let search_text = "Find tools that are not in your tool list. Returns matching tools with their names, descriptions and input schemas. Use it when no listed tool fits the task.";
     let call_text = "Call a tool found with tool_search, by its exact name, with its input.";
     let render = |name: &str, text: &str, schema: &Value| match format {
-        Format::OpenAi => json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": false } }),
+        Format::OpenAi => {
+            json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": false } })
+        }
         // `input` is free-form, which strict mode cannot express, so `tool_call` stays non-strict.
-        Format::OpenAiStrict => json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": name == "tool_search" } }),
+        Format::OpenAiStrict => {
+            json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": name == "tool_search" } })
+        }
         Format::Anthropic => json!({ "name": name, "description": text, "input_schema": schema }),
-        Format::Mcp => json!({ "name": name, "description": text, "inputSchema": schema, "annotations": { "readOnlyHint": name == "tool_search" } }),
+        Format::Mcp => {
+            json!({ "name": name, "description": text, "inputSchema": schema, "annotations": { "readOnlyHint": name == "tool_search" } })
+        }
     };
     vec![
-        ("tool_search", render("tool_search", search_text, &search_schema)),
+        (
+            "tool_search",
+            render("tool_search", search_text, &search_schema),
+        ),
         ("tool_call", render("tool_call", call_text, &call_schema)),
     ]
 }
@@ -142,9 +159,18 @@ const STRICT_MAX_DEPTH: usize = 10;
 const STRICT_MAX_ENUM_VALUES: usize = 1000;
 /// String formats strict mode accepts; others are dropped (they are annotations to us anyway).
 const STRICT_FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
-/// Keywords strict mode rejects; a schema that needs one cannot be strict.
+/// Keywords strict mode rejects that change which values are valid in ways a description cannot
+/// carry; a schema that needs one cannot be strict.
 const STRICT_UNSUPPORTED: &[&str] = &[
     "allOf",
     "not",
@@ -158,120 +184,277 @@ const STRICT_UNSUPPORTED: &[&str] = &[
     "propertyNames",
     "minProperties",
     "maxProperties",
+    "prefixItems",
     "unevaluatedItems",
     "contains",
     "minContains",
     "maxContains",
-    "uniqueItems",
+];
+/// Keywords that give a subschema a shape; a subschema with none of them accepts any value.
+const SHAPE_KEYWORDS: &[&str] = &[
+    "type",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "enum",
+    "const",
+    "properties",
+    "items",
 ];
 
 /// The strict-mode form of `schema`: every object closed (`additionalProperties: false`) with
-/// all properties required, optional ones made nullable; `oneOf` becomes `anyOf`; `default`
-/// moves into the description; unsupported formats are dropped. Errors say why it is impossible.
+/// all properties required, optional ones made nullable; `oneOf` becomes `anyOf`; a `$ref` with
+/// sibling keywords is inlined; `default`, length limits and `uniqueItems` (which strict mode
+/// does not support) move into the description; unsupported formats are dropped. Errors say
+/// why it is impossible and where.
+///
+/// The tool still validates its input against its own schema, so what moved into descriptions
+/// is still enforced; map the model's `null`s back first with [`strip_strict_nulls`].
 pub fn strict_schema(schema: &Value) -> Result<Value, String> {
     let mut out = schema.clone();
     if out.get("type").and_then(Value::as_str) != Some("object") {
         return Err("the root of a strict schema must be an object".into());
     }
-    let mut properties = 0usize;
-    strictify(&mut out, "", 0, &mut properties)?;
-    if properties > STRICT_MAX_PROPERTIES {
+    let mut strict = Strict {
+        root: schema,
+        properties: 0,
+        inlining: Vec::new(),
+    };
+    strict.node(&mut out, "", 0)?;
+    prune_defs(&mut out);
+    if strict.properties > STRICT_MAX_PROPERTIES {
         return Err(format!(
-            "the schema has {properties} properties; strict mode allows {STRICT_MAX_PROPERTIES}"
+            "the schema has {} properties; strict mode allows {STRICT_MAX_PROPERTIES}",
+            strict.properties
         ));
     }
     Ok(out)
 }
 
-fn strictify(node: &mut Value, path: &str, depth: usize, properties: &mut usize) -> Result<(), String> {
-    let Value::Object(map) = node else {
-        return Ok(());
-    };
-    let at = if path.is_empty() { "/" } else { path };
-    for keyword in STRICT_UNSUPPORTED {
-        if map.contains_key(*keyword) {
-            return Err(format!("`{keyword}` at {at} is not supported in strict mode"));
-        }
+fn characters(n: u64) -> String {
+    if n == 1 {
+        "1 character".to_owned()
+    } else {
+        format!("{n} characters")
     }
-    if let Some(values) = map.get("enum").and_then(Value::as_array)
-        && values.len() > STRICT_MAX_ENUM_VALUES
-    {
-        return Err(format!(
-            "the enum at {at} has {} values; strict mode allows {STRICT_MAX_ENUM_VALUES}",
-            values.len()
-        ));
-    }
-    if let Some(one_of) = map.remove("oneOf") {
-        map.insert("anyOf".into(), one_of);
-    }
-    if let Some(format) = map.get("format").and_then(Value::as_str)
-        && !STRICT_FORMATS.contains(&format)
-    {
-        map.remove("format");
-    }
-    if let Some(default) = map.remove("default") {
-        let text = format!("Default: {default}.");
-        let description = match map.get("description").and_then(Value::as_str) {
-            Some(existing) => format!("{existing} {text}"),
-            None => text,
-        };
-        map.insert("description".into(), Value::String(description));
-    }
+}
 
-    let is_object = map.get("type").and_then(Value::as_str) == Some("object")
-        || map.contains_key("properties");
-    if is_object {
-        if depth >= STRICT_MAX_DEPTH {
-            return Err(format!(
-                "objects nest deeper than {STRICT_MAX_DEPTH} levels at {at}"
-            ));
+/// Drops the `$defs` no `$ref` reaches any more (their uses were inlined), so the model is not
+/// shown types nothing refers to.
+fn prune_defs(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(mut defs)) = map.remove("$defs") else {
+        return;
+    };
+    let mut reachable: Vec<String> = Vec::new();
+    let mut pending = Vec::new();
+    map.values()
+        .for_each(|child| collect_refs(child, &mut pending));
+    while let Some(reference) = pending.pop() {
+        let Some(name) = reference.strip_prefix("#/$defs/") else {
+            continue;
+        };
+        if reachable.iter().any(|r| r == name) {
+            continue;
         }
-        match map.get("additionalProperties") {
-            None | Some(Value::Bool(false)) => {}
-            Some(Value::Bool(true)) | Some(Value::Object(_)) => {
+        if let Some(def) = defs.get(name) {
+            collect_refs(def, &mut pending);
+        }
+        reachable.push(name.to_owned());
+    }
+    defs.retain(|name, _| reachable.contains(name));
+    if !defs.is_empty() {
+        map.insert("$defs".into(), Value::Object(defs));
+    }
+}
+
+fn collect_refs(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
+                out.push(reference.to_owned());
+            }
+            map.values().for_each(|child| collect_refs(child, out));
+        }
+        Value::Array(items) => items.iter().for_each(|child| collect_refs(child, out)),
+        _ => {}
+    }
+}
+
+/// The walk of [`strict_schema`].
+struct Strict<'a> {
+    /// The original schema, which `$ref`s resolve against.
+    root: &'a Value,
+    /// Properties counted so far.
+    properties: usize,
+    /// The `$ref`s being inlined, to refuse a recursive one instead of looping.
+    inlining: Vec<String>,
+}
+
+impl Strict<'_> {
+    fn node(&mut self, node: &mut Value, path: &str, depth: usize) -> Result<(), String> {
+        let at = if path.is_empty() { "/" } else { path };
+        let map = match node {
+            Value::Object(map) => map,
+            Value::Bool(true) => {
                 return Err(format!(
-                    "the object at {at} accepts arbitrary keys (a map); strict mode needs every property named"
+                    "the schema at {at} accepts any JSON value; strict mode needs a type there"
                 ));
             }
-            Some(_) => {}
-        }
-        map.insert("additionalProperties".into(), Value::Bool(false));
-        let required: Vec<String> = map
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
-        let mut all = Vec::new();
-        if let Some(Value::Object(props)) = map.get_mut("properties") {
-            *properties += props.len();
-            for (key, property) in props.iter_mut() {
-                strictify(property, &format!("{path}/{key}"), depth + 1, properties)?;
-                if !required.contains(key) {
-                    make_nullable(property);
-                }
-                all.push(Value::String(key.clone()));
+            _ => return Ok(()),
+        };
+        for keyword in STRICT_UNSUPPORTED {
+            if map.contains_key(*keyword) {
+                return Err(format!(
+                    "`{keyword}` at {at} is not supported in strict mode"
+                ));
             }
         }
-        map.insert("required".into(), Value::Array(all));
-    }
+        if !SHAPE_KEYWORDS.iter().any(|k| map.contains_key(*k)) {
+            return Err(format!(
+                "the schema at {at} accepts any JSON value; strict mode needs a type there"
+            ));
+        }
+        if let Some(values) = map.get("enum").and_then(Value::as_array)
+            && values.len() > STRICT_MAX_ENUM_VALUES
+        {
+            return Err(format!(
+                "the enum at {at} has {} values; strict mode allows {STRICT_MAX_ENUM_VALUES}",
+                values.len()
+            ));
+        }
 
-    for keyword in ["items", "prefixItems", "anyOf", "$defs", "definitions"] {
-        match map.get_mut(keyword) {
-            Some(Value::Object(child)) if keyword == "$defs" || keyword == "definitions" => {
-                for (name, def) in child.iter_mut() {
-                    strictify(def, &format!("#/{keyword}/{name}"), 0, properties)?;
+        // Strict mode rejects `{"$ref": ..., "description": ...}`: inline the target, keeping
+        // the siblings (they win, as they describe this use of the type).
+        if map.len() > 1
+            && let Some(reference) = map.get("$ref").and_then(Value::as_str).map(str::to_owned)
+        {
+            if self.inlining.contains(&reference) {
+                return Err(format!(
+                    "the recursive `$ref` {reference} at {at} has sibling keywords, which strict mode cannot express"
+                ));
+            }
+            let target = reference
+                .strip_prefix('#')
+                .and_then(|pointer| self.root.pointer(pointer))
+                .and_then(Value::as_object)
+                .ok_or_else(|| {
+                    format!("the `$ref` {reference} at {at} does not resolve within the schema")
+                })?;
+            map.remove("$ref");
+            for (key, value) in target {
+                if !map.contains_key(key) {
+                    map.insert(key.clone(), value.clone());
                 }
             }
-            Some(child @ Value::Object(_)) => strictify(child, &format!("{path}/{keyword}"), depth + 1, properties)?,
-            Some(Value::Array(children)) => {
-                for (i, child) in children.iter_mut().enumerate() {
-                    strictify(child, &format!("{path}/{keyword}/{i}"), depth + 1, properties)?;
-                }
-            }
-            _ => {}
+            self.inlining.push(reference);
+            let result = self.node(node, path, depth);
+            self.inlining.pop();
+            return result;
         }
+
+        if let Some(one_of) = map.remove("oneOf") {
+            map.insert("anyOf".into(), one_of);
+        }
+        if let Some(format) = map.get("format").and_then(Value::as_str)
+            && !STRICT_FORMATS.contains(&format)
+        {
+            map.remove("format");
+        }
+        let mut notes = Vec::new();
+        match (
+            map.remove("minLength").and_then(|v| v.as_u64()),
+            map.remove("maxLength").and_then(|v| v.as_u64()),
+        ) {
+            (Some(min), Some(max)) => notes.push(format!("{min} to {max} characters.")),
+            (Some(min), None) => notes.push(format!("At least {}.", characters(min))),
+            (None, Some(max)) => notes.push(format!("At most {}.", characters(max))),
+            (None, None) => {}
+        }
+        if map.remove("uniqueItems") == Some(Value::Bool(true)) {
+            notes.push("Items must be unique.".to_owned());
+        }
+        if let Some(default) = map.remove("default") {
+            notes.push(format!("Default: {default}."));
+        }
+        if !notes.is_empty() {
+            let mut text = map
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_default();
+            for note in notes {
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(&note);
+            }
+            map.insert("description".into(), Value::String(text));
+        }
+
+        let is_object = map.get("type").and_then(Value::as_str) == Some("object")
+            || map.contains_key("properties");
+        if is_object {
+            if depth >= STRICT_MAX_DEPTH {
+                return Err(format!(
+                    "objects nest deeper than {STRICT_MAX_DEPTH} levels at {at}"
+                ));
+            }
+            match map.get("additionalProperties") {
+                None | Some(Value::Bool(false)) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "the object at {at} accepts arbitrary keys (a map); strict mode needs every property named"
+                    ));
+                }
+            }
+            map.insert("additionalProperties".into(), Value::Bool(false));
+            let required: Vec<String> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut all = Vec::new();
+            if let Some(Value::Object(props)) = map.get_mut("properties") {
+                self.properties += props.len();
+                for (key, property) in props.iter_mut() {
+                    self.node(property, &format!("{path}/{key}"), depth + 1)?;
+                    if !required.contains(key) {
+                        make_nullable(property);
+                    }
+                    all.push(Value::String(key.clone()));
+                }
+            }
+            map.insert("required".into(), Value::Array(all));
+        }
+
+        for keyword in ["items", "anyOf", "$defs", "definitions"] {
+            match map.get_mut(keyword) {
+                Some(Value::Object(child)) if keyword == "$defs" || keyword == "definitions" => {
+                    for (name, def) in child.iter_mut() {
+                        self.node(def, &format!("#/{keyword}/{name}"), 0)?;
+                    }
+                }
+                Some(child @ (Value::Object(_) | Value::Bool(_))) => {
+                    self.node(child, &format!("{path}/{keyword}"), depth + 1)?
+                }
+                Some(Value::Array(children)) => {
+                    for (i, child) in children.iter_mut().enumerate() {
+                        self.node(child, &format!("{path}/{keyword}/{i}"), depth + 1)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Lets `schema` also accept `null` (how strict mode spells "optional").
@@ -302,7 +485,10 @@ fn make_nullable(schema: &mut Value) {
         _ => {}
     }
     if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
-        if !branches.iter().any(|b| b.get("type") == Some(&json!("null"))) {
+        if !branches
+            .iter()
+            .any(|b| b.get("type") == Some(&json!("null")))
+        {
             branches.push(json!({ "type": "null" }));
         }
         return;
@@ -316,7 +502,10 @@ fn make_nullable(schema: &mut Value) {
 }
 
 /// Removes `null` values that strict mode sent for optional fields the original schema does not
-/// let be `null`, so the input validates against the tool's own schema.
+/// let be `null`, so the input validates against the tool's own schema (and defaults apply).
+///
+/// It follows the original schema through `$ref`s, nested objects, array items and the object
+/// branch of `Option<Struct>` (`anyOf`/`oneOf`).
 pub fn strip_strict_nulls(original: &Value, input: &mut Value) {
     strip(original, original, input, 0);
 }
@@ -326,27 +515,51 @@ fn strip(root: &Value, schema: &Value, input: &mut Value, depth: usize) {
         return;
     }
     let schema = follow(root, schema);
-    let Value::Object(object) = input else { return };
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    object.retain(|key, value| {
-        !(value.is_null()
-            && !required.contains(&key.as_str())
-            && properties.get(key).is_some_and(|p| !accepts_null(root, p)))
-    });
-    for (key, value) in object.iter_mut() {
-        if let Some(property) = properties.get(key) {
-            strip(root, property, value, depth + 1);
+    for keyword in ["anyOf", "oneOf", "allOf"] {
+        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+            for branch in branches {
+                strip(root, branch, input, depth + 1);
+            }
         }
+    }
+    match input {
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for item in items {
+                    strip(root, item_schema, item, depth + 1);
+                }
+            }
+        }
+        Value::Object(object) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            object.retain(|key, value| {
+                !(value.is_null()
+                    && !required.contains(&key.as_str())
+                    && properties.get(key).is_some_and(|p| !accepts_null(root, p)))
+            });
+            for (key, value) in object.iter_mut() {
+                if let Some(property) = properties.get(key) {
+                    strip(root, property, value, depth + 1);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
 fn follow<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
+    match schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix('#'))
+    {
         Some(pointer) => root.pointer(pointer).unwrap_or(schema),
         None => schema,
     }
@@ -357,12 +570,14 @@ fn accepts_null(root: &Value, schema: &Value) -> bool {
     match schema.get("type") {
         Some(Value::String(t)) => t == "null",
         Some(Value::Array(types)) => types.contains(&json!("null")),
-        _ => ["anyOf", "oneOf"].iter().any(|k| {
-            schema
-                .get(*k)
-                .and_then(Value::as_array)
-                .is_some_and(|branches| branches.iter().any(|b| accepts_null(root, b)))
-        }) || schema.as_object().is_some_and(|m| m.is_empty()),
+        _ => {
+            ["anyOf", "oneOf"].iter().any(|k| {
+                schema
+                    .get(*k)
+                    .and_then(Value::as_array)
+                    .is_some_and(|branches| branches.iter().any(|b| accepts_null(root, b)))
+            }) || schema.as_object().is_some_and(|m| m.is_empty())
+        }
     }
 }
 
@@ -385,9 +600,15 @@ mod tests {
         let strict = strict_schema(&schema).unwrap();
         assert_eq!(strict["additionalProperties"], json!(false));
         assert_eq!(strict["required"], json!(["limit", "service", "window"]));
-        assert_eq!(strict["properties"]["limit"]["type"], json!(["integer", "null"]));
+        assert_eq!(
+            strict["properties"]["limit"]["type"],
+            json!(["integer", "null"])
+        );
         assert!(strict["properties"]["limit"].get("format").is_none());
-        assert_eq!(strict["properties"]["limit"]["description"], json!("Default: 50."));
+        assert_eq!(
+            strict["properties"]["limit"]["description"],
+            json!("Default: 50.")
+        );
         assert_eq!(
             strict["properties"]["window"],
             json!({ "anyOf": [{ "$ref": "#/$defs/Window" }, { "type": "null" }] })
@@ -403,6 +624,133 @@ mod tests {
         let reason = strict_schema(&schema).unwrap_err();
         assert!(reason.contains("/tags"), "{reason}");
         assert!(reason.contains("arbitrary keys"), "{reason}");
+    }
+
+    #[test]
+    fn strict_inlines_refs_with_siblings_and_drops_unused_defs() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "target": { "$ref": "#/$defs/Target", "description": "Where." },
+                "backup": { "$ref": "#/$defs/Target" }
+            },
+            "required": ["target", "backup"],
+            "$defs": {
+                "Target": { "type": "object", "properties": { "host": { "type": "string" } }, "required": ["host"] },
+                "Unused": { "type": "string" }
+            }
+        });
+        let strict = strict_schema(&schema).unwrap();
+        assert_eq!(
+            strict["properties"]["target"],
+            json!({
+                "type": "object",
+                "description": "Where.",
+                "properties": { "host": { "type": "string" } },
+                "required": ["host"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(
+            strict["properties"]["backup"],
+            json!({ "$ref": "#/$defs/Target" })
+        );
+        assert_eq!(strict["$defs"].as_object().unwrap().len(), 1);
+        assert_eq!(
+            strict["$defs"]["Target"]["additionalProperties"],
+            json!(false)
+        );
+    }
+
+    #[test]
+    fn strict_refuses_what_it_cannot_express_and_says_where() {
+        let recursive = json!({
+            "type": "object",
+            "properties": { "root": { "$ref": "#/$defs/Node" } },
+            "required": ["root"],
+            "$defs": { "Node": {
+                "type": "object",
+                "properties": { "child": { "$ref": "#/$defs/Node", "description": "Next." } },
+                "required": ["child"]
+            } }
+        });
+        let reason = strict_schema(&recursive).unwrap_err();
+        assert!(reason.contains("recursive `$ref` #/$defs/Node"), "{reason}");
+
+        for (property, expected) in [
+            (json!(true), "the schema at /x accepts any JSON value"),
+            (
+                json!({ "description": "Anything." }),
+                "the schema at /x accepts any JSON value",
+            ),
+            (
+                json!({ "type": "array", "prefixItems": [{ "type": "string" }] }),
+                "`prefixItems` at /x",
+            ),
+            (json!({ "allOf": [{ "type": "string" }] }), "`allOf` at /x"),
+        ] {
+            let schema = json!({ "type": "object", "properties": { "x": property } });
+            let reason = strict_schema(&schema).unwrap_err();
+            assert!(reason.contains(expected), "{reason}");
+        }
+        assert!(strict_schema(&json!({ "type": "string" })).is_err());
+    }
+
+    #[test]
+    fn strict_moves_length_and_uniqueness_into_the_description() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "code": { "type": "string", "minLength": 4, "description": "The code." },
+                "name": { "type": "string", "maxLength": 10 },
+                "tags": { "type": "array", "items": { "type": "string", "minLength": 1 }, "uniqueItems": true }
+            },
+            "required": ["code", "name", "tags"]
+        });
+        let strict = strict_schema(&schema).unwrap();
+        assert_eq!(
+            strict["properties"]["code"],
+            json!({ "type": "string", "description": "The code. At least 4 characters." })
+        );
+        assert_eq!(
+            strict["properties"]["name"],
+            json!({ "type": "string", "description": "At most 10 characters." })
+        );
+        assert_eq!(
+            strict["properties"]["tags"],
+            json!({
+                "type": "array",
+                "description": "Items must be unique.",
+                "items": { "type": "string", "description": "At least 1 character." }
+            })
+        );
+    }
+
+    #[test]
+    fn strict_nulls_are_stripped_inside_options_and_arrays() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "filter": { "anyOf": [{ "$ref": "#/$defs/Filter" }, { "type": "null" }] },
+                "items": { "type": "array", "items": { "$ref": "#/$defs/Filter" } }
+            },
+            "$defs": { "Filter": {
+                "type": "object",
+                "properties": { "limit": { "type": "integer" }, "label": { "type": ["string", "null"] } }
+            } }
+        });
+        let mut input = json!({
+            "filter": { "limit": null, "label": null },
+            "items": [{ "limit": null, "label": "a" }]
+        });
+        strip_strict_nulls(&schema, &mut input);
+        assert_eq!(
+            input,
+            json!({ "filter": { "label": null }, "items": [{ "label": "a" }] })
+        );
+        let mut none = json!({ "filter": null });
+        strip_strict_nulls(&schema, &mut none);
+        assert_eq!(none, json!({ "filter": null }));
     }
 
     #[test]

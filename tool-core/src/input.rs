@@ -23,7 +23,7 @@ use crate::output::CallOutput;
     label = "add `#[derive(ToolInput)]` to this type",
     note = "an argument struct is a struct with named fields deriving `Deserialize, JsonSchema, ToolInput`; for a tool without arguments take `NoInput`"
 )]
-pub trait ToolInput: DeserializeOwned + JsonSchema + Send + Sync + 'static {
+pub trait ToolInput: Send + Sync + 'static {
     /// The JSON names of the fields, in declaration order.
     const FIELDS: &'static [&'static str];
     /// Whether some field is `#[serde(flatten)]`ed (then `FIELDS` is not the whole list).
@@ -53,19 +53,7 @@ impl ToolInput for NoInput {
 /// The calls a `serve` task receives: the first is the call that started the task, the following
 /// ones arrive in order as the model calls the tool again with the task's `task_id`.
 ///
-/// ```ignore
-/// #[tool(effect = write, workflow = serve)]
-/// /// Drafts a release plan and revises it on request.
-/// async fn plan_release(mut calls: ServeCalls<PlanRequest, Plan>, ctx: WorkflowContext) -> Result<(), ToolError> {
-///     let mut plan = None;
-///     while let Some(call) = calls.next().await {
-///         let next = revise(plan.take(), &call.input).await?;
-///         plan = Some(next.clone());
-///         call.reply(next);
-///     }
-///     Ok(())
-/// }
-/// ```
+/// The `#[tool]` docs of the `toolwright` crate show a complete `serve` tool.
 pub struct ServeCalls<A, T = Value> {
     first: Option<ServeCall<A, T>>,
     cx: CallContext,
@@ -133,7 +121,7 @@ impl<A, T> Drop for ServeCall<A, T> {
     }
 }
 
-impl<A: ToolInput, T> ServeCalls<A, T> {
+impl<A: ToolInput + DeserializeOwned, T> ServeCalls<A, T> {
     /// The next call, or `None` when the task is over (cancelled or closed).
     pub async fn next(&mut self) -> Option<ServeCall<A, T>> {
         if let Some(first) = self.first.take() {
@@ -171,7 +159,7 @@ impl<A: ToolInput, T> ServeCalls<A, T> {
 )]
 pub trait ServeInput: Sized {
     /// The argument struct of each call.
-    type Args: ToolInput;
+    type Args: ToolInput + DeserializeOwned;
     /// What each call replies with.
     type Output: Serialize;
     /// The stream starting with the call `call_id` carrying `first`.
@@ -182,7 +170,7 @@ pub trait ServeInput: Sized {
     ) -> Self;
 }
 
-impl<A: ToolInput, T: Serialize> ServeInput for ServeCalls<A, T> {
+impl<A: ToolInput + DeserializeOwned, T: Serialize> ServeInput for ServeCalls<A, T> {
     type Args = A;
     type Output = T;
 

@@ -26,13 +26,13 @@ pub mod private;
 
 pub use approval::{
     ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, ApprovedTools,
-    CancelSignal, PromptContext, RequestPolicy, ResponseCall, ResponseContext, ResponseDecision,
-    ResponseVerdict,
+    CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
+    ResponseDecision, ResponseVerdict,
 };
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
-    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State,
-    ToolContext, WorkflowContext, WorkflowParam,
+    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State, ToolContext,
+    WorkflowContext, WorkflowParam,
 };
 pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};

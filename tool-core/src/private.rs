@@ -11,11 +11,9 @@ pub use crate::approval::{
     ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, IntoDecision,
     PromptContext, RequestPolicy, ResponseCall, ResponseContext, ResponseVerdict,
 };
-pub use crate::context::{
-    CallContext, DurableParam, PlainParam, Requirement, WorkflowParam,
-};
+pub use crate::context::{CallContext, DurableParam, PlainParam, Requirement, WorkflowParam};
 pub use crate::descriptor::{
-    EndsTurn, EnabledContext, InputSpec, LabelSpec, LocaleText, Location, Registration,
+    EnabledContext, EndsTurn, InputSpec, LabelSpec, LocaleText, Location, Registration,
     ToolDescriptor, ToolKind,
 };
 pub use crate::effect::{Annotations, Effect};
@@ -23,22 +21,45 @@ pub use crate::error::{ErrorCode, ToolError};
 pub use crate::input::{ServeInput, ToolInput};
 pub use crate::names::{contains as names_contain, is_reserved};
 pub use crate::output::{CallOutput, ModelOutput};
-pub use crate::schema::schema_of;
+pub use crate::schema::{output_schema_of, schema_of};
 pub use crate::workflow::Entry;
 pub use futures_util::future::BoxFuture;
 pub use inventory;
 pub use schemars::Schema;
 pub use serde_json::Value;
 
+/// An argument struct's JSON Schema side.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no JSON Schema, so it cannot be a tool's argument struct",
+    label = "add `#[derive(JsonSchema)]` to this type",
+    note = "an argument struct derives `Deserialize, JsonSchema, ToolInput`"
+)]
+pub trait ArgsSchema: JsonSchema {}
+impl<T: JsonSchema + ?Sized> ArgsSchema for T {}
+
+/// An argument struct's deserialization side.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be deserialized, so it cannot be a tool's argument struct",
+    label = "add `#[derive(Deserialize)]` to this type",
+    note = "an argument struct derives `Deserialize, JsonSchema, ToolInput`"
+)]
+pub trait ArgsInput: DeserializeOwned {}
+impl<T: DeserializeOwned> ArgsInput for T {}
+
+/// The schema generator of an argument struct.
+pub fn args_schema<A: ArgsSchema>(inline: bool) -> Schema {
+    schema_of::<A>(inline)
+}
+
 /// Deserializes validated input into the argument struct.
-pub fn parse_input<A: DeserializeOwned>(input: Value) -> Result<A, ToolError> {
+pub fn parse_input<A: ArgsInput>(input: Value) -> Result<A, ToolError> {
     serde_json::from_value(input).map_err(|error| {
         ToolError::with_code(ErrorCode::InvalidInput, format!("invalid input: {error}"))
     })
 }
 
 /// Deserializes validated input held by reference (policies, labels).
-pub fn parse_ref<A: DeserializeOwned>(input: &Value) -> Result<A, ToolError> {
+pub fn parse_ref<A: ArgsInput>(input: &Value) -> Result<A, ToolError> {
     A::deserialize(input).map_err(|error| {
         ToolError::with_code(ErrorCode::InvalidInput, format!("invalid input: {error}"))
     })
@@ -145,13 +166,19 @@ pub struct ResultTag;
 
 impl ResultTag {
     /// The output or the converted error.
-    pub fn into_output<T: ToolOutput, E: IntoToolError>(self, r: Result<T, E>) -> Result<T, ToolError> {
+    pub fn into_output<T: ToolOutput, E: IntoToolError>(
+        self,
+        r: Result<T, E>,
+    ) -> Result<T, ToolError> {
         r.map_err(IntoToolError::into_tool_error)
     }
 
     /// The schema generator of `T`.
-    pub fn output_schema<T: OutputSchema, E>(self, _: &Ret<Result<T, E>>) -> crate::descriptor::SchemaFn {
-        schema_of::<T>
+    pub fn output_schema<T: OutputSchema, E>(
+        self,
+        _: &Ret<Result<T, E>>,
+    ) -> crate::descriptor::SchemaFn {
+        output_schema_of::<T>
     }
 }
 
@@ -167,18 +194,12 @@ impl ValueTag {
 
     /// The schema generator of `T`.
     pub fn output_schema<T: OutputSchema>(self, _: &Ret<T>) -> crate::descriptor::SchemaFn {
-        schema_of::<T>
+        output_schema_of::<T>
     }
 }
 
-/// Fails to compile unless `A` is a tool argument struct (the error lands on the user's type).
-pub const fn assert_input<A: ToolInput>() {}
-
 /// Fails to compile unless `T` has a JSON Schema (for `output_schema`).
 pub const fn assert_output_schema<T: OutputSchema>() {}
-
-/// Fails to compile unless `P` is a `serve` tool's call stream.
-pub const fn assert_serve<P: ServeInput>() {}
 
 /// A label callback's result: empty strings mean "no label" (the runtime then falls back).
 pub fn label(text: String) -> Option<String> {
@@ -194,3 +215,50 @@ pub fn model_output<M: Into<ModelOutput>>(output: M) -> ModelOutput {
 pub const fn has_field(fields: &[&str], name: &str) -> bool {
     crate::names::contains(fields, name)
 }
+
+/// The descriptor `#[tool]` emits when it reported errors, so `name::TOOL` still type-checks
+/// and the real errors are not buried under "cannot find" ones. Nothing runs it: the crate does
+/// not compile.
+pub const ERRORED: ToolDescriptor = ToolDescriptor {
+    fn_name: "",
+    name: "",
+    toolset: None,
+    description: "",
+    title: None,
+    summary: None,
+    i18n: &[],
+    effect: Effect::Read,
+    untrusted: false,
+    user_only: false,
+    deferred: false,
+    subagents: false,
+    approval: None,
+    ends_turn: EndsTurn::Never,
+    label: LabelSpec {
+        start: None,
+        delta: None,
+        complete: false,
+    },
+    annotations: Annotations::NONE,
+    output_schema: None,
+    projected: false,
+    kind: ToolKind::Plain,
+    enabled: None,
+    input: InputSpec {
+        schema: schema_of::<Value>,
+        fields: &[],
+        type_name: "",
+    },
+    requirements: &[],
+    invoke: |_, _| {
+        Box::pin(std::future::ready(Err(ToolError::new(
+            "`#[tool]` reported errors for this fn",
+        ))))
+    },
+    location: Location {
+        file: "",
+        line: 0,
+        column: 0,
+        module_path: "",
+    },
+};

@@ -86,15 +86,23 @@ impl Tool {
         let name = descriptor.model_name();
         let at = descriptor.location;
 
-        for part in std::iter::once(descriptor.name).chain(descriptor.toolset) {
+        let mut parts_valid = true;
+        for part in descriptor
+            .toolset
+            .into_iter()
+            .chain(std::iter::once(descriptor.name))
+        {
             if !names::is_valid_name(part) {
+                parts_valid = false;
                 problems.push(RegistryProblem::InvalidName {
                     name: part.to_owned(),
                     at,
                 });
             }
         }
-        if !names::is_valid_name(&name) {
+        // Valid parts can still make a model name over 64 characters; invalid parts were
+        // reported above, and reporting their combination again would say the same thing twice.
+        if parts_valid && !names::is_valid_name(&name) {
             problems.push(RegistryProblem::InvalidName {
                 name: name.clone(),
                 at,
@@ -119,9 +127,7 @@ impl Tool {
         let serve = descriptor.kind == ToolKind::Workflow(Entry::Serve);
         if serve {
             if descriptor.input.fields.contains(&"task_id")
-                || input_schema
-                    .pointer("/properties/task_id")
-                    .is_some()
+                || input_schema.pointer("/properties/task_id").is_some()
             {
                 problems.push(RegistryProblem::ServeTaskId {
                     tool: name.clone(),
@@ -341,7 +347,17 @@ impl Tool {
             let problems: Vec<String> = error
                 .problems
                 .iter()
-                .map(|p| format!("{}: {}", if p.pointer.is_empty() { "(root)" } else { &p.pointer }, p.message))
+                .map(|p| {
+                    format!(
+                        "{}: {}",
+                        if p.pointer.is_empty() {
+                            "(root)"
+                        } else {
+                            &p.pointer
+                        },
+                        p.message
+                    )
+                })
                 .collect();
             ToolError::with_code(
                 ErrorCode::InvalidOutput,
@@ -355,13 +371,47 @@ impl Tool {
     }
 }
 
-/// A hex SHA-256 digest of the canonical JSON of `value` (object keys sorted).
+/// A hex SHA-256 digest of the canonical JSON of `value`: compact, object keys sorted at every
+/// level, so `{"a":1,"b":2}` and `{"b":2,"a":1}` have the same digest.
 pub fn input_digest(value: &Value) -> String {
     use sha2::Digest;
-    // serde_json's `Map` is ordered by key (no `preserve_order`), so `to_vec` is canonical.
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let digest = sha2::Sha256::digest(&bytes);
+    let mut canonical = String::new();
+    write_canonical(value, &mut canonical);
+    let digest = sha2::Sha256::digest(canonical.as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `value` as compact JSON with sorted object keys. Sorting here instead of relying on
+/// `serde_json::Map` being a `BTreeMap`: any crate in the program can enable serde_json's
+/// `preserve_order` feature, which makes the map keep insertion order, and features unify.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// A model-facing tool list, serialized once.
@@ -430,7 +480,9 @@ impl std::fmt::Debug for Registry {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RegistryProblem {
     /// Two tools share a model-facing name.
-    #[error("two tools are named `{name}`: one at {first}, one at {second}; rename one with `name = \"...\"` or put it in a `toolset`")]
+    #[error(
+        "two tools are named `{name}`: one at {first}, one at {second}; rename one with `name = \"...\"` or put it in a `toolset`"
+    )]
     DuplicateName {
         /// The name.
         name: String,
@@ -450,7 +502,9 @@ pub enum RegistryProblem {
         second: Location,
     },
     /// A reserved name.
-    #[error("tool `{name}` at {at} takes a name the runtime reserves for a meta-tool or built-in tool; choose another `name`")]
+    #[error(
+        "tool `{name}` at {at} takes a name the runtime reserves for a meta-tool or built-in tool; choose another `name`"
+    )]
     Reserved {
         /// The name.
         name: String,
@@ -458,7 +512,9 @@ pub enum RegistryProblem {
         at: Location,
     },
     /// A name breaking `^[a-zA-Z0-9_-]{{1,64}}$`.
-    #[error("tool name `{name}` at {at} does not match ^[a-zA-Z0-9_-]{{1,64}}$ (toolset and name together must fit 64 characters)")]
+    #[error(
+        "tool name `{name}` at {at} does not match ^[a-zA-Z0-9_-]{{1,64}}$ (toolset and name together must fit 64 characters)"
+    )]
     InvalidName {
         /// The name.
         name: String,
@@ -466,7 +522,9 @@ pub enum RegistryProblem {
         at: Location,
     },
     /// The argument type's schema is not an object.
-    #[error("tool `{tool}` at {at}: its argument type `{type_name}` is not described as a JSON object; use a struct with named fields")]
+    #[error(
+        "tool `{tool}` at {at}: its argument type `{type_name}` is not described as a JSON object; use a struct with named fields"
+    )]
     InputNotObject {
         /// The tool.
         tool: String,
@@ -476,7 +534,9 @@ pub enum RegistryProblem {
         at: Location,
     },
     /// A `serve` tool's argument struct has a `task_id` (through `flatten`).
-    #[error("tool `{tool}` at {at} is a `serve` tool whose input has a `task_id` field; the runtime adds `task_id` itself, rename the field")]
+    #[error(
+        "tool `{tool}` at {at} is a `serve` tool whose input has a `task_id` field; the runtime adds `task_id` itself, rename the field"
+    )]
     ServeTaskId {
         /// The tool.
         tool: String,
@@ -484,7 +544,9 @@ pub enum RegistryProblem {
         at: Location,
     },
     /// The output schema is not an object.
-    #[error("tool `{tool}` at {at} publishes an output schema that is not a JSON object (MCP `outputSchema` must be); return a struct, or drop `output_schema`")]
+    #[error(
+        "tool `{tool}` at {at} publishes an output schema that is not a JSON object (MCP `outputSchema` must be); return a struct, or drop `output_schema`"
+    )]
     OutputNotObject {
         /// The tool.
         tool: String,
@@ -492,7 +554,9 @@ pub enum RegistryProblem {
         at: Location,
     },
     /// A schema that does not compile into a validator.
-    #[error("tool `{tool}` at {at}: its {which} schema cannot be compiled into a validator: {error}")]
+    #[error(
+        "tool `{tool}` at {at}: its {which} schema cannot be compiled into a validator: {error}"
+    )]
     SchemaCompile {
         /// The tool.
         tool: String,
@@ -514,7 +578,11 @@ pub struct RegistryError {
 
 impl std::fmt::Display for RegistryError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the tool registry has {} problem(s):", self.problems.len())?;
+        write!(
+            f,
+            "the tool registry has {} problem(s):",
+            self.problems.len()
+        )?;
         for problem in &self.problems {
             write!(f, "\n- {problem}")?;
         }
@@ -623,7 +691,9 @@ impl Registry {
             Some(tool) if audience == Audience::Subagent && !tool.descriptor.user_only => {
                 Err(ToolError::with_code(
                     ErrorCode::NotVisible,
-                    format!("tool `{name}` is not available in delegated sessions; ask the parent session to call it"),
+                    format!(
+                        "tool `{name}` is not available in delegated sessions; ask the parent session to call it"
+                    ),
                 ))
             }
             _ => Err(self.unknown(name, audience)),
@@ -650,7 +720,10 @@ impl Registry {
                     .join(", ")
             ),
         };
-        ToolError::with_code(ErrorCode::UnknownTool, format!("no tool named `{name}`; {hint}"))
+        ToolError::with_code(
+            ErrorCode::UnknownTool,
+            format!("no tool named `{name}`; {hint}"),
+        )
     }
 
     /// Calls tool `name` directly with `input` on a detached context (called by the model).
@@ -694,7 +767,10 @@ impl Registry {
                     t.descriptor.title.unwrap_or_default().to_lowercase(),
                     t.descriptor.description.to_lowercase()
                 );
-                let score = words.iter().filter(|w| haystack.contains(w.as_str())).count();
+                let score = words
+                    .iter()
+                    .filter(|w| haystack.contains(w.as_str()))
+                    .count();
                 (score > 0 || words.is_empty()).then_some((score, t))
             })
             .collect();
@@ -714,7 +790,8 @@ impl Registry {
 
     /// The tool list for `audience` in `format`, serialized on first use and cached.
     pub fn list(&self, audience: Audience, format: Format) -> &ToolList {
-        self.0.lists[audience.index()][format.index()].get_or_init(|| self.build_list(audience, format))
+        self.0.lists[audience.index()][format.index()]
+            .get_or_init(|| self.build_list(audience, format))
     }
 
     fn build_list(&self, audience: Audience, format: Format) -> ToolList {
@@ -756,5 +833,25 @@ impl Registry {
             entries,
             notes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let mut out = String::new();
+        write_canonical(
+            &json!({ "b": [ { "z": 1, "a": null } ], "a": "x\"y", "c": 1.5 }),
+            &mut out,
+        );
+        assert_eq!(out, r#"{"a":"x\"y","b":[{"a":null,"z":1}],"c":1.5}"#);
+        assert_eq!(
+            input_digest(&json!({ "amount": 500, "to": "acct-1" })),
+            "9b4ecaf278f99a53cf31770e2761ec89e08b9cad3a0aadf7a51886cdcebe65ae"
+        );
     }
 }

@@ -18,6 +18,20 @@ pub fn schema_of<T: JsonSchema + ?Sized>(inline: bool) -> Schema {
         .into_root_schema_for::<T>()
 }
 
+/// The JSON Schema (2020-12) of an output type `T`, for what `T` serializes to.
+///
+/// Output is checked after serialization, so its schema must follow serde's serialize side:
+/// a field with `skip_serializing_if` may be absent even when deserializing would require it,
+/// and `rename(serialize = "...")` names the field that is actually written. [`schema_of`]
+/// describes what deserializes, which is right for arguments and wrong for outputs.
+pub fn output_schema_of<T: JsonSchema + ?Sized>(inline: bool) -> Schema {
+    SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with(|settings| settings.inline_subschemas = inline)
+        .into_generator()
+        .into_root_schema_for::<T>()
+}
+
 /// The model-facing form of a generated schema: without `$schema` and the root `title` (the Rust
 /// type name, noise to a model); `$defs`/`$ref` kept.
 pub fn model_facing(schema: &Schema) -> Value {
@@ -87,7 +101,16 @@ impl InputValidator {
             .with_draft(jsonschema::Draft::Draft202012)
             .should_validate_formats(false)
             .build(schema)
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| {
+                // The error is about the schema itself, so its instance path points into the
+                // schema: say where, the message alone ("... is not a \"regex\"") does not.
+                let at = error.instance_path().to_string();
+                if at.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{error} at {at}")
+                }
+            })?;
         Ok(InputValidator {
             validator,
             schema: schema.clone(),
@@ -155,7 +178,7 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
 }
 
 /// Fills absent properties that have a `default` in `schema`, recursively through present
-/// objects, arrays and `allOf`.
+/// objects, arrays, `allOf`, and the one `anyOf`/`oneOf` branch that can hold the value.
 fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
     if depth > 64 {
         return;
@@ -164,6 +187,20 @@ fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize)
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for part in all {
             apply_defaults(root, part, value, depth + 1);
+        }
+    }
+    // `Option<Struct>` is `anyOf: [{$ref}, {type: null}]` and a tagged enum is `oneOf` objects
+    // told apart by a `const` tag: the defaults of the one branch that can hold the value
+    // apply. With several candidates (untagged enums) which one matched is unknown, and
+    // defaults of the wrong one would add fields, so none apply.
+    for keyword in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+            let mut candidates = branches
+                .iter()
+                .filter(|branch| may_hold(root, resolve(root, branch), value));
+            if let (Some(only), None) = (candidates.next(), candidates.next()) {
+                apply_defaults(root, only, value, depth + 1);
+            }
         }
     }
     match value {
@@ -194,6 +231,59 @@ fn apply_defaults(root: &Value, schema: &Value, value: &mut Value, depth: usize)
             }
         }
         _ => {}
+    }
+}
+
+/// Whether `schema` may hold `value`, judged by `type`, `const` and `enum`, and for objects by
+/// required properties and `const` properties (enum tags); a schema that says none of that may
+/// hold anything.
+fn may_hold(root: &Value, schema: &Value, value: &Value) -> bool {
+    if let (Value::Object(object), Some(properties)) =
+        (value, schema.get("properties").and_then(Value::as_object))
+    {
+        let missing_required = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .any(|k| !object.contains_key(k))
+            });
+        let tag_differs = properties.iter().any(|(key, property)| {
+            match (resolve(root, property).get("const"), object.get(key)) {
+                (Some(tag), Some(given)) => tag != given,
+                _ => false,
+            }
+        });
+        if missing_required || tag_differs {
+            return false;
+        }
+    }
+    let kind = json_type(value);
+    let admits = |t: &str| t == kind || (t == "number" && kind == "integer");
+    if let Some(constant) = schema.get("const") {
+        return json_type(constant) == kind;
+    }
+    if let Some(Value::Array(values)) = schema.get("enum") {
+        return values.iter().any(|v| json_type(v) == kind);
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) => admits(t),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).any(admits),
+        _ => true,
+    }
+}
+
+/// The JSON Schema type name of `value` (`integer` for whole numbers).
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 
@@ -235,7 +325,10 @@ mod tests {
     #[test]
     fn every_failing_pointer_is_listed() {
         let err = validator()
-            .validate("read_logs", json!({ "service": "", "limit": 500, "window": "2d" }))
+            .validate(
+                "read_logs",
+                json!({ "service": "", "limit": 500, "window": "2d" }),
+            )
             .unwrap_err();
         let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
         assert!(pointers.contains(&"/service"), "{pointers:?}");
@@ -243,7 +336,63 @@ mod tests {
         assert!(pointers.contains(&"/window"), "{pointers:?}");
         let text = err.to_string();
         assert!(text.contains("invalid input for `read_logs`"), "{text}");
-        assert!(text.contains("/limit: 500 is greater than the maximum of 200"), "{text}");
+        assert!(
+            text.contains("/limit: 500 is greater than the maximum of 200"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn defaults_apply_through_the_one_branch_that_fits() {
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "properties": {
+                "option": { "anyOf": [{ "$ref": "#/$defs/Nested" }, { "type": "null" }] },
+                "tagged": { "oneOf": [
+                    { "type": "object", "properties": { "kind": { "const": "a" }, "x": { "default": 1 } }, "required": ["kind"] },
+                    { "type": "object", "properties": { "kind": { "const": "b" }, "y": { "default": 2 } }, "required": ["kind"] }
+                ] },
+                "untagged": { "anyOf": [
+                    { "type": "object", "properties": { "x": { "default": 1 } } },
+                    { "type": "object", "properties": { "y": { "default": 2 } } }
+                ] }
+            },
+            "$defs": {
+                "Nested": { "type": "object", "properties": { "depth": { "type": "integer", "default": 3 } } }
+            }
+        }))
+        .unwrap();
+        let out = validator
+            .validate(
+                "t",
+                json!({ "option": {}, "tagged": { "kind": "b" }, "untagged": {} }),
+            )
+            .unwrap();
+        assert_eq!(
+            out,
+            json!({ "option": { "depth": 3 }, "tagged": { "kind": "b", "y": 2 }, "untagged": {} })
+        );
+        let out = validator.validate("t", json!({ "option": null })).unwrap();
+        assert_eq!(out, json!({ "option": null }));
+    }
+
+    #[test]
+    fn output_schemas_follow_what_serializes() {
+        #[derive(serde::Serialize, schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Out {
+            ok: bool,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            warnings: Vec<String>,
+        }
+        assert_eq!(
+            schema_of::<Out>(false).as_value()["required"],
+            json!(["ok", "warnings"])
+        );
+        assert_eq!(
+            output_schema_of::<Out>(false).as_value()["required"],
+            json!(["ok"])
+        );
     }
 
     #[test]

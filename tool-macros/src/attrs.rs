@@ -6,34 +6,118 @@ use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
-use crate::ctxt::{Ctxt, did_you_mean};
+use crate::ctxt::{Ctxt, suggest};
 use crate::template::Template;
 
 /// Every key of `#[tool(...)]`, with the form to write it in and what it means. The README's
 /// attribute table is checked against this list.
 pub(crate) const KEYS: &[(&str, &str, &str)] = &[
-    ("description", "description = \"...\"", "text for the model (what it does, when to use it, when not to, what it returns); required unless the fn has a doc comment"),
-    ("name", "name = \"...\"", "model-facing name; default the fn name; must match `^[a-zA-Z0-9_-]{1,64}$`"),
-    ("toolset", "toolset = \"...\"", "groups tools: id `toolset.name`, model name `toolset__name`"),
+    (
+        "description",
+        "description = \"...\"",
+        "text for the model (what it does, when to use it, when not to, what it returns); required unless the fn has a doc comment",
+    ),
+    (
+        "name",
+        "name = \"...\"",
+        "model-facing name; default the fn name; must match `^[a-zA-Z0-9_-]{1,64}$`",
+    ),
+    (
+        "toolset",
+        "toolset = \"...\"",
+        "groups tools: id `toolset.name`, model name `toolset__name`",
+    ),
     ("title", "title = \"...\"", "user-facing name"),
-    ("summary", "summary = \"...\"", "user-facing one-line summary, at most 80 characters"),
-    ("i18n", "i18n(en(title = \"...\", summary = \"...\"))", "per-locale user-facing text"),
-    ("effect", "effect = read | write | money | public", "exactly one, required: what kind of thing the tool does"),
-    ("untrusted", "untrusted", "the output is third-party text: the rest of the turn is tainted"),
-    ("user_only", "user_only", "invisible to the model; calls from the model or a schedule are rejected"),
-    ("deferred", "deferred", "left out of the model's list; found through `tool_search`, called through `tool_call`"),
-    ("subagents", "subagents = false", "not offered in delegated (subagent) sessions; default true"),
-    ("approval", "approval = never | once | always | auto | path, or approval(request = ..., prompt = \"...\" | path, response = path)", "the request policy; the object form adds what the approver sees and who may approve"),
-    ("approval_key", "approval_key = input | path", "what `once` remembers: a digest of the exact input, or a fn of the input"),
-    ("ends_turn", "ends_turn, or ends_turn = path", "success ends the turn (always, or when a fn of the output says so)"),
-    ("label", "label(start = \"...\" | path, delta = path, complete = \"...\" | path)", "user-facing activity text; `{field}` placeholders name argument fields"),
-    ("output_schema", "output_schema", "publish the output type's JSON Schema (MCP `outputSchema` and `structuredContent`)"),
-    ("to_model_output", "to_model_output = path", "what the model sees of the output; the raw output still goes to events and clients"),
-    ("workflow", "workflow = execute | task | serve", "a workflow tool: a durable body with `ask`, `sleep` and journaled steps"),
-    ("durable", "durable", "a plain tool whose side effects go through journaled `step(name, ...)`"),
-    ("enabled", "enabled = path", "a conditional tool: a predicate over session state, evaluated at each step"),
-    ("annotations", "annotations(read_only = bool, destructive = bool, idempotent = bool, open_world = bool)", "override the MCP annotations derived from the effect"),
-    ("crate", "crate = path", "the path of the `toolwright` crate, when it is re-exported under another name"),
+    (
+        "summary",
+        "summary = \"...\"",
+        "user-facing one-line summary, at most 80 characters",
+    ),
+    (
+        "i18n",
+        "i18n(en(title = \"...\", summary = \"...\"))",
+        "per-locale user-facing text",
+    ),
+    (
+        "effect",
+        "effect = read | write | money | public",
+        "exactly one, required: what kind of thing the tool does",
+    ),
+    (
+        "untrusted",
+        "untrusted",
+        "the output is third-party text: the rest of the turn is tainted",
+    ),
+    (
+        "user_only",
+        "user_only",
+        "invisible to the model; calls from the model or a schedule are rejected",
+    ),
+    (
+        "deferred",
+        "deferred",
+        "left out of the model's list; found through `tool_search`, called through `tool_call`",
+    ),
+    (
+        "subagents",
+        "subagents = false",
+        "not offered in delegated (subagent) sessions; default true",
+    ),
+    (
+        "approval",
+        "approval = never | once | always | auto | path, or approval(request = ..., prompt = \"...\" | path, response = path)",
+        "the request policy; the object form adds what the approver sees and who may approve",
+    ),
+    (
+        "approval_key",
+        "approval_key = input | path",
+        "what `once` remembers: a digest of the exact input, or a fn of the input",
+    ),
+    (
+        "ends_turn",
+        "ends_turn, or ends_turn = path",
+        "success ends the turn (always, or when a fn of the output says so)",
+    ),
+    (
+        "label",
+        "label(start = \"...\" | path, delta = path, complete = \"...\" | path)",
+        "user-facing activity text; `{field}` placeholders name argument fields",
+    ),
+    (
+        "output_schema",
+        "output_schema",
+        "publish the output type's JSON Schema (MCP `outputSchema` and `structuredContent`)",
+    ),
+    (
+        "to_model_output",
+        "to_model_output = path",
+        "what the model sees of the output; the raw output still goes to events and clients",
+    ),
+    (
+        "workflow",
+        "workflow = execute | task | serve",
+        "a workflow tool: a durable body with `ask`, `sleep` and journaled steps",
+    ),
+    (
+        "durable",
+        "durable",
+        "a plain tool whose side effects go through journaled `step(name, ...)`",
+    ),
+    (
+        "enabled",
+        "enabled = path",
+        "a conditional tool: a predicate over session state, evaluated at each step",
+    ),
+    (
+        "annotations",
+        "annotations(read_only = bool, destructive = bool, idempotent = bool, open_world = bool)",
+        "override the MCP annotations derived from the effect",
+    ),
+    (
+        "crate",
+        "crate = path",
+        "the path of the `toolwright` crate, when it is re-exported under another name",
+    ),
 ];
 
 pub(crate) const EFFECTS: &[&str] = &["read", "write", "money", "public"];
@@ -92,6 +176,9 @@ pub(crate) struct Approval {
     pub(crate) response: Option<Path>,
     /// Whether the object form `approval(...)` was used.
     pub(crate) object_form: bool,
+    /// A problem inside `approval(...)` was already reported, so rules about what it lacks stay
+    /// quiet (a misspelt `requst` must not also read as a missing `request`).
+    pub(crate) reported: bool,
 }
 
 #[derive(Clone)]
@@ -263,13 +350,23 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
             attrs.approval = Some(parse_approval(&meta, span, cx)?);
         }
         "approval_key" => {
-            let value = meta.value()?;
-            let expr: Expr = value.parse()?;
+            let Some(expr) = expr_value(&meta, &key, "approval_key = input", cx)? else {
+                return Ok(());
+            };
             let parsed = match &expr {
                 Expr::Path(p) if p.path.is_ident("input") => Some(ApprovalKey::Input),
                 Expr::Path(p) => Some(ApprovalKey::Custom(p.path.clone())),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }) if s.value() == "input" => {
+                    cx.error_spanned(s, "write `approval_key = input` without quotes");
+                    None
+                }
                 other => {
-                    cx.error_spanned(other, "expected `approval_key = input` or the path of a fn `fn(&Args) -> String`");
+                    cx.error_spanned(
+                        other,
+                        "expected `approval_key = input` or the path of a fn `fn(&Args) -> String`",
+                    );
                     None
                 }
             };
@@ -281,7 +378,9 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
             let value = if meta.input.peek(Token![=]) {
                 let expr: Expr = meta.value()?.parse()?;
                 match &expr {
-                    Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) => b.value.then_some(EndsTurn::Always),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Bool(b), ..
+                    }) => b.value.then_some(EndsTurn::Always),
                     Expr::Path(p) => Some(EndsTurn::ByOutput(p.path.clone())),
                     other => {
                         cx.error_spanned(other, "expected `ends_turn` alone, or `ends_turn = path` naming a fn `fn(&Output) -> bool`");
@@ -312,6 +411,11 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
             }
         }
         "workflow" => {
+            if attrs.workflow.is_some() {
+                cx.error_at(span, "`workflow` is given twice; a workflow tool has exactly one entry point: `execute`, `task` or `serve`");
+                skip_value(&meta)?;
+                return Ok(());
+            }
             let entry = if meta.input.peek(Token![=]) {
                 let expr: Expr = meta.value()?.parse()?;
                 parse_entry(&expr, cx)
@@ -331,17 +435,26 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
             set(&mut attrs.annotations, annotations, span, &key, cx);
         }
         "crate" => {
+            if !meta.input.peek(Token![=]) {
+                cx.error_at(span, "`crate` needs the path of the `toolwright` crate: `crate = my_reexport::toolwright`");
+                skip_value(&meta)?;
+                return Ok(());
+            }
             let path: Path = meta.value()?.call(Path::parse_mod_style)?;
             set(&mut attrs.krate, path, span, &key, cx);
         }
         _ => {
-            let hint = did_you_mean(&key, KEYS.iter().map(|k| k.0));
-            let known = KEYS.iter().map(|k| format!("`{}`", k.0)).collect::<Vec<_>>().join(", ");
-            if hint.is_empty() {
-                cx.error_at(span, format!("unknown key `{key}` in `#[tool]`; the keys are {known}"));
-            } else {
-                cx.error_at(span, format!("unknown key `{key}` in `#[tool]`{hint}"));
-            }
+            let known = KEYS
+                .iter()
+                .map(|k| format!("`{}`", k.0))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let hint = suggest(
+                &key,
+                KEYS.iter().map(|k| k.0),
+                &format!("the keys are {known}"),
+            );
+            cx.error_at(span, format!("unknown key `{key}` in `#[tool]`{hint}"));
             skip_value(&meta)?;
         }
     }
@@ -360,17 +473,44 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     Ok(())
 }
 
-fn string_value(meta: &ParseNestedMeta<'_>, key: &str, cx: &mut Ctxt) -> syn::Result<Option<LitStr>> {
+/// The expression after `key =`, or an error showing `form` (and `None`) when there is none.
+fn expr_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    form: &str,
+    cx: &mut Ctxt,
+) -> syn::Result<Option<Expr>> {
     if !meta.input.peek(Token![=]) {
-        cx.error_at(meta.path.span(), format!("`{key}` needs a string: `{key} = \"...\"`"));
+        cx.error_at(meta.path.span(), format!("`{key}` needs a value: `{form}`"));
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    Ok(Some(meta.value()?.parse()?))
+}
+
+fn string_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    cx: &mut Ctxt,
+) -> syn::Result<Option<LitStr>> {
+    if !meta.input.peek(Token![=]) {
+        cx.error_at(
+            meta.path.span(),
+            format!("`{key}` needs a string: `{key} = \"...\"`"),
+        );
         skip_value(meta)?;
         return Ok(None);
     }
     let expr: Expr = meta.value()?.parse()?;
     match expr {
-        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Ok(Some(lit)),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(Some(lit)),
         other => {
-            cx.error_spanned(&other, format!("`{key}` takes a string literal: `{key} = \"...\"`"));
+            cx.error_spanned(
+                &other,
+                format!("`{key}` takes a string literal: `{key} = \"...\"`"),
+            );
             Ok(None)
         }
     }
@@ -383,11 +523,17 @@ fn flag_value(meta: &ParseNestedMeta<'_>, key: &str, cx: &mut Ctxt) -> syn::Resu
             return Ok(Some(value.parse::<LitBool>()?.value));
         }
         let expr: Expr = value.parse()?;
-        cx.error_spanned(&expr, format!("`{key}` takes `true` or `false`, or write `{key}` alone for `true`"));
+        cx.error_spanned(
+            &expr,
+            format!("`{key}` takes `true` or `false`, or write `{key}` alone for `true`"),
+        );
         return Ok(None);
     }
     if meta.input.peek(syn::token::Paren) {
-        cx.error_at(meta.path.span(), format!("write `{key}` alone, or `{key} = false`"));
+        cx.error_at(
+            meta.path.span(),
+            format!("write `{key}` alone, or `{key} = false`"),
+        );
         skip_value(meta)?;
         return Ok(None);
     }
@@ -401,7 +547,10 @@ fn flag_value(meta: &ParseNestedMeta<'_>, key: &str, cx: &mut Ctxt) -> syn::Resu
 
 fn path_value(meta: &ParseNestedMeta<'_>, key: &str, cx: &mut Ctxt) -> syn::Result<Option<Path>> {
     if !meta.input.peek(Token![=]) {
-        cx.error_at(meta.path.span(), format!("`{key}` needs the path of a fn: `{key} = my_fn`"));
+        cx.error_at(
+            meta.path.span(),
+            format!("`{key}` needs the path of a fn: `{key} = my_fn`"),
+        );
         skip_value(meta)?;
         return Ok(None);
     }
@@ -422,10 +571,31 @@ fn single_ident(expr: &Expr) -> Option<&Ident> {
     }
 }
 
+/// The text of a string literal that spells one of `choices` (`effect = "read"`): the user meant
+/// the bare word.
+fn quoted(expr: &Expr, choices: &[&str]) -> Option<String> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) if choices.contains(&s.value().as_str()) => Some(s.value()),
+        _ => None,
+    }
+}
+
 fn parse_effect(expr: &Expr, cx: &mut Ctxt) -> Option<Effect> {
     let list = "`read`, `write`, `money` or `public`";
     if let Expr::Binary(_) = expr {
-        cx.error_spanned(expr, format!("a tool has exactly one effect; choose the strongest of {list}"));
+        cx.error_spanned(
+            expr,
+            format!("a tool has exactly one effect; choose the strongest of {list}"),
+        );
+        return None;
+    }
+    if let Some(text) = quoted(expr, EFFECTS) {
+        cx.error_spanned(
+            expr,
+            format!("write the effect without quotes: `effect = {text}`"),
+        );
         return None;
     }
     let Some(ident) = single_ident(expr) else {
@@ -438,8 +608,12 @@ fn parse_effect(expr: &Expr, cx: &mut Ctxt) -> Option<Effect> {
         "money" => Some(Effect::Money),
         "public" => Some(Effect::Public),
         other => {
-            let hint = did_you_mean(other, EFFECTS.iter().copied());
-            cx.error_spanned(ident, format!("unknown effect `{other}`{hint}; the effects are {list}"));
+            let hint = suggest(
+                other,
+                EFFECTS.iter().copied(),
+                &format!("the effects are {list}"),
+            );
+            cx.error_spanned(ident, format!("unknown effect `{other}`{hint}"));
             None
         }
     }
@@ -448,7 +622,17 @@ fn parse_effect(expr: &Expr, cx: &mut Ctxt) -> Option<Effect> {
 fn parse_entry(expr: &Expr, cx: &mut Ctxt) -> Option<Entry> {
     let list = "`execute` (blocks the turn), `task` (returns a receipt, result later) or `serve` (a task that takes further calls)";
     if let Expr::Binary(_) = expr {
-        cx.error_spanned(expr, format!("a workflow tool has exactly one entry point: {list}"));
+        cx.error_spanned(
+            expr,
+            format!("a workflow tool has exactly one entry point: {list}"),
+        );
+        return None;
+    }
+    if let Some(text) = quoted(expr, ENTRIES) {
+        cx.error_spanned(
+            expr,
+            format!("write the entry point without quotes: `workflow = {text}`"),
+        );
         return None;
     }
     let Some(ident) = single_ident(expr) else {
@@ -460,8 +644,15 @@ fn parse_entry(expr: &Expr, cx: &mut Ctxt) -> Option<Entry> {
         "task" => Some(Entry::Task),
         "serve" => Some(Entry::Serve),
         other => {
-            let hint = did_you_mean(other, ENTRIES.iter().copied());
-            cx.error_spanned(ident, format!("unknown workflow entry point `{other}`{hint}; the entry points are {list}"));
+            let hint = suggest(
+                other,
+                ENTRIES.iter().copied(),
+                &format!("the entry points are {list}"),
+            );
+            cx.error_spanned(
+                ident,
+                format!("unknown workflow entry point `{other}`{hint}"),
+            );
             None
         }
     }
@@ -504,13 +695,23 @@ fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
                     let mut instructions = None;
                     for arg in &call.args {
                         match arg {
-                            Expr::Assign(assign) if single_ident(&assign.left).is_some_and(|i| i == "instructions") => {
+                            Expr::Assign(assign)
+                                if single_ident(&assign.left)
+                                    .is_some_and(|i| i == "instructions") =>
+                            {
                                 match &*assign.right {
-                                    Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => instructions = Some(s.clone()),
-                                    other => cx.error_spanned(other, "`instructions` takes a string literal"),
+                                    Expr::Lit(ExprLit {
+                                        lit: Lit::Str(s), ..
+                                    }) => instructions = Some(s.clone()),
+                                    other => cx.error_spanned(
+                                        other,
+                                        "`instructions` takes a string literal",
+                                    ),
                                 }
                             }
-                            other => cx.error_spanned(other, "`auto` takes `instructions = \"...\"`"),
+                            other => {
+                                cx.error_spanned(other, "`auto` takes `instructions = \"...\"`")
+                            }
                         }
                     }
                     Some(Policy::Auto { instructions })
@@ -526,6 +727,11 @@ fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
                 }
             }
         }
+        other if quoted(other, POLICIES).is_some() => {
+            let text = quoted(other, POLICIES).unwrap_or_default();
+            cx.error_spanned(other, format!("write the policy without quotes: `{text}`"));
+            None
+        }
         other => {
             cx.error_spanned(other, "expected a policy: `never`, `once`, `always`, `auto` or the path of a policy fn (closures are not accepted: name the fn)");
             None
@@ -535,7 +741,9 @@ fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
 
 fn text_or_path(expr: Expr, what: &str, cx: &mut Ctxt) -> Option<TextOrPath> {
     match expr {
-        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => match Template::parse(&lit) {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => match Template::parse(&lit) {
             Ok(template) => Some(TextOrPath::Template(template)),
             Err(error) => {
                 cx.push(error);
@@ -557,6 +765,7 @@ fn parse_approval(meta: &ParseNestedMeta<'_>, span: Span, cx: &mut Ctxt) -> syn:
         prompt: None,
         response: None,
         object_form: false,
+        reported: false,
     };
     if meta.input.peek(Token![=]) {
         let expr: Expr = meta.value()?.parse()?;
@@ -575,29 +784,35 @@ fn parse_approval(meta: &ParseNestedMeta<'_>, span: Span, cx: &mut Ctxt) -> syn:
         let key_span = inner.path.span();
         if seen.contains(&key) {
             cx.error_at(key_span, format!("`{key}` is given twice in `approval(...)`; keep one"));
+            approval.reported = true;
             return skip_value(&inner);
         }
         seen.push(key.clone());
         match key.as_str() {
             "request" => {
-                let expr: Expr = inner.value()?.parse()?;
-                let expr_span = expr.span();
-                approval.request = parse_policy(&expr, cx).map(|p| (p, expr_span));
+                let expr = expr_value(&inner, &key, "request = always", cx)?;
+                let expr_span = expr.as_ref().map(Spanned::span);
+                approval.request = expr.and_then(|e| parse_policy(&e, cx)).zip(expr_span);
+                approval.reported |= approval.request.is_none();
             }
             "prompt" => {
-                let expr: Expr = inner.value()?.parse()?;
-                approval.prompt = text_or_path(expr, "prompt", cx);
+                if let Some(expr) = expr_value(&inner, &key, "prompt = \"Restart {service}?\"", cx)? {
+                    approval.prompt = text_or_path(expr, "prompt", cx);
+                }
             }
             "response" => {
-                let expr: Expr = inner.value()?.parse()?;
+                let Some(expr) = expr_value(&inner, &key, "response = my_response_policy", cx)? else {
+                    return Ok(());
+                };
                 match expr {
                     Expr::Path(p) => approval.response = Some(p.path),
                     other => cx.error_spanned(&other, "`response` takes the path of a response policy fn `fn(&ResponseContext<'_, Args>) -> ResponseVerdict`"),
                 }
             }
             other => {
-                let hint = did_you_mean(other, ["request", "prompt", "response"]);
-                cx.error_at(key_span, format!("unknown key `{other}` in `approval(...)`{hint}; the keys are `request`, `prompt` and `response`"));
+                let hint = suggest(other, ["request", "prompt", "response"], "the keys are `request`, `prompt` and `response`");
+                cx.error_at(key_span, format!("unknown key `{other}` in `approval(...)`{hint}"));
+                approval.reported = true;
                 skip_value(&inner)?;
             }
         }
@@ -609,7 +824,10 @@ fn parse_approval(meta: &ParseNestedMeta<'_>, span: Span, cx: &mut Ctxt) -> syn:
 fn parse_label(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Label> {
     let mut label = Label::default();
     if !meta.input.peek(syn::token::Paren) {
-        cx.error_at(meta.path.span(), "`label` takes parts: `label(start = \"...\", delta = path, complete = \"...\")`");
+        cx.error_at(
+            meta.path.span(),
+            "`label` takes parts: `label(start = \"...\", delta = path, complete = \"...\")`",
+        );
         skip_value(meta)?;
         return Ok(label);
     }
@@ -624,7 +842,10 @@ fn parse_label(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Label> 
         seen.push(key.clone());
         match key.as_str() {
             "start" | "complete" => {
-                let expr: Expr = inner.value()?.parse()?;
+                let form = format!("{key} = \"Restarting {{service}}\"");
+                let Some(expr) = expr_value(&inner, &key, &form, cx)? else {
+                    return Ok(());
+                };
                 let parsed = text_or_path(expr, &key, cx);
                 if key == "start" {
                     label.start = parsed;
@@ -633,15 +854,17 @@ fn parse_label(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Label> 
                 }
             }
             "delta" => {
-                let expr: Expr = inner.value()?.parse()?;
+                let Some(expr) = expr_value(&inner, &key, "delta = my_delta_label", cx)? else {
+                    return Ok(());
+                };
                 match expr {
                     Expr::Path(p) => label.delta = Some((p.path, key_span)),
                     other => cx.error_spanned(&other, "`delta` takes the path of a fn `fn(&Args, &serde_json::Value) -> String` (the partial snapshot is JSON)"),
                 }
             }
             other => {
-                let hint = did_you_mean(other, ["start", "delta", "complete"]);
-                cx.error_at(key_span, format!("unknown key `{other}` in `label(...)`{hint}; the keys are `start`, `delta` and `complete`"));
+                let hint = suggest(other, ["start", "delta", "complete"], "the keys are `start`, `delta` and `complete`");
+                cx.error_at(key_span, format!("unknown key `{other}` in `label(...)`{hint}"));
                 skip_value(&inner)?;
             }
         }
@@ -653,7 +876,10 @@ fn parse_label(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Label> 
 fn parse_i18n(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Vec<Locale>> {
     let mut locales: Vec<Locale> = Vec::new();
     if !meta.input.peek(syn::token::Paren) {
-        cx.error_at(meta.path.span(), "`i18n` takes locales: `i18n(en(title = \"...\", summary = \"...\"))`");
+        cx.error_at(
+            meta.path.span(),
+            "`i18n` takes locales: `i18n(en(title = \"...\", summary = \"...\"))`",
+        );
         skip_value(meta)?;
         return Ok(locales);
     }
@@ -662,6 +888,10 @@ fn parse_i18n(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Vec<Loca
             cx.error_spanned(&locale_meta.path, "expected a locale such as `en` or `zh_cn`");
             return skip_value(&locale_meta);
         };
+        if !is_locale(&locale.to_string()) {
+            cx.error_spanned(&locale, format!("`{locale}` is not a locale; write a BCP 47 language tag with `_` for `-`, such as `en`, `de` or `pt_br`"));
+            return skip_value(&locale_meta);
+        }
         if locales.iter().any(|l| l.locale == locale) {
             cx.error_spanned(&locale, format!("locale `{locale}` is given twice; keep one"));
             return skip_value(&locale_meta);
@@ -672,7 +902,7 @@ fn parse_i18n(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Vec<Loca
             summary: None,
         };
         if !locale_meta.input.peek(syn::token::Paren) {
-            cx.error_spanned(&locale, format!("write `{locale}(title = \"...\", summary = \"...\")`"));
+            cx.error_spanned(&locale, format!("locale `{locale}` takes parts: `{locale}(title = \"...\", summary = \"...\")`"));
             return skip_value(&locale_meta);
         }
         locale_meta.parse_nested_meta(|field| {
@@ -688,8 +918,8 @@ fn parse_i18n(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Vec<Loca
                     }
                 }
                 other => {
-                    let hint = did_you_mean(other, ["title", "summary"]);
-                    cx.error_at(field.path.span(), format!("unknown key `{other}` in a locale{hint}; a locale takes `title` and `summary`"));
+                    let hint = suggest(other, ["title", "summary"], "a locale takes `title` and `summary`");
+                    cx.error_at(field.path.span(), format!("unknown key `{other}` in `{locale}(...)`{hint}"));
                     skip_value(&field)?;
                 }
             }
@@ -701,10 +931,23 @@ fn parse_i18n(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Vec<Loca
     Ok(locales)
 }
 
+/// `en`, `zh_cn`, `sr_latn_rs`: a 2–3 letter lowercase language, then subtags of 2–8 letters or
+/// digits.
+fn is_locale(text: &str) -> bool {
+    let mut parts = text.split('_');
+    let language = parts.next().unwrap_or_default();
+    (2..=3).contains(&language.len())
+        && language.chars().all(|c| c.is_ascii_lowercase())
+        && parts.all(|p| (2..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
 fn parse_annotations(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<Annotations> {
     let mut annotations = Annotations::default();
     if !meta.input.peek(syn::token::Paren) {
-        cx.error_at(meta.path.span(), "`annotations` takes hints: `annotations(read_only = true, idempotent = true)`");
+        cx.error_at(
+            meta.path.span(),
+            "`annotations` takes hints: `annotations(read_only = true, idempotent = true)`",
+        );
         skip_value(meta)?;
         return Ok(annotations);
     }
@@ -717,17 +960,35 @@ fn parse_annotations(meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<A
             "idempotent" => &mut annotations.idempotent,
             "open_world" => &mut annotations.open_world,
             other => {
-                let hint = did_you_mean(other, names);
-                cx.error_at(inner.path.span(), format!("unknown annotation `{other}`{hint}; the annotations are `read_only`, `destructive`, `idempotent` and `open_world`"));
+                let hint = suggest(
+                    other,
+                    names,
+                    "the annotations are `read_only`, `destructive`, `idempotent` and `open_world`",
+                );
+                cx.error_at(
+                    inner.path.span(),
+                    format!("unknown annotation `{other}`{hint}"),
+                );
                 return skip_value(&inner);
             }
         };
-        let value = inner.value()?;
-        let lit: LitBool = value.parse()?;
         if slot.is_some() {
-            cx.error_spanned(&lit, format!("`{key}` is given twice"));
+            cx.error_at(
+                inner.path.span(),
+                format!("`{key}` is given twice in `annotations(...)`; keep one"),
+            );
+            return skip_value(&inner);
         }
-        *slot = Some(lit.value);
+        let form = format!("{key} = true");
+        let Some(expr) = expr_value(&inner, &key, &form, cx)? else {
+            return Ok(());
+        };
+        match expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(b), ..
+            }) => *slot = Some(b.value),
+            other => cx.error_spanned(other, format!("`{key}` takes `true` or `false`")),
+        }
         Ok(())
     })?;
     Ok(annotations)
@@ -743,7 +1004,9 @@ pub(crate) fn doc_comment(attrs: &[syn::Attribute]) -> Option<(String, Span)> {
             continue;
         }
         if let syn::Meta::NameValue(nv) = &attr.meta
-            && let Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) = &nv.value
+            && let Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) = &nv.value
         {
             span.get_or_insert(attr.span());
             let text = s.value();
@@ -752,8 +1015,49 @@ pub(crate) fn doc_comment(attrs: &[syn::Attribute]) -> Option<(String, Span)> {
             }
         }
     }
-    let text = lines.join("\n").trim().to_owned();
+    let text = reflow(&lines);
     (!text.is_empty()).then(|| (text, span.unwrap_or_else(Span::call_site)))
+}
+
+/// Joins the lines of a doc comment the way a reader sees them: lines wrapped within a paragraph
+/// become one line (a model should not see mid-sentence breaks), blank lines separate paragraphs,
+/// and list items, indented code and fenced code keep their own lines.
+pub(crate) fn reflow(lines: &[String]) -> String {
+    let mut out = String::new();
+    let mut in_fence = false;
+    let mut previous_blank = true;
+    for line in lines {
+        let trimmed = line.trim_start();
+        let fence = trimmed.starts_with("```");
+        if trimmed.is_empty() && !in_fence {
+            if !previous_blank {
+                out.push_str("\n\n");
+            }
+            previous_blank = true;
+            continue;
+        }
+        let keeps_own_line = in_fence
+            || fence
+            || line.starts_with("    ")
+            || trimmed.starts_with("- ")
+            || trimmed.starts_with("* ")
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        if !previous_blank {
+            out.push(if keeps_own_line { '\n' } else { ' ' });
+        }
+        out.push_str(if in_fence || line.starts_with("    ") {
+            line
+        } else {
+            trimmed
+        });
+        if fence {
+            in_fence = !in_fence;
+        }
+        previous_blank = false;
+    }
+    out.trim().to_owned()
 }
 
 /// Parses a standalone stream for unit tests.
@@ -782,16 +1086,23 @@ mod tests {
         assert!(!cx.has_errors(), "{:?}", cx.messages());
         assert_eq!(attrs.effect.unwrap().value, Effect::Money);
         assert!(attrs.approval.unwrap().object_form);
-        assert!(matches!(attrs.approval_key.unwrap().value, ApprovalKey::Input));
-        assert!(matches!(attrs.ends_turn.unwrap().value, Some(EndsTurn::ByOutput(_))));
-        assert_eq!(attrs.subagents.unwrap().value, false);
+        assert!(matches!(
+            attrs.approval_key.unwrap().value,
+            ApprovalKey::Input
+        ));
+        assert!(matches!(
+            attrs.ends_turn.unwrap().value,
+            Some(EndsTurn::ByOutput(_))
+        ));
+        assert!(!attrs.subagents.unwrap().value);
         assert_eq!(attrs.i18n.unwrap().value.len(), 1);
         assert_eq!(attrs.annotations.unwrap().value.idempotent, Some(true));
     }
 
     #[test]
     fn all_problems_are_reported_together() {
-        let (_, cx) = parse_str("effect = reed, durabel, name = \"a\", name = \"b\", workflow = exec");
+        let (_, cx) =
+            parse_str("effect = reed, durabel, name = \"a\", name = \"b\", workflow = exec");
         let messages = cx.messages();
         assert_eq!(messages.len(), 4, "{messages:?}");
         assert!(messages[0].contains("did you mean `read`"));
@@ -804,17 +1115,95 @@ mod tests {
     fn policies() {
         let (attrs, cx) = parse_str("effect = write, approval = auto(instructions = \"x\")");
         assert!(!cx.has_errors());
-        assert!(matches!(attrs.approval.unwrap().request, Some((Policy::Auto { instructions: Some(_) }, _))));
+        assert!(matches!(
+            attrs.approval.unwrap().request,
+            Some((
+                Policy::Auto {
+                    instructions: Some(_)
+                },
+                _
+            ))
+        ));
         let (_, cx) = parse_str("effect = write, approval = allways");
         assert!(cx.messages()[0].contains("did you mean `always`"));
         let (attrs, cx) = parse_str("effect = write, approval = policies::refund");
         assert!(!cx.has_errors());
-        assert!(matches!(attrs.approval.unwrap().request, Some((Policy::Custom(_), _))));
+        assert!(matches!(
+            attrs.approval.unwrap().request,
+            Some((Policy::Custom(_), _))
+        ));
+    }
+
+    #[test]
+    fn doc_comments_reflow() {
+        let lines: Vec<String> = [
+            "Reads logs of one",
+            "service.",
+            "",
+            "Use when:",
+            "- a",
+            "- b",
+            "",
+            "Returns lines.",
+        ]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect();
+        assert_eq!(
+            reflow(&lines),
+            "Reads logs of one service.\n\nUse when:\n- a\n- b\n\nReturns lines."
+        );
     }
 
     #[test]
     fn two_effects() {
         let (_, cx) = parse_str("effect = read | write");
         assert!(cx.messages()[0].contains("exactly one effect"));
+    }
+
+    #[test]
+    fn quoted_words_ask_for_bare_ones() {
+        let (_, cx) = parse_str(
+            r#"effect = "read", workflow = "task", approval = "once", approval_key = "input""#,
+        );
+        let messages = cx.messages();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert!(
+            messages.iter().all(|m| m.contains("without quotes")),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn keys_without_values_are_reported_and_parsing_goes_on() {
+        let (attrs, cx) =
+            parse_str("approval_key, label(start, delta), approval(request), crate, effect = read");
+        assert_eq!(cx.messages().len(), 5, "{:?}", cx.messages());
+        assert!(attrs.effect.is_some());
+        assert!(attrs.approval.unwrap().reported);
+    }
+
+    #[test]
+    fn a_misspelt_nested_key_marks_the_approval_as_reported() {
+        let (attrs, cx) = parse_str("effect = write, approval(requst = always)");
+        assert_eq!(cx.messages().len(), 1);
+        assert!(attrs.approval.unwrap().reported);
+    }
+
+    #[test]
+    fn ends_turn_false_is_never() {
+        let (attrs, cx) = parse_str("effect = read, ends_turn = false");
+        assert!(!cx.has_errors());
+        assert!(attrs.ends_turn.unwrap().value.is_none());
+    }
+
+    #[test]
+    fn locales() {
+        for good in ["en", "de", "zh_cn", "pt_BR", "sr_latn_rs", "yue"] {
+            assert!(is_locale(good), "{good}");
+        }
+        for bad in ["english", "e", "EN", "en_", "en_x"] {
+            assert!(!is_locale(bad), "{bad}");
+        }
     }
 }

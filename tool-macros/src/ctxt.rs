@@ -49,22 +49,34 @@ impl Ctxt {
 }
 
 /// The closest of `candidates` to `word`, if close enough to be a likely typo.
-pub(crate) fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), strsim::jaro_winkler(word, c), c))
-        .filter(|(distance, similarity, c)| {
-            *distance <= 2.max(c.len() / 3) || *similarity >= 0.85
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(word, c),
+                strsim::jaro_winkler(word, c),
+                c,
+            )
         })
+        .filter(|(distance, similarity, c)| *distance <= 2.max(c.len() / 3) || *similarity >= 0.85)
         .min_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)))
         .map(|(_, _, c)| c)
 }
 
-/// `did you mean `x`?` or an empty string.
-pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+/// `; did you mean `x`?` when a candidate is close to `word`, else `; ` and `otherwise` (the list
+/// of valid choices), so a message offers either the likely fix or every option, not both.
+pub(crate) fn suggest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    otherwise: &str,
+) -> String {
     match closest(word, candidates) {
         Some(c) => format!("; did you mean `{c}`?"),
-        None => String::new(),
+        None => format!("; {otherwise}"),
     }
 }
 

@@ -53,14 +53,16 @@ pub(crate) fn expand(input: DeriveInput) -> TokenStream {
         ),
         Data::Union(data) => cx.error_spanned(data.union_token, "a union cannot be a tool's arguments; use a struct with named fields"),
     }
-    if let Err(errors) = cx.into_result() {
-        return errors.to_compile_error();
-    }
+    // The impl is emitted even beside errors: without it every `#[tool]` taking this type would
+    // add "is not a tool argument struct" to the one error that matters.
+    let errors = cx.into_result().err().map(|e| e.to_compile_error());
 
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let tw = quote!(#krate::__private);
     quote! {
+        #errors
+
         #[automatically_derived]
         impl #impl_generics #tw::ToolInput for #ident #ty_generics #where_clause {
             const FIELDS: &'static [&'static str] = &[#(#names),*];
@@ -80,7 +82,8 @@ fn crate_path(attrs: &[syn::Attribute], cx: &mut Ctxt) -> TokenStream {
                 found = Some(meta.value()?.call(Path::parse_mod_style)?);
                 Ok(())
             } else {
-                Err(meta.error("unknown key in `#[toolwright(...)]`; the only key is `crate = path`"))
+                Err(meta
+                    .error("unknown key in `#[toolwright(...)]`; the only key is `crate = path`"))
             }
         });
         if let Err(error) = result {
@@ -153,7 +156,10 @@ fn serde_field(attrs: &[syn::Attribute]) -> Field {
 fn deserialize_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Option<String>> {
     if meta.input.peek(Token![=]) {
         let expr: Expr = meta.value()?.parse()?;
-        if let Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) = expr {
+        if let Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) = expr
+        {
             return Ok(Some(s.value()));
         }
         return Ok(None);
@@ -163,7 +169,10 @@ fn deserialize_value(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Optio
         meta.parse_nested_meta(|inner| {
             if inner.path.is_ident("deserialize") {
                 let expr: Expr = inner.value()?.parse()?;
-                if let Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) = expr {
+                if let Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }) = expr
+                {
                     found = Some(s.value());
                 }
             } else {
@@ -219,7 +228,6 @@ fn apply_rule(rule: &str, field: &str) -> String {
         _ => field.to_owned(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@
 //! fns in that struct's impl, assertions for rules that need other items, and the `inventory`
 //! submission. Every path is absolute through the facade's hidden `__private` module.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, ItemFn, LitStr, Path, Type};
@@ -29,11 +29,20 @@ enum Kind {
 }
 
 pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
-    let Input { item, attrs, sig, description, krate } = input;
+    let Input {
+        item,
+        attrs,
+        sig,
+        description,
+        krate,
+    } = input;
     let tw = quote!(#krate::__private);
     let ident = &sig.ident;
     let vis = &item.vis;
-    let first = sig.first.as_ref().expect("checked: a tool has a first parameter");
+    let first = sig
+        .first
+        .as_ref()
+        .expect("checked: a tool has a first parameter");
 
     let kind = match (&attrs.workflow, Attrs::flag(&attrs.durable)) {
         (Some(w), _) => Kind::Workflow(w.value.expect("checked: workflow has an entry point")),
@@ -42,32 +51,62 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     };
     let serve = kind == Kind::Workflow(Entry::Serve);
     let first_span = first.span();
+    // Every path to the facade inside an expression spanned at a user's token is respanned too:
+    // rustc widens an expression whose tokens mix the attribute's span with the user's to the
+    // whole attribute, which would move errors off the user's token.
+    let tw_first = respan(tw.clone(), first_span);
+    // For `serve`: what each call replies with, the `Output` of `ServeCalls<Args, Output>`.
+    let serve_output = quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Output);
     // The argument struct: the first parameter, or for `serve` the `Args` of its call stream.
     let args_ty: TokenStream = if serve {
-        quote_spanned!(first_span=> <#first as #tw::ServeInput>::Args)
+        quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Args)
     } else {
         quote!(#first)
+    };
+    // Deserializes the argument struct in an adapter. Beside the call, the same `ToolInput`
+    // projection the descriptor uses, at the same span: when the struct lacks its derives, each
+    // adapter then reports the one "is not a tool argument struct" error (identical errors are
+    // merged) and rustc drops the `DeserializeOwned` error it implies, instead of adding one per
+    // adapter at the attribute.
+    let parse = |function: &str, input: TokenStream| {
+        let function = Ident::new(function, first_span);
+        quote_spanned! {first_span=>
+            {
+                let _ = <#args_ty as #tw_first::ToolInput>::FIELDS;
+                #tw_first::#function::<#args_ty>(#input)
+            }
+        }
     };
     let ret_ty: TokenStream = match &sig.output {
         Some(ty) => quote!(#ty),
         None => quote!(()),
     };
-    let ret_span = sig.output.as_ref().map(Spanned::span).unwrap_or_else(|| sig.ident.span());
+    let ret_span = sig
+        .output
+        .as_ref()
+        .map(Spanned::span)
+        .unwrap_or_else(|| sig.ident.span());
 
     let param_trait = match kind {
         Kind::Plain => quote!(PlainParam),
         Kind::Durable => quote!(DurableParam),
         Kind::Workflow(_) => quote!(WorkflowParam),
     };
-    let param_names: Vec<Ident> = (0..sig.rest.len()).map(|i| format_ident!("__p{}", i)).collect();
+    let param_names: Vec<Ident> = (0..sig.rest.len())
+        .map(|i| format_ident!("__p{}", i))
+        .collect();
     let param_extracts = sig.rest.iter().zip(&param_names).map(|(ty, name)| {
+        let tw = respan(tw.clone(), ty.span());
         quote_spanned!(ty.span()=> let #name = <#ty as #tw::#param_trait>::from_call(&__cx)?;)
     });
-    let requirements = sig.rest.iter().map(|ty| quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::REQUIREMENT));
+    let requirements = sig.rest.iter().map(|ty| {
+        let tw = respan(tw.clone(), ty.span());
+        quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::REQUIREMENT)
+    });
 
     let awaited = sig.asyncness.map(|span| quote_spanned!(span=> .await));
     let first_value = if serve {
-        quote_spanned!(first_span=> <#first as #tw::ServeInput>::start(__args, ::core::clone::Clone::clone(&__cx), Self::__finish))
+        quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::start(__args, ::core::clone::Clone::clone(&__cx), Self::__finish))
     } else {
         quote!(__args)
     };
@@ -77,16 +116,26 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let label = attrs.label.as_ref().map(|l| &l.value);
     let complete_template = label.and_then(|l| l.complete.as_ref());
     let keep_input = complete_template.is_some() && !serve;
-    let label_input = keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
+    let label_input =
+        keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
     let ends_turn = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
         None => quote!(false),
         Some(EndsTurn::Always) => quote!(true),
-        Some(EndsTurn::ByOutput(path)) => quote_spanned!(path.span()=> #path(&__out)),
+        // Typed here, at the path, so a fn returning something else is reported at the path.
+        Some(EndsTurn::ByOutput(path)) => {
+            let called = call_user_fn(path, quote!(&__out));
+            quote_spanned!(path.span()=> {
+                let __ends: bool = #called;
+                __ends
+            })
+        }
     };
     let model = |out: &TokenStream| match &attrs.to_model_output {
         Some(g) => {
             let path = &g.value;
-            quote_spanned!(path.span()=> ::core::option::Option::Some(#tw::model_output(#path(&#out))))
+            let tw = respan(tw.clone(), path.span());
+            let called = call_user_fn(path, quote!(&#out));
+            quote_spanned!(path.span()=> ::core::option::Option::Some(#tw::model_output(#called)))
         }
         None => quote!(::core::option::Option::None),
     };
@@ -94,7 +143,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let (invoke_model, finish_fn) = if serve {
         let serve_model = model(&out_ident);
         let finish = quote! {
-            fn __finish(__out: <#first as #tw::ServeInput>::Output) -> ::core::result::Result<#tw::CallOutput, #tw::ToolError> {
+            fn __finish(__out: #serve_output) -> ::core::result::Result<#tw::CallOutput, #tw::ToolError> {
                 let __model = #serve_model;
                 #tw::finish(&__out, false, __model, ::core::option::Option::None)
             }
@@ -103,20 +152,31 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     } else {
         (model(&out_ident), TokenStream::new())
     };
+    let parse_label_input = parse("parse_ref", quote!(&__label_input));
     let complete = match complete_template {
         Some(text) if !serve => {
             let render = match text {
                 TextOrPath::Template(t) => t.render(&format_ident!("__la")),
-                TextOrPath::Path(path) => quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#path(&__la, &__out))),
+                TextOrPath::Path(path) => {
+                    let called = call_user_fn(path, quote!(&__la, &__out));
+                    quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called))
+                }
             };
             quote! {
-                #tw::parse_ref::<#args_ty>(&__label_input).ok().and_then(|__la| #tw::label(#render))
+                #parse_label_input.ok().and_then(|__la| #tw::label(#render))
             }
         }
         _ => quote!(::core::option::Option::None),
     };
     let into_output = quote_spanned!(ret_span=> .into_output(__ret));
+    // At the same span as `into_output`, so rustc folds "`T: Serialize` is not satisfied" into the
+    // `ToolOutput` error there instead of reporting it a second time at the attribute.
+    let finish = {
+        let tw = respan(tw.clone(), ret_span);
+        quote_spanned!(ret_span=> #tw::finish(&__out, __ends, __model, __complete))
+    };
 
+    let parse_input = parse("parse_input", quote!(__input));
     let invoke = quote! {
         fn __invoke(
             __input: #tw::Value,
@@ -124,7 +184,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         ) -> #tw::BoxFuture<'static, ::core::result::Result<#tw::CallOutput, #tw::ToolError>> {
             ::std::boxed::Box::pin(async move {
                 #label_input
-                let __args: #args_ty = #tw::parse_input(__input)?;
+                let __args: #args_ty = #parse_input?;
                 #(#param_extracts)*
                 let __ret = #call;
                 let __out = {
@@ -135,19 +195,21 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 let __ends = #ends_turn;
                 let __model = #invoke_model;
                 let __complete = #complete;
-                #tw::finish(&__out, __ends, __model, __complete)
+                #finish
             })
         }
     };
 
     // Labels.
     let mut adapters = Vec::new();
+    let parse_ref_input = parse("parse_ref", quote!(__input));
+    let parse_call_input = parse("parse_ref", quote!(__call.input));
     let label_start = match label.and_then(|l| l.start.as_ref()) {
         Some(text) => {
-            let render = render_text(text, &tw, |path| quote_spanned!(path.span()=> #path(&__la)));
+            let render = render_text(text, &tw, |path| call_user_fn(path, quote!(&__la)));
             adapters.push(quote! {
                 fn __label_start(__input: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #tw::parse_ref(__input).ok()?;
+                    let __la: #args_ty = #parse_ref_input.ok()?;
                     #tw::label(#render)
                 }
             });
@@ -157,10 +219,15 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     };
     let label_delta = match label.and_then(|l| l.delta.as_ref()) {
         Some((path, _)) => {
+            let delta = {
+                let tw = respan(tw.clone(), path.span());
+                let called = call_user_fn(path, quote!(&__la, __partial));
+                quote_spanned!(path.span()=> #tw::label(::core::convert::Into::<::std::string::String>::into(#called)))
+            };
             adapters.push(quote! {
                 fn __label_delta(__input: &#tw::Value, __partial: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #tw::parse_ref(__input).ok()?;
-                    #tw::label(::core::convert::Into::<::std::string::String>::into(#path(&__la, __partial)))
+                    let __la: #args_ty = #parse_ref_input.ok()?;
+                    #delta
                 }
             });
             quote!(::core::option::Option::Some(Self::__label_delta))
@@ -173,7 +240,10 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let approval = match &attrs.approval {
         None => quote!(::core::option::Option::None),
         Some(approval) => {
-            let (policy, _) = approval.request.as_ref().expect("checked: approval has a request policy");
+            let (policy, _) = approval
+                .request
+                .as_ref()
+                .expect("checked: approval has a request policy");
             let request = match policy {
                 Policy::Never => quote!(#tw::RequestPolicy::Never),
                 Policy::Once => quote!(#tw::RequestPolicy::Once),
@@ -183,18 +253,22 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     quote!(#tw::RequestPolicy::Auto { instructions: #instructions })
                 }
                 Policy::Custom(path) => {
-                    let call = quote_spanned!(path.span()=> #path(&__pcx));
+                    let call = {
+                        let tw = respan(tw.clone(), path.span());
+                        let called = call_user_fn(path, quote!(&__pcx));
+                        quote_spanned!(path.span()=> #tw::IntoDecision::into_decision(#called))
+                    };
                     adapters.push(quote! {
                         fn __policy<'a>(__call: &'a #tw::ApprovalCall<'a>) -> #tw::BoxFuture<'a, #tw::ApprovalDecision> {
                             ::std::boxed::Box::pin(async move {
-                                let __args: #args_ty = match #tw::parse_ref(__call.input) {
+                                let __args: #args_ty = match #parse_call_input {
                                     ::core::result::Result::Ok(args) => args,
                                     ::core::result::Result::Err(error) => {
                                         return #tw::ApprovalDecision::denied(::std::string::ToString::to_string(&error));
                                     }
                                 };
                                 let __pcx = #tw::ApprovalContext::new(__call, &__args);
-                                #tw::IntoDecision::into_decision(#call).await
+                                #call.await
                             })
                         }
                     });
@@ -205,11 +279,12 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 None => quote!(::core::option::Option::None),
                 Some(text) => {
                     let render = render_text(text, &tw, |path| {
-                        quote_spanned!(path.span()=> #path(&#tw::PromptContext::new(__call, &__la)))
+                        let tw = respan(tw.clone(), path.span());
+                        call_user_fn(path, quote!(&#tw::PromptContext::new(__call, &__la)))
                     });
                     adapters.push(quote! {
                         fn __prompt(__call: &#tw::ApprovalCall<'_>) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #tw::parse_ref(__call.input)?;
+                            let __la: #args_ty = #parse_call_input?;
                             ::core::result::Result::Ok(#render)
                         }
                     });
@@ -219,10 +294,19 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
             let response = match &approval.response {
                 None => quote!(::core::option::Option::None),
                 Some(path) => {
-                    let call = quote_spanned!(path.span()=> #path(&#tw::ResponseContext::new(__call, &__la)));
+                    let call = {
+                        let tw = respan(tw.clone(), path.span());
+                        let called =
+                            call_user_fn(path, quote!(&#tw::ResponseContext::new(__call, &__la)));
+                        // Typed here so a fn returning something else is reported at the path.
+                        quote_spanned!(path.span()=> {
+                            let __verdict: #tw::ResponseVerdict = #called;
+                            __verdict
+                        })
+                    };
                     adapters.push(quote! {
                         fn __response(__call: &#tw::ResponseCall<'_>) -> #tw::ResponseVerdict {
-                            match #tw::parse_ref::<#args_ty>(__call.input) {
+                            match #parse_call_input {
                                 ::core::result::Result::Ok(__la) => #call,
                                 ::core::result::Result::Err(error) => #tw::ResponseVerdict::rejected(::std::string::ToString::to_string(&error)),
                             }
@@ -235,10 +319,11 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 None => quote!(#tw::ApprovalKey::ToolName),
                 Some(ApprovalKey::Input) => quote!(#tw::ApprovalKey::Input),
                 Some(ApprovalKey::Custom(path)) => {
-                    let call = quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#path(&__la)));
+                    let called = call_user_fn(path, quote!(&__la));
+                    let call = quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called));
                     adapters.push(quote! {
                         fn __approval_key(__input: &#tw::Value) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #tw::parse_ref(__input)?;
+                            let __la: #args_ty = #parse_ref_input?;
                             ::core::result::Result::Ok(#call)
                         }
                     });
@@ -260,7 +345,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let output_schema = match &attrs.output_schema {
         Some(g) if g.value => {
             let body = if serve {
-                quote_spanned!(g.span=> #tw::schema_of::<<#first as #tw::ServeInput>::Output>(__inline))
+                quote_spanned!(first_span=> #tw_first::output_schema_of::<#serve_output>(__inline))
             } else {
                 quote_spanned! {ret_span=>
                     #[allow(unused_imports)]
@@ -274,10 +359,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     #body
                 }
             });
-            if serve {
-                let assert = quote_spanned!(g.span=> const _: () = #tw::assert_output_schema::<<#first as #tw::ServeInput>::Output>(););
-                adapters.push(quote!(#assert));
-            }
             quote!(::core::option::Option::Some(Self::__output_schema))
         }
         _ => quote!(::core::option::Option::None),
@@ -293,23 +374,40 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
 
     // Names and plain data.
     let fn_name = ident.to_string().trim_start_matches("r#").to_owned();
-    let name = attrs.name.as_ref().map(|g| g.value.value()).unwrap_or_else(|| fn_name.clone());
+    let name = attrs
+        .name
+        .as_ref()
+        .map(|g| g.value.value())
+        .unwrap_or_else(|| fn_name.clone());
     let toolset = attrs.toolset.as_ref().map(|g| g.value.value());
     let model_name = match &toolset {
         Some(set) => format!("{set}__{name}"),
         None => name.clone(),
     };
-    let name_span = attrs.name.as_ref().map(|g| g.value.span()).unwrap_or_else(|| ident.span());
+    let name_span = attrs
+        .name
+        .as_ref()
+        .map(|g| g.value.span())
+        .unwrap_or_else(|| ident.span());
     let toolset_tokens = option_string(toolset.as_deref());
     let title = option_str(attrs.title.as_ref().map(|g| &g.value));
     let summary = option_str(attrs.summary.as_ref().map(|g| &g.value));
-    let i18n = attrs.i18n.iter().flat_map(|g| g.value.iter()).map(|locale| {
-        let code = locale.locale.to_string();
-        let title = option_str(locale.title.as_ref());
-        let summary = option_str(locale.summary.as_ref());
-        quote!(#tw::LocaleText { locale: #code, title: #title, summary: #summary })
-    });
-    let effect = match attrs.effect.as_ref().expect("checked: effect is present").value {
+    let i18n = attrs
+        .i18n
+        .iter()
+        .flat_map(|g| g.value.iter())
+        .map(|locale| {
+            let code = locale.locale.to_string();
+            let title = option_str(locale.title.as_ref());
+            let summary = option_str(locale.summary.as_ref());
+            quote!(#tw::LocaleText { locale: #code, title: #title, summary: #summary })
+        });
+    let effect = match attrs
+        .effect
+        .as_ref()
+        .expect("checked: effect is present")
+        .value
+    {
         Effect::Read => quote!(#tw::Effect::Read),
         Effect::Write => quote!(#tw::Effect::Write),
         Effect::Money => quote!(#tw::Effect::Money),
@@ -325,12 +423,21 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         Some(EndsTurn::ByOutput(_)) => quote!(#tw::EndsTurn::ByOutput),
     };
     let annotations = {
-        let a = attrs.annotations.as_ref().map(|g| g.value.clone()).unwrap_or_default();
+        let a = attrs
+            .annotations
+            .as_ref()
+            .map(|g| g.value.clone())
+            .unwrap_or_default();
         let hint = |v: Option<bool>| match v {
             Some(b) => quote!(::core::option::Option::Some(#b)),
             None => quote!(::core::option::Option::None),
         };
-        let (r, d, i, o) = (hint(a.read_only), hint(a.destructive), hint(a.idempotent), hint(a.open_world));
+        let (r, d, i, o) = (
+            hint(a.read_only),
+            hint(a.destructive),
+            hint(a.idempotent),
+            hint(a.open_world),
+        );
         quote!(#tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o })
     };
     let projected = attrs.to_model_output.is_some();
@@ -342,8 +449,8 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         Kind::Workflow(Entry::Serve) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Serve)),
     };
     let type_name = args_type_name(first, serve);
-    let fields = quote_spanned!(first_span=> <#args_ty as #tw::ToolInput>::FIELDS);
-    let schema = quote_spanned!(first_span=> #tw::schema_of::<#args_ty>);
+    let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
+    let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
     let location = quote_spanned! {ident.span()=>
         #tw::Location {
             file: ::core::file!(),
@@ -355,31 +462,49 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
 
     // Assertions for rules that need another item, spanned at the user's tokens.
     let mut assertions = Vec::new();
-    let input_assert = if serve {
-        quote_spanned!(first_span=> const _: () = #tw::assert_serve::<#first>();)
-    } else {
-        quote_spanned!(first_span=> const _: () = #tw::assert_input::<#first>();)
-    };
-    assertions.push(input_assert);
+    // The argument type needs no assertion of its own: `FIELDS` in the descriptor already names
+    // `<Args as ToolInput>`, and one more use with another "required by" note would repeat the
+    // same error.
     if serve {
+        let args_span = serve_args_span(first).unwrap_or(first_span);
+        let args_text = serve_args_text(first);
+        let tw_args = respan(tw.clone(), args_span);
         let message = LitStr::new(
-            "C7: the argument struct of a `serve` tool must not have a `task_id` field: the runtime adds `task_id` to the schema itself; rename the field",
-            first_span,
+            &format!(
+                "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
+            ),
+            args_span,
         );
-        assertions.push(quote_spanned! {first_span=>
-            const _: () = ::core::assert!(!#tw::has_field(<<#first as #tw::ServeInput>::Args as #tw::ToolInput>::FIELDS, "task_id"), #message);
+        assertions.push(quote_spanned! {args_span=>
+            const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
         });
     }
-    let reserved_message = LitStr::new(
-        &format!("C13: `{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"),
-        name_span,
-    );
+    if serve && Attrs::flag(&attrs.output_schema) {
+        // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
+        let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
+        let tw = respan(tw.clone(), span);
+        assertions.push(quote_spanned! {span=>
+            const _: () = #tw::assert_output_schema::<#serve_output>();
+        });
+    }
+    let reserved_message = if attrs.name.is_some() {
+        format!(
+            "`{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"
+        )
+    } else {
+        format!(
+            "the tool is named after the fn, and `{model_name}` is reserved for a meta-tool or built-in tool of the runtime; rename the fn or set `name = \"...\"`"
+        )
+    };
+    let reserved_message = LitStr::new(&reserved_message, name_span);
+    let tw_name = respan(tw.clone(), name_span);
     assertions.push(quote_spanned! {name_span=>
-        const _: () = ::core::assert!(!#tw::is_reserved(#model_name), #reserved_message);
+        const _: () = ::core::assert!(!#tw_name::is_reserved(#model_name), #reserved_message);
     });
 
     let description = LitStr::new(description, Span::call_site());
-    let struct_doc = format!("The registered descriptor of the tool `{model_name}`: `{fn_name}::TOOL`.");
+    let struct_doc =
+        format!("The registered descriptor of the tool `{model_name}`: `{fn_name}::TOOL`.");
 
     quote! {
         #item
@@ -441,7 +566,11 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     }
 }
 
-fn render_text(text: &TextOrPath, _tw: &TokenStream, call: impl Fn(&Path) -> TokenStream) -> TokenStream {
+fn render_text(
+    text: &TextOrPath,
+    _tw: &TokenStream,
+    call: impl Fn(&Path) -> TokenStream,
+) -> TokenStream {
     match text {
         TextOrPath::Template(template) => template.render(&format_ident!("__la")),
         TextOrPath::Path(path) => {
@@ -467,5 +596,71 @@ fn option_string(text: Option<&str>) -> TokenStream {
 
 fn args_type_name(first: &Type, serve: bool) -> String {
     let text = quote!(#first).to_string().replace(' ', "");
-    if serve { format!("<{text}asServeInput>::Args") } else { text }
+    if serve {
+        format!("<{text}asServeInput>::Args")
+    } else {
+        text
+    }
+}
+
+/// `path(args)`: a call of a fn the user named in the attribute, spanned at the path so errors
+/// about its signature land there. The arguments are located at the path too but keep the
+/// macro's hygiene, which keeps rustc from proposing edits to them (such as "remove the extra
+/// argument", which would delete the path).
+fn call_user_fn(path: &Path, args: TokenStream) -> TokenStream {
+    let span = path.span();
+    let args = respan(args, Span::call_site().located_at(span));
+    quote_spanned!(span=> #path(#args))
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|tree| match tree {
+            TokenTree::Group(group) => {
+                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                TokenTree::Group(respanned)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
+/// The `Args` of `ServeCalls<Args, Output>` as written, to point messages about the argument
+/// struct at it rather than at `ServeCalls` (only a span: the type itself is checked through
+/// `ServeInput`).
+fn serve_args(first: &Type) -> Option<&Type> {
+    serve_generic(first, 0)
+}
+
+/// The `index`th type argument of the first parameter's type as written.
+fn serve_generic(first: &Type, index: usize) -> Option<&Type> {
+    let Type::Path(path) = first else { return None };
+    let last = path.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args
+        .iter()
+        .filter_map(|arg| match arg {
+            syn::GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        })
+        .nth(index)
+}
+
+fn serve_args_span(first: &Type) -> Option<Span> {
+    serve_args(first).map(Spanned::span)
+}
+
+fn serve_args_text(first: &Type) -> String {
+    match serve_args(first) {
+        Some(ty) => quote!(#ty).to_string().replace(' ', ""),
+        None => "the argument struct".to_owned(),
+    }
 }

@@ -25,17 +25,13 @@ pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     tool_impl(args.into(), item.into()).into()
 }
 
-fn tool_impl(args: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+fn tool_impl(
+    args: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
     let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(item_fn) => item_fn,
-        Err(_) => {
-            let error = syn::Error::new_spanned(
-                &item,
-                "`#[tool]` goes on a fn: `#[tool(effect = read)] async fn name(args: Args, ctx: ToolContext) -> Result<T, ToolError>`",
-            )
-            .to_compile_error();
-            return quote!(#item #error);
-        }
+        Err(_) => return fallback::not_a_fn(item),
     };
 
     let mut cx = ctxt::Ctxt::default();
@@ -96,11 +92,17 @@ mod tests {
         let cell = |text: &str| text.replace('|', "\\|");
         for rule in rules::RULES {
             let row = format!("| {} | {} |", rule.id, cell(rule.summary));
-            assert!(readme.contains(&row), "README.md lacks the rule row:\n{row}");
+            assert!(
+                readme.contains(&row),
+                "README.md lacks the rule row:\n{row}"
+            );
         }
         for (key, form, summary) in attrs::KEYS {
             let row = format!("| `{}` | {} |", cell(form), cell(summary));
-            assert!(readme.contains(&row), "README.md lacks the row for `{key}`:\n{row}");
+            assert!(
+                readme.contains(&row),
+                "README.md lacks the row for `{key}`:\n{row}"
+            );
         }
     }
 
@@ -117,7 +119,10 @@ mod tests {
             ("effect = read, name = \"\"", "/// d\nfn f(a: A) {}"),
         ] {
             let out = tool_impl(args.parse().unwrap(), item.parse().unwrap());
-            assert!(out.to_string().contains("compile_error"), "{args} / {item}: {out}");
+            assert!(
+                out.to_string().contains("compile_error"),
+                "{args} / {item}: {out}"
+            );
         }
     }
 }

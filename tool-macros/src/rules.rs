@@ -2,7 +2,7 @@
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
-use crate::attrs::{ApprovalKey, Attrs, Effect, Entry, Policy};
+use crate::attrs::{ApprovalKey, Attrs, Effect, Entry, Given, Policy};
 use crate::ctxt::Ctxt;
 use crate::sig::Sig;
 
@@ -24,22 +24,86 @@ pub(crate) struct Rule {
 }
 
 pub(crate) const RULES: &[Rule] = &[
-    Rule { id: "C1", summary: "unknown key → error naming the key and the closest valid one", check: None },
-    Rule { id: "C2", summary: "a key given twice → error at the second", check: None },
-    Rule { id: "C3", summary: "`effect` missing, or two effects → error listing the four effects", check: Some(c03_effect) },
-    Rule { id: "C4", summary: "no description (no doc comment, no `description`) → error", check: Some(c04_description) },
-    Rule { id: "C5", summary: "`workflow` + `ends_turn` → error (a workflow tool cannot end the turn)", check: Some(c05_workflow_ends_turn) },
-    Rule { id: "C6", summary: "`workflow` without an entry point, with several, or with an unknown one → error listing `execute`, `task`, `serve`", check: None },
-    Rule { id: "C7", summary: "`serve` whose argument struct has a `task_id` field → error (the runtime adds it)", check: None },
-    Rule { id: "C8", summary: "`workflow` + `durable` → error (workflow bodies are already durable); a workflow tool's context type has no sandbox", check: Some(c08_workflow_durable) },
-    Rule { id: "C9", summary: "`user_only` + `deferred`, `ends_turn`, `approval` or `subagents` → error (the model never sees it)", check: Some(c09_user_only) },
-    Rule { id: "C10", summary: "`effect = money` or `effect = public` with no `approval` key → error: state the policy, `approval = never` included", check: Some(c10_money_needs_policy) },
-    Rule { id: "C11", summary: "`approval_key` or `approval(response = ...)` without a request policy → error", check: Some(c11_key_needs_request) },
-    Rule { id: "C12", summary: "`label(delta = ...)` on a tool that cannot emit partial results, or a `{field}` placeholder naming no field → error", check: Some(c12_delta_needs_partials) },
-    Rule { id: "C13", summary: "`name`/`toolset` not matching the name rule, or a reserved name → error", check: Some(c13_names) },
-    Rule { id: "C14", summary: "`summary` over 80 characters, or an empty `title` → error", check: Some(c14_user_text) },
-    Rule { id: "C15", summary: "argument type not an object-shaped struct, or not `Deserialize + JsonSchema`; output not `Serialize`; `output_schema` on an output that is not `JsonSchema` → error", check: None },
-    Rule { id: "C16", summary: "a workflow tool that is not `async`, generic fns, `self` receivers, or the wrong context type for the tool's kind → error", check: Some(c16_workflow_async) },
+    Rule {
+        id: "C1",
+        summary: "unknown key → error naming the key and the closest valid one",
+        check: None,
+    },
+    Rule {
+        id: "C2",
+        summary: "a key given twice → error at the second",
+        check: None,
+    },
+    Rule {
+        id: "C3",
+        summary: "`effect` missing, or two effects → error listing the four effects",
+        check: Some(c03_effect),
+    },
+    Rule {
+        id: "C4",
+        summary: "no description (no doc comment, no `description`) → error",
+        check: Some(c04_description),
+    },
+    Rule {
+        id: "C5",
+        summary: "`workflow` + `ends_turn` → error (a workflow tool cannot end the turn)",
+        check: Some(c05_workflow_ends_turn),
+    },
+    Rule {
+        id: "C6",
+        summary: "`workflow` without an entry point, with several, or with an unknown one → error listing `execute`, `task`, `serve`",
+        check: None,
+    },
+    Rule {
+        id: "C7",
+        summary: "`serve` whose argument struct has a `task_id` field → error (the runtime adds it)",
+        check: None,
+    },
+    Rule {
+        id: "C8",
+        summary: "`workflow` + `durable` → error (workflow bodies are already durable); a workflow tool's context type has no sandbox",
+        check: Some(c08_workflow_durable),
+    },
+    Rule {
+        id: "C9",
+        summary: "`user_only` + `deferred`, `ends_turn`, `approval` or `subagents` → error (the model never sees it)",
+        check: Some(c09_user_only),
+    },
+    Rule {
+        id: "C10",
+        summary: "`effect = money` or `effect = public` with no `approval` key → error: state the policy, `approval = never` included",
+        check: Some(c10_money_needs_policy),
+    },
+    Rule {
+        id: "C11",
+        summary: "`approval_key` or `approval(response = ...)` without a request policy → error",
+        check: Some(c11_key_needs_request),
+    },
+    Rule {
+        id: "C12",
+        summary: "`label(delta = ...)` on a tool that cannot emit partial results, or a `{field}` placeholder naming no field → error",
+        check: Some(c12_delta_needs_partials),
+    },
+    Rule {
+        id: "C13",
+        summary: "`name`/`toolset` not matching the name rule, or a reserved name → error",
+        check: Some(c13_names),
+    },
+    Rule {
+        id: "C14",
+        summary: "`summary` over 80 characters, or an empty `title` → error",
+        check: Some(c14_user_text),
+    },
+    Rule {
+        id: "C15",
+        summary: "argument type not an object-shaped struct, or not `Deserialize + JsonSchema`; output not `Serialize`; `output_schema` on an output that is not `JsonSchema` → error",
+        check: None,
+    },
+    Rule {
+        id: "C16",
+        summary: "a workflow tool that is not `async`, generic fns, `self` receivers, or the wrong context type for the tool's kind → error",
+        check: Some(c16_workflow_async),
+    },
 ];
 
 pub(crate) fn check(tool: &Tool<'_>, cx: &mut Ctxt) {
@@ -78,7 +142,9 @@ fn c04_description(tool: &Tool<'_>, cx: &mut Ctxt) {
 
 /// A workflow's result may arrive after the turn: it cannot also decide the turn ends.
 fn c05_workflow_ends_turn(tool: &Tool<'_>, cx: &mut Ctxt) {
-    if let (Some(_), Some(ends)) = (&tool.attrs.workflow, &tool.attrs.ends_turn) {
+    if let (Some(_), Some(ends @ Given { value: Some(_), .. })) =
+        (&tool.attrs.workflow, &tool.attrs.ends_turn)
+    {
         cx.error_at(ends.span, "a `workflow` tool cannot end the turn: remove `ends_turn` (use `workflow = task` for work that outlives the turn)");
     }
 }
@@ -99,23 +165,41 @@ fn c09_user_only(tool: &Tool<'_>, cx: &mut Ctxt) {
         return;
     }
     let why = "the model never sees a `user_only` tool";
-    if let Some(g) = &a.deferred {
-        cx.error_at(g.span, format!("`deferred` with `user_only`: {why}, so there is nothing to defer; remove one"));
+    if let Some(g) = a.deferred.as_ref().filter(|g| g.value) {
+        cx.error_at(
+            g.span,
+            format!("`deferred` with `user_only`: {why}, so there is nothing to defer; remove one"),
+        );
     }
-    if let Some(g) = &a.ends_turn {
-        cx.error_at(g.span, format!("`ends_turn` with `user_only`: {why}, so it cannot end the model's turn; remove one"));
+    if let Some(g) = a.ends_turn.as_ref().filter(|g| g.value.is_some()) {
+        cx.error_at(
+            g.span,
+            format!(
+                "`ends_turn` with `user_only`: {why}, so it cannot end the model's turn; remove one"
+            ),
+        );
     }
     if let Some(approval) = &a.approval {
-        cx.error_at(approval.span, format!("`approval` with `user_only`: {why}; the user calling it is the consent; remove one"));
+        cx.error_at(
+            approval.span,
+            format!(
+                "`approval` with `user_only`: {why}; the user calling it is the consent; remove one"
+            ),
+        );
     }
     if let Some(g) = &a.subagents {
-        cx.error_at(g.span, format!("`subagents` with `user_only`: {why}, nor do subagents; remove one"));
+        cx.error_at(
+            g.span,
+            format!("`subagents` with `user_only`: {why}, nor do subagents; remove one"),
+        );
     }
 }
 
 /// Moving money or speaking in public must never run without a stated decision.
 fn c10_money_needs_policy(tool: &Tool<'_>, cx: &mut Ctxt) {
-    let Some(effect) = &tool.attrs.effect else { return };
+    let Some(effect) = &tool.attrs.effect else {
+        return;
+    };
     let name = match effect.value {
         Effect::Money => "money",
         Effect::Public => "public",
@@ -136,8 +220,13 @@ fn c11_key_needs_request(tool: &Tool<'_>, cx: &mut Ctxt) {
     if let Some(approval) = &a.approval
         && approval.object_form
         && approval.request.is_none()
+        && !approval.reported
     {
-        let what = if approval.response.is_some() { "`response` decides who may answer a request, but" } else { "the object form needs a request policy:" };
+        let what = if approval.response.is_some() {
+            "`response` decides who may answer a request, but"
+        } else {
+            "the object form needs a request policy:"
+        };
         cx.error_at(approval.span, format!("{what} `approval(...)` has no `request = ...`; add `request = always` (or `once`, `auto`, a policy fn)"));
     }
     if let Some(key) = &a.approval_key {
@@ -160,7 +249,9 @@ fn c11_key_needs_request(tool: &Tool<'_>, cx: &mut Ctxt) {
 
 /// Partial results come through the context; a tool without one has no deltas to label.
 fn c12_delta_needs_partials(tool: &Tool<'_>, cx: &mut Ctxt) {
-    let Some(label) = &tool.attrs.label else { return };
+    let Some(label) = &tool.attrs.label else {
+        return;
+    };
     if let Some((_, span)) = &label.value.delta
         && tool.sig.rest.is_empty()
     {
@@ -174,18 +265,45 @@ fn c12_delta_needs_partials(tool: &Tool<'_>, cx: &mut Ctxt) {
 /// Providers accept only `^[a-zA-Z0-9_-]{1,64}$`, and the runtime owns some names.
 fn c13_names(tool: &Tool<'_>, cx: &mut Ctxt) {
     let a = tool.attrs;
-    let name = a.name.as_ref().map(|g| (g.value.value(), g.value.span()));
-    let name_text = name.as_ref().map(|n| n.0.clone()).unwrap_or_else(|| tool.sig.ident.to_string().trim_start_matches("r#").to_owned());
-    let rule = "names match ^[a-zA-Z0-9_-]{1,64}$";
-    if let Some((text, span)) = &name
-        && let Some(problem) = name_problem(text)
-    {
-        cx.error_at(*span, format!("tool name \"{text}\" {problem}; {rule}"));
-    }
+    let rule = "names match `^[a-zA-Z0-9_-]{1,64}$`";
+    let name_text = match &a.name {
+        Some(given) => {
+            let text = given.value.value();
+            if let Some(problem) = name_problem(&text) {
+                cx.error_spanned(
+                    &given.value,
+                    format!(
+                        "tool name \"{text}\" {problem}; {rule}{}",
+                        name_fix("name", &text)
+                    ),
+                );
+            }
+            text
+        }
+        None => {
+            // The fn name is always an identifier, but it may be too long or not ASCII.
+            let text = tool
+                .sig
+                .ident
+                .to_string()
+                .trim_start_matches("r#")
+                .to_owned();
+            if let Some(problem) = name_problem(&text) {
+                cx.error_spanned(&tool.sig.ident, format!("the tool is named after the fn, and \"{text}\" {problem}; {rule}, so set `name = \"...\"`"));
+            }
+            text
+        }
+    };
     if let Some(toolset) = &a.toolset {
         let text = toolset.value.value();
         if let Some(problem) = name_problem(&text) {
-            cx.error_spanned(&toolset.value, format!("toolset \"{text}\" {problem}; {rule}"));
+            cx.error_spanned(
+                &toolset.value,
+                format!(
+                    "toolset \"{text}\" {problem}; {rule}{}",
+                    name_fix("toolset", &text)
+                ),
+            );
         } else if text.len() + 2 + name_text.len() > 64 {
             cx.error_spanned(
                 &toolset.value,
@@ -199,41 +317,63 @@ fn name_problem(text: &str) -> Option<String> {
     if text.is_empty() {
         return Some("is empty".into());
     }
-    if text.len() > 64 {
-        return Some(format!("is {} characters long", text.len()));
+    if let Some(c) = text.chars().find(|c| !is_name_char(*c)) {
+        return Some(format!("contains {c:?}"));
     }
-    text.chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-        .map(|c| format!("contains {c:?}"))
+    (text.len() > 64).then(|| format!("is {} characters long", text.len()))
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// `, e.g. `key = "fixed"`` (invalid characters replaced by `_`), for names that are not empty
+/// and not too long.
+fn name_fix(key: &str, text: &str) -> String {
+    let fixed: String = text
+        .chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect();
+    if text.is_empty() || fixed.len() > 64 {
+        return String::new();
+    }
+    format!(", e.g. `{key} = \"{fixed}\"`")
 }
 
 /// Users see titles and summaries in approval prompts, install pages and settings.
 fn c14_user_text(tool: &Tool<'_>, cx: &mut Ctxt) {
     let a = tool.attrs;
-    let check_title = |title: &syn::LitStr, cx: &mut Ctxt| {
+    let check_title = |title: &syn::LitStr, whose: &str, cx: &mut Ctxt| {
         if title.value().trim().is_empty() {
-            cx.error_spanned(title, "`title` is empty; give the user-facing name, or remove `title`");
+            cx.error_spanned(
+                title,
+                format!("`title`{whose} is empty; give the user-facing name, or remove `title`"),
+            );
         }
     };
-    let check_summary = |summary: &syn::LitStr, cx: &mut Ctxt| {
-        let count = summary.value().chars().count();
+    let check_summary = |summary: &syn::LitStr, whose: &str, cx: &mut Ctxt| {
+        let text = summary.value();
+        let count = text.chars().count();
         if count > 80 {
-            cx.error_spanned(summary, format!("`summary` is {count} characters; keep it to one line of at most 80 (details belong in the description)"));
+            cx.error_spanned(summary, format!("`summary`{whose} is {count} characters; keep it to one line of at most 80 (details belong in the description)"));
+        } else if text.contains('\n') {
+            cx.error_spanned(summary, format!("`summary`{whose} spans several lines; keep it to one line of at most 80 characters (details belong in the description)"));
         }
     };
     if let Some(title) = &a.title {
-        check_title(&title.value, cx);
+        check_title(&title.value, "", cx);
     }
     if let Some(summary) = &a.summary {
-        check_summary(&summary.value, cx);
+        check_summary(&summary.value, "", cx);
     }
     if let Some(i18n) = &a.i18n {
         for locale in &i18n.value {
+            let whose = format!(" of locale `{}`", locale.locale);
             if let Some(title) = &locale.title {
-                check_title(title, cx);
+                check_title(title, &whose, cx);
             }
             if let Some(summary) = &locale.summary {
-                check_summary(summary, cx);
+                check_summary(summary, &whose, cx);
             }
         }
     }
@@ -264,7 +404,14 @@ mod tests {
         let item: syn::ItemFn = syn::parse_str(item).unwrap();
         let sig = crate::sig::analyze(&item, &mut cx);
         let doc = crate::attrs::doc_comment(&item.attrs).is_some();
-        check(&Tool { attrs: &attrs, sig: &sig, doc }, &mut cx);
+        check(
+            &Tool {
+                attrs: &attrs,
+                sig: &sig,
+                doc,
+            },
+            &mut cx,
+        );
         cx.messages()
     }
 
@@ -291,20 +438,75 @@ mod tests {
     fn each_rule_fires() {
         assert!(run("", F)[0].contains("needs an effect"));
         assert!(run("effect = read", "fn f(a: A) {}")[0].contains("needs a description"));
-        assert!(run("effect = read, workflow = execute, ends_turn", F)[0].contains("cannot end the turn"));
-        assert!(run("effect = read, workflow = execute, durable", F)[0].contains("already durable"));
+        assert!(
+            run("effect = read, workflow = execute, ends_turn", F)[0]
+                .contains("cannot end the turn")
+        );
+        assert!(
+            run("effect = read, workflow = execute, durable", F)[0].contains("already durable")
+        );
         assert_eq!(run("effect = read, user_only, deferred, ends_turn, approval = always, subagents = false", F).len(), 4);
         assert!(run("effect = money", F)[0].contains("explicit approval policy"));
         assert!(run("effect = write, approval_key = input", F)[0].contains("no `approval`"));
-        assert!(run("effect = write, approval = always, approval_key = input", F)[0].contains("keeps no memory"));
+        assert!(
+            run("effect = write, approval = always, approval_key = input", F)[0]
+                .contains("keeps no memory")
+        );
         assert!(run("effect = write, approval(response = p)", F)[0].contains("no `request"));
-        assert!(run("effect = read, label(delta = d)", "/// d\nfn f(a: A) {}")[0].contains("cannot emit"));
+        assert!(
+            run("effect = read, label(delta = d)", "/// d\nfn f(a: A) {}")[0]
+                .contains("cannot emit")
+        );
         assert!(run("effect = read, name = \"a b\"", F)[0].contains("contains ' '"));
-        assert!(run("effect = read, summary = \"" .to_owned().as_str().chars().chain(std::iter::repeat_n('x', 81)).chain("\"".chars()).collect::<String>().as_str(), F)[0].contains("81 characters"));
+        assert!(
+            run(
+                "effect = read, summary = \""
+                    .to_owned()
+                    .as_str()
+                    .chars()
+                    .chain(std::iter::repeat_n('x', 81))
+                    .chain("\"".chars())
+                    .collect::<String>()
+                    .as_str(),
+                F
+            )[0]
+            .contains("81 characters")
+        );
         assert!(run("effect = read, title = \" \"", F)[0].contains("`title` is empty"));
-        assert!(run("effect = read, workflow = serve", "/// d\nfn f(a: A) {}")[0].contains("must be an `async fn`"));
+        assert!(
+            run("effect = read, workflow = serve", "/// d\nfn f(a: A) {}")[0]
+                .contains("must be an `async fn`")
+        );
         assert!(run("effect = read", "/// d\nfn f<T>(a: T) {}")[0].contains("cannot be generic"));
         assert!(run("effect = read", "/// d\nfn f(&self) {}")[0].contains("cannot take `self`"));
         assert!(run("effect = read", "/// d\nfn f(a: &A) {}")[0].contains("by value"));
+    }
+
+    #[test]
+    fn no_cascades() {
+        // A misspelt key inside `approval(...)` is one error, not also "no `request`".
+        assert_eq!(run("effect = write, approval(requst = always)", F).len(), 1);
+        // `ends_turn = false` and `deferred = false` state the defaults: nothing to conflict with.
+        assert!(run("effect = read, workflow = task, ends_turn = false", F).is_empty());
+        assert!(
+            run(
+                "effect = read, user_only, deferred = false, ends_turn = false",
+                F
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn names_get_a_fix() {
+        let messages = run("effect = read, name = \"restart service\"", F);
+        assert!(
+            messages[0].ends_with("e.g. `name = \"restart_service\"`"),
+            "{messages:?}"
+        );
+        let long = format!("/// d\nasync fn {}(a: A) {{}}", "f".repeat(65));
+        assert!(run("effect = read", &long)[0].contains("named after the fn"));
+        assert!(run("effect = read, summary = \"two\nlines\"", F)[0].contains("several lines"));
+        assert!(run("effect = read, i18n(de(title = \"\"))", F)[0].contains("of locale `de`"));
     }
 }

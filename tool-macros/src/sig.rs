@@ -21,7 +21,10 @@ pub(crate) struct Sig {
 pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
     let sig = &item.sig;
     if let Some(unsafety) = &sig.unsafety {
-        cx.error_spanned(unsafety, "a tool cannot be an `unsafe fn`; keep the unsafe code inside a safe fn");
+        cx.error_spanned(
+            unsafety,
+            "a tool cannot be an `unsafe fn`; keep the unsafe code inside a safe fn",
+        );
     }
     if let Some(abi) = &sig.abi {
         cx.error_spanned(abi, "a tool cannot have an `extern` ABI");
@@ -38,7 +41,10 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
             "a tool cannot be generic: its schema and descriptor are fixed at compile time; use concrete types (or a plain generic helper called from the tool)",
         );
     } else if let Some(where_clause) = &sig.generics.where_clause {
-        cx.error_spanned(where_clause, "a tool cannot have a `where` clause; use concrete types");
+        cx.error_spanned(
+            where_clause,
+            "a tool cannot have a `where` clause; use concrete types",
+        );
     }
 
     let mut params = Vec::new();
@@ -91,11 +97,21 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
 /// The shapes the signature alone shows cannot be a JSON object.
 fn check_argument_type(ty: &Type, cx: &mut Ctxt) {
     let message = match ty {
-        Type::Reference(_) => "take the argument struct by value (`args: Args`), not by reference: the runtime hands each call its own input",
-        Type::Tuple(t) if t.elems.is_empty() => "`()` is not an argument struct; for a tool without arguments write `_: NoInput`",
-        Type::Tuple(_) => "a tuple is not an object-shaped argument struct (it is a JSON array); use a struct with named fields",
-        Type::Array(_) | Type::Slice(_) => "an array is not an object-shaped argument struct; use a struct with named fields (one of them may be a `Vec`)",
-        Type::Ptr(_) | Type::BareFn(_) | Type::Never(_) | Type::TraitObject(_) => "the argument must be a struct with named fields deriving `Deserialize, JsonSchema, ToolInput`",
+        Type::Reference(_) => {
+            "take the argument struct by value (`args: Args`), not by reference: the runtime hands each call its own input"
+        }
+        Type::Tuple(t) if t.elems.is_empty() => {
+            "`()` is not an argument struct; for a tool without arguments write `_: NoInput`"
+        }
+        Type::Tuple(_) => {
+            "a tuple is not an object-shaped argument struct (it is a JSON array); use a struct with named fields"
+        }
+        Type::Array(_) | Type::Slice(_) => {
+            "an array is not an object-shaped argument struct; use a struct with named fields (one of them may be a `Vec`)"
+        }
+        Type::Ptr(_) | Type::BareFn(_) | Type::Never(_) | Type::TraitObject(_) => {
+            "the argument must be a struct with named fields deriving `Deserialize, JsonSchema, ToolInput`"
+        }
         _ => return,
     };
     cx.error_spanned(ty, message);

@@ -41,19 +41,27 @@ impl Template {
                     }
                     let name = name.trim().to_owned();
                     if !closed {
-                        return Err(syn::Error::new(lit.span(), "unclosed `{` in template; write `{field}` for a field, `{{` for a literal brace"));
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "unclosed `{` in template; write `{field}` for a field, `{{` for a literal brace",
+                        ));
                     }
                     if !is_ident(&name) {
                         return Err(syn::Error::new(
                             lit.span(),
-                            format!("`{{{name}}}` is not a placeholder: placeholders name a field of the argument struct, e.g. `{{service}}`; write `{{{{` for a literal brace"),
+                            format!(
+                                "`{{{name}}}` is not a placeholder: placeholders name a field of the argument struct, e.g. `{{service}}`; write `{{{{` for a literal brace"
+                            ),
                         ));
                     }
                     format.push_str("{}");
                     fields.push(name);
                 }
                 '}' => {
-                    return Err(syn::Error::new(lit.span(), "unmatched `}` in template; write `}}` for a literal brace"));
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "unmatched `}` in template; write `}}` for a literal brace",
+                    ));
                 }
                 other => format.push(other),
             }
@@ -69,14 +77,20 @@ impl Template {
         self.lit.span()
     }
 
-    /// `::std::format!("...", &args.a, &args.b)`, each access spanned at the template so a
-    /// missing field or a field that is not `Display` is reported there.
+    /// `::std::format!("...", &args.a as &dyn Display, ...)`, each access spanned at the template
+    /// so a missing field, or a field that is not `Display`, is reported there (the cast makes
+    /// the `Display` error land on the template rather than inside `format!`).
     pub(crate) fn render(&self, args: &Ident) -> TokenStream {
         let span = self.span();
         let format = &self.format;
+        let mut args = args.clone();
+        args.set_span(span);
         let accesses = self.fields.iter().map(|name| {
             let field = field_ident(name, span);
-            quote_spanned!(span=> &#args.#field)
+            quote_spanned!(span=> {
+                let __field = &#args.#field;
+                __field as &dyn ::core::fmt::Display
+            })
         });
         quote_spanned!(span=> ::std::format!(#format #(, #accesses)*))
     }
@@ -89,7 +103,11 @@ fn is_ident(name: &str) -> bool {
         && name != "_"
 }
 
+/// The field's ident, located at the template but resolved with `mixed_site` hygiene: fields
+/// resolve the same, and rustc then does not offer its "a field with a similar name exists" fix,
+/// which would replace the whole string literal with a bare field name.
 fn field_ident(name: &str, span: Span) -> Ident {
+    let span = Span::mixed_site().located_at(span);
     match syn::parse_str::<Ident>(name) {
         Ok(mut ident) => {
             ident.set_span(span);

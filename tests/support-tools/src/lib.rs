@@ -6,14 +6,14 @@ use serde::{Deserialize, Serialize};
 use toolwright::prelude::*;
 
 /// Arguments of [`echo_remote`].
-#[derive(Deserialize, JsonSchema, ToolInput)]
+#[derive(Debug, Deserialize, JsonSchema, ToolInput)]
 pub struct EchoArgs {
     /// The text to echo back.
     pub text: String,
 }
 
 /// What [`echo_remote`] returns.
-#[derive(Serialize, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Echo {
     /// The text, unchanged.
     pub text: String,

@@ -1,0 +1,17 @@
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::prelude::*;
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Args {
+    service: String,
+}
+
+/// Restart a service, as a workflow.
+#[tool(effect = write, workflow)]
+async fn restart(args: Args, ctx: WorkflowContext) -> String {
+    let _ = ctx.call_id();
+    args.service
+}
+
+fn main() {}

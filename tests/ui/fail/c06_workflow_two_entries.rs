@@ -1,0 +1,24 @@
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::prelude::*;
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Args {
+    service: String,
+}
+
+/// Restart a service, as a workflow.
+#[tool(effect = write, workflow = execute | task)]
+async fn restart(args: Args, ctx: WorkflowContext) -> String {
+    let _ = ctx.call_id();
+    args.service
+}
+
+/// Restart a service, the entry point given twice.
+#[tool(effect = write, workflow = execute, workflow = serve)]
+async fn restart_twice(args: Args, ctx: WorkflowContext) -> String {
+    let _ = ctx.call_id();
+    args.service
+}
+
+fn main() {}

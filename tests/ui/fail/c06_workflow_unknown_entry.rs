@@ -1,0 +1,24 @@
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::prelude::*;
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Args {
+    service: String,
+}
+
+/// Restart a service, as a workflow.
+#[tool(effect = write, workflow = exectue)]
+async fn restart(args: Args, ctx: WorkflowContext) -> String {
+    let _ = ctx.call_id();
+    args.service
+}
+
+/// Restart a service in the background.
+#[tool(effect = write, workflow = background)]
+async fn restart_later(args: Args, ctx: WorkflowContext) -> String {
+    let _ = ctx.call_id();
+    args.service
+}
+
+fn main() {}

@@ -1,0 +1,80 @@
+//! Durable state: sessions, parked turns with their pending requests, approval memory.
+//!
+//! A parked turn lives only here: the process that parked it may exit, and any process with the
+//! same store resumes it. Every record is written with optimistic concurrency (a version that must
+//! match), so two processes answering the same request cannot both win, and a turn is claimed by
+//! exactly one of them before its tools run.
+
+use std::collections::BTreeSet;
+
+use futures_util::future::BoxFuture;
+
+pub mod conformance;
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use crate::record::{SessionRecord, TurnRecord};
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another writer changed the record since it was read; re-read and retry.
+    #[error("the record `{0}` was changed by another writer; read it again")]
+    Conflict(String),
+    /// The backend failed (I/O, corruption, a closed connection).
+    #[error("store backend: {0}")]
+    Backend(String),
+    /// A stored record could not be decoded.
+    #[error("stored record `{id}` cannot be decoded: {error}")]
+    Corrupt {
+        /// The record's id.
+        id: String,
+        /// The decoder's message.
+        error: String,
+    },
+}
+
+/// A durable backend for the runtime. Implementations: [`SqliteStore`] (embedded, one file) and,
+/// for several instances, Postgres. [`conformance::run`] checks an implementation.
+///
+/// Versions: a record read with version `v` is written back with `expected = Some(v)`; the store
+/// refuses the write with [`StoreError::Conflict`] if the stored version is not `v`, and stores it
+/// with version `v + 1`. `expected = None` inserts and fails with a conflict if the record exists.
+pub trait Store: Send + Sync + 'static {
+    /// The session `id`, with its version.
+    fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>>;
+
+    /// Writes a session (see the trait docs for `expected`). Returns the new version.
+    fn put_session<'a>(
+        &'a self,
+        record: &'a SessionRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// The turn `id`, with its version.
+    fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
+
+    /// Writes a turn and indexes its requests by id. Returns the new version.
+    fn put_turn<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// The id of the turn that holds request `request_id`.
+    fn turn_of_request(&self, request_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+
+    /// Ids of turns waiting for input, oldest first.
+    fn waiting_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Records that `key` is approved in session `session_id` (what `once` remembers).
+    fn remember_approval<'a>(
+        &'a self,
+        session_id: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The approval keys remembered in session `session_id`.
+    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>>;
+}
