@@ -71,11 +71,35 @@ pub mod export {
     pub use toolwright_core::schema::{InputValidator, schema_of};
 }
 
+/// Strict parsing of the raw JSON arguments a model sends.
+pub mod json {
+    #[doc(inline)]
+    pub use toolwright_core::json::{MAX_ARGUMENT_BYTES, MAX_DEPTH, parse_arguments};
+}
+
 /// Names: the rule, reserved names and the humanized label fallback.
 pub mod names {
     #[doc(inline)]
     pub use toolwright_core::names::{
         MAX_NAME_LEN, RESERVED_NAMES, humanize, is_reserved, is_valid_name,
+    };
+}
+
+/// The runtime: sessions, turns, the call pipeline, approvals and the stores that let a parked
+/// turn outlive its process.
+pub mod runtime {
+    #[doc(inline)]
+    pub use toolwright_runtime::record::{
+        Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
+        Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+    };
+    /// The store test suite every backend passes.
+    pub use toolwright_runtime::store::conformance;
+    #[doc(inline)]
+    pub use toolwright_runtime::{
+        AutoRequest, AutoVerdict, CandidateStatus, CompletionReason, Decider, Event, InputResponse,
+        Options, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec,
+        SqliteStore, StepOutcome, Store, StoreError, ToolCall, Turn,
     };
 }
 

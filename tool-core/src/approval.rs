@@ -96,7 +96,7 @@ pub enum ApprovalKey {
 pub struct ApprovalSpec {
     /// Whether a call must wait for a person.
     pub request: RequestPolicy,
-    /// What the approver sees; default "Approve <label>?".
+    /// What the approver sees; default "Approve `label`?".
     pub prompt: Option<PromptFn>,
     /// Who may answer; default the turn's caller.
     pub response: Option<ResponseFn>,

@@ -14,6 +14,7 @@ pub mod effect;
 pub mod error;
 pub mod export;
 pub mod input;
+pub mod json;
 pub mod names;
 pub mod output;
 pub mod registry;

@@ -1,10 +1,26 @@
 //! The tokio runtime of toolwright: sessions, turns and steps, the call pipeline, approvals and
-//! input requests, taint, workflow and durable execution, stores and MCP serving.
+//! input requests, taint, and the stores that let a parked turn outlive its process.
 //!
 //! It discovers tools through [`toolwright_core::Registry`]; generated code never depends on it.
-//! The pipeline lands with the runtime issue; this crate currently re-exports the registry it
-//! builds on.
 
 #![warn(missing_docs)]
 
+pub mod event;
+mod host;
+mod pipeline;
+pub mod record;
+mod recover;
+mod runtime;
+pub mod store;
+
+pub use event::{CandidateStatus, CompletionReason, Event};
+pub use record::{
+    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
+    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+};
+pub use runtime::{
+    AutoRequest, AutoVerdict, Decider, InputResponse, Options, RespondOutcome, Runtime,
+    RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome, ToolCall, Turn,
+};
+pub use store::{SqliteStore, Store, StoreError};
 pub use toolwright_core::Registry;

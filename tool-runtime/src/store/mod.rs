@@ -40,7 +40,10 @@ pub enum StoreError {
 ///
 /// Versions: a record read with version `v` is written back with `expected = Some(v)`; the store
 /// refuses the write with [`StoreError::Conflict`] if the stored version is not `v`, and stores it
-/// with version `v + 1`. `expected = None` inserts and fails with a conflict if the record exists.
+/// with version `v + 1`. `expected = None` inserts and fails with a conflict if the record exists;
+/// a versioned write to a record that does not exist is a conflict too. A refused write changes
+/// nothing (record, version, request index, order of waiting turns). `waiting_turns` lists turns
+/// oldest-written first. A request id belongs to the turn that last wrote it.
 pub trait Store: Send + Sync + 'static {
     /// The session `id`, with its version.
     fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>>;
@@ -55,7 +58,8 @@ pub trait Store: Send + Sync + 'static {
     /// The turn `id`, with its version.
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
 
-    /// Writes a turn and indexes its requests by id. Returns the new version.
+    /// Writes a turn and indexes its requests by id. The index only grows: a request id stays
+    /// resolvable to its turn after its step closes. Returns the new version.
     fn put_turn<'a>(
         &'a self,
         record: &'a TurnRecord,
@@ -63,10 +67,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
 
     /// The id of the turn that holds request `request_id`.
-    fn turn_of_request(&self, request_id: &str) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+    fn turn_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
 
     /// Ids of turns waiting for input, oldest first.
     fn waiting_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Ids of turns whose parked step was claimed for execution (`running`), oldest first. After
+    /// a crash these are the calls whose result is unknown.
+    fn running_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
 
     /// Records that `key` is approved in session `session_id` (what `once` remembers).
     fn remember_approval<'a>(

@@ -1,0 +1,122 @@
+//! The approval protocol through the runtime: park, answer, resume, exactly once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolwright::prelude::*;
+use toolwright::runtime::{
+    Event, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
+};
+use toolwright::{Caller, Principal, Registry};
+
+static RESTARTS: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct RestartArgs {
+    service: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Restarted {
+    service: String,
+}
+
+/// Restarts one service.
+#[tool(effect = write, approval(request = always, prompt = "Restart {service}?"))]
+async fn restart(args: RestartArgs) -> Restarted {
+    RESTARTS.fetch_add(1, Ordering::SeqCst);
+    Restarted {
+        service: args.service,
+    }
+}
+
+fn alice() -> Principal {
+    Principal::user("oidc", "alice")
+}
+
+#[tokio::test]
+async fn always_parks_then_runs_once_after_approval() {
+    let registry = Registry::from_tools([restart::TOOL]).unwrap();
+    let runtime = Runtime::builder(registry).build().unwrap();
+    let mut events = runtime.subscribe();
+    let session = runtime
+        .open_session(SessionSpec::new("s1").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let outcome = turn
+        .step(vec![ToolCall::new("c1", "restart", r#"{"service":"api"}"#)])
+        .await
+        .unwrap();
+    let StepOutcome::Waiting { requests, .. } = outcome else {
+        panic!("expected waiting: {outcome:?}")
+    };
+    assert_eq!(requests[0].prompt, "Restart api?");
+    assert_eq!(RESTARTS.load(Ordering::SeqCst), 0);
+
+    // Bob may not answer Alice's request.
+    let rejected = runtime
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(Principal::user("oidc", "bob")),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        matches!(rejected, RespondOutcome::Rejected { .. }),
+        "{rejected:?}"
+    );
+
+    let resumed = runtime
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(alice()),
+        ))
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = resumed else {
+        panic!("{resumed:?}")
+    };
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(RESTARTS.load(Ordering::SeqCst), 1);
+
+    // A second answer is dropped; the tool does not run again.
+    let again = runtime
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(alice()),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(again, RespondOutcome::Dropped);
+    assert_eq!(RESTARTS.load(Ordering::SeqCst), 1);
+
+    let mut kinds = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kinds.push(
+            serde_json::to_value(&event).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        let _: Event = event;
+    }
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "action.requested",
+            "input.requested",
+            "turn.waiting",
+            "approval.candidate",
+            "approval.candidate",
+            "approval.settled",
+            "input.resolved",
+            "action.result"
+        ]
+    );
+}

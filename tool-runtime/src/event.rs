@@ -1,0 +1,202 @@
+//! Events: everything a client renders, with stable JSON names (`{"type": "action.result", ...}`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toolwright_core::{LogLevel, Principal, ResponseDecision};
+
+use crate::record::{CallResult, Decision, InputRequest, Outcome};
+
+/// One thing that happened in a session.
+#[allow(clippy::large_enum_variant)]
+// reason: events are built once and moved into the channel; boxing would add an allocation per event
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    /// A turn began.
+    #[serde(rename = "turn.started")]
+    TurnStarted {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+    },
+    /// A call was received; `label` is its start label.
+    #[serde(rename = "action.requested")]
+    ActionRequested {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The call.
+        call_id: String,
+        /// The resolved tool name.
+        tool: String,
+        /// The validated input (or the raw arguments when they did not parse).
+        input: Value,
+        /// The start label (the humanized tool name when the tool has none).
+        label: String,
+    },
+    /// A partial result; it replaces the previous one and never enters the model's history.
+    #[serde(rename = "action.partial")]
+    ActionPartial {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The call.
+        call_id: String,
+        /// The resolved tool name.
+        tool: String,
+        /// The snapshot.
+        snapshot: Value,
+        /// The delta label, if the tool has one that rendered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+    },
+    /// A log line from a tool (never model-visible).
+    #[serde(rename = "action.log")]
+    ActionLog {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The call.
+        call_id: String,
+        /// The resolved tool name.
+        tool: String,
+        /// The severity.
+        level: LogLevel,
+        /// The line.
+        message: String,
+    },
+    /// A call's result.
+    #[serde(rename = "action.result")]
+    ActionResult {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The result.
+        result: CallResult,
+    },
+    /// A request for input was opened.
+    #[serde(rename = "input.requested")]
+    InputRequested {
+        /// The request.
+        request: InputRequest,
+    },
+    /// The turn is parked, waiting for input.
+    #[serde(rename = "turn.waiting")]
+    TurnWaiting {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// What it waits on (`input`).
+        on: String,
+        /// The pending request ids.
+        requests: Vec<String>,
+    },
+    /// An answer to an approval arrived and was checked by the response policy.
+    #[serde(rename = "approval.candidate")]
+    ApprovalCandidate {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The request.
+        request_id: String,
+        /// Approve or cancel.
+        decision: ResponseDecision,
+        /// Who answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        responder: Option<Principal>,
+        /// `pending` when accepted (settling follows), `rejected` when the response policy
+        /// refused it (the request stays pending).
+        status: CandidateStatus,
+        /// Why it was rejected.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// An approval request was settled.
+    #[serde(rename = "approval.settled")]
+    ApprovalSettled {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The request.
+        request_id: String,
+        /// Approved or cancelled.
+        decision: Decision,
+    },
+    /// A request for input was resolved.
+    #[serde(rename = "input.resolved")]
+    InputResolved {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The request.
+        request_id: String,
+        /// Answered, ignored or cancelled.
+        outcome: Outcome,
+    },
+    /// The set of conditional tools changed; the model is told once.
+    #[serde(rename = "tools.changed")]
+    ToolsChanged {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// Tools that became available.
+        added: Vec<String>,
+        /// Tools that went away.
+        removed: Vec<String>,
+    },
+    /// Something the host should know that is not an error (e.g. a large file sent to the model).
+    #[serde(rename = "warning")]
+    Warning {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The call, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// What to know.
+        message: String,
+    },
+    /// The turn ended.
+    #[serde(rename = "turn.completed")]
+    TurnCompleted {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// Why.
+        reason: CompletionReason,
+    },
+}
+
+/// The status of an approval candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CandidateStatus {
+    /// Accepted by the response policy.
+    Pending,
+    /// Refused by the response policy; the request stays pending.
+    Rejected,
+}
+
+/// Why a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionReason {
+    /// Every call of the last step ended the turn.
+    EndsTurn,
+    /// The host completed it.
+    Host,
+    /// It was cancelled.
+    Cancelled,
+}

@@ -1,0 +1,141 @@
+//! The [`CallHost`] the runtime installs behind every call's context.
+
+use std::any::{Any, TypeId};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{
+    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Registry, ServeIncoming,
+    ToolError,
+};
+
+use crate::event::Event;
+
+/// Application state registered on the runtime, by type.
+pub(crate) type States = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
+
+pub(crate) struct RuntimeHost {
+    pub(crate) token: CancellationToken,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) states: Arc<States>,
+    pub(crate) registry: Registry,
+    pub(crate) tool: usize,
+    pub(crate) session_id: String,
+    pub(crate) turn_id: String,
+    pub(crate) call_id: String,
+    pub(crate) input: Value,
+    pub(crate) interactive: bool,
+    pub(crate) steps: Mutex<HashSet<String>>,
+}
+
+impl RuntimeHost {
+    fn tool_name(&self) -> &str {
+        self.registry.tools()[self.tool].name()
+    }
+}
+
+impl CallHost for RuntimeHost {
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    fn cancelled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.token.cancelled())
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        tracing::event!(tracing::Level::DEBUG, call_id = %self.call_id, ?level, "{message}");
+        let _ = self.events.send(Event::ActionLog {
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            call_id: self.call_id.clone(),
+            tool: self.tool_name().to_owned(),
+            level,
+            message: message.to_owned(),
+        });
+    }
+
+    fn partial(&self, snapshot: Value) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let tool = &self.registry.tools()[self.tool];
+        let label = tool.delta_label(&self.input, &snapshot);
+        let _ = self.events.send(Event::ActionPartial {
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            call_id: self.call_id.clone(),
+            tool: tool.name().to_owned(),
+            snapshot,
+            label,
+        });
+    }
+
+    fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.states.get(&type_id).cloned()
+    }
+
+    fn step<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            // Steps run within this call; journaling them across crashes is the durable
+            // executor's job. Names are still held to the journal's rules.
+            let fresh = self
+                .steps
+                .lock()
+                .map(|mut steps| !name.is_empty() && steps.insert(name.to_owned()))
+                .unwrap_or(false);
+            if !fresh {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!(
+                        "step name `{name}` is empty or used twice in one call; derive unique names from the data"
+                    ),
+                ));
+            }
+            run.await
+        })
+    }
+
+    fn ask(&self, _request: AskRequest) -> BoxFuture<'_, Result<AskAnswer, ToolError>> {
+        let answer = if self.interactive {
+            Err(ToolError::with_code(
+                ErrorCode::Journal,
+                "asking a person from a tool body needs the workflow journal, which this runtime does not run; use an approval policy on the tool instead",
+            ))
+        } else {
+            Ok(AskAnswer::Unavailable)
+        };
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>> {
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Journal,
+            format!(
+                "a durable sleep of {duration:?} needs the workflow journal, which this runtime does not run"
+            ),
+        ))))
+    }
+
+    fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>) {
+        if let Err(error) = output {
+            self.log(
+                LogLevel::Error,
+                &format!("serve call {call_id} failed: {error}"),
+            );
+        }
+    }
+}

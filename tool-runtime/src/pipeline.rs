@@ -1,0 +1,1453 @@
+//! The call pipeline: resolve → visibility → parse and validate → approval decision → park or
+//! run → execute → output check → projection → result; and the input protocol that resumes a
+//! parked step.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{
+    ApprovalCall, ApprovalDecision, Audience, CallContext, Caller, ContentPart, Effect,
+    EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, RequestPolicy, ResponseCall,
+    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, approval::requester_only,
+    names,
+};
+use tracing::Instrument;
+
+use crate::event::{CandidateStatus, CompletionReason, Event};
+use crate::host::RuntimeHost;
+use crate::record::{
+    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
+    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+};
+use crate::runtime::{
+    AutoRequest, AutoVerdict, InputResponse, RespondOutcome, Runtime, RuntimeError, StepOutcome,
+    ToolCall, Turn,
+};
+use crate::store::StoreError;
+
+/// What the pipeline decided for one call before anything ran.
+enum Prepared {
+    /// The call already has its result (an error, a denial, a meta-tool answer).
+    Done(CallResult),
+    /// The call may run.
+    Run {
+        call_id: String,
+        tool: usize,
+        input: Value,
+    },
+    /// The call waits for a person.
+    Ask {
+        call_id: String,
+        tool: usize,
+        input: Value,
+        request: Box<InputRequest>,
+    },
+}
+
+/// What one step works with, read once at its start.
+struct StepScope {
+    session: SessionRecord,
+    turn: TurnRecord,
+    approved: BTreeSet<String>,
+    audience: Audience,
+    /// Tools whose `enabled` predicate is false in this step.
+    disabled: HashSet<usize>,
+}
+
+impl StepScope {
+    fn info(&self) -> SessionInfo {
+        session_info(&self.session, &self.turn)
+    }
+}
+
+fn session_info(session: &SessionRecord, turn: &TurnRecord) -> SessionInfo {
+    SessionInfo {
+        id: session.id.clone(),
+        turn_id: turn.id.clone(),
+        parent: session.parent.clone(),
+        initiator: session.initiator.clone(),
+        current: turn.current.clone(),
+        interactive: session.interactive && turn.caller != Caller::Schedule,
+    }
+}
+
+fn audience_of(turn: &TurnRecord) -> Audience {
+    Audience::of(turn.caller)
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
+/// represented exactly are refused, so validation and execution see the same values.
+fn parse_arguments(tool: &str, text: &str) -> Result<Value, ToolError> {
+    toolwright_core::json::parse_arguments(tool, text).map_err(|error| error.into_tool_error())
+}
+
+impl Turn {
+    /// Runs one step: the batch of calls from one model response, concurrently.
+    ///
+    /// Calls that need a person park the turn in the store (the returned
+    /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
+    pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
+        let rt = &self.runtime;
+        let store = &rt.0.store;
+        let (turn, version) = store
+            .turn(&self.id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownTurn(self.id.clone()))?;
+        if turn.status != TurnStatus::Active {
+            return Err(RuntimeError::TurnState {
+                turn: self.id.clone(),
+                status: turn.status,
+                what: "only an active turn takes a step; answer or cancel its requests first",
+            });
+        }
+        let (session, _) = store
+            .session(&turn.session_id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
+        let approved = store.approvals(&session.id).await?;
+        let audience = audience_of(&turn);
+        let disabled = rt.disabled_tools(&session, &turn);
+        let notices = rt.announce(&session, &turn, &disabled).await?;
+        let mut scope = StepScope {
+            session,
+            turn,
+            approved,
+            audience,
+            disabled,
+        };
+
+        let span = tracing::info_span!("step", turn_id = %self.id, calls = calls.len());
+        let mut prepared = Vec::with_capacity(calls.len());
+        for call in &calls {
+            prepared.push(rt.prepare(&scope, call).instrument(span.clone()).await);
+        }
+
+        // Announce every call, then run what may run.
+        for (call, prep) in calls.iter().zip(&prepared) {
+            let (tool, input) = match prep {
+                Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
+                    let t = &rt.0.registry.tools()[*tool];
+                    (t.name().to_owned(), input.clone())
+                }
+                Prepared::Done(result) => {
+                    (result.tool.clone(), Value::String(call.arguments.clone()))
+                }
+            };
+            let label = match prep {
+                Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
+                    rt.0.registry.tools()[*tool].start_label(input)
+                }
+                Prepared::Done(result) => names::humanize(&result.tool),
+            };
+            rt.emit(Event::ActionRequested {
+                session_id: scope.session.id.clone(),
+                turn_id: self.id.clone(),
+                call_id: call.call_id.clone(),
+                tool,
+                input,
+                label,
+            });
+        }
+
+        let waiting = prepared.iter().any(|p| matches!(p, Prepared::Ask { .. }));
+        let mut version = version;
+        if waiting {
+            // Record the step before running anything, so a crash while the ready calls run
+            // leaves them `running` (settled later as "result unknown", never run twice).
+            let step = PendingStep {
+                index: scope.turn.steps,
+                calls: prepared
+                    .iter()
+                    .map(|p| match p {
+                        Prepared::Done(result) => PendingCall {
+                            call_id: result.call_id.clone(),
+                            tool: result.tool.clone(),
+                            input: Value::Null,
+                            state: CallState::Finished {
+                                result: result.clone(),
+                            },
+                        },
+                        Prepared::Run {
+                            call_id,
+                            tool,
+                            input,
+                        } => PendingCall {
+                            call_id: call_id.clone(),
+                            tool: rt.0.registry.tools()[*tool].name().to_owned(),
+                            input: input.clone(),
+                            state: CallState::Running,
+                        },
+                        Prepared::Ask {
+                            call_id,
+                            tool,
+                            input,
+                            request,
+                        } => PendingCall {
+                            call_id: call_id.clone(),
+                            tool: rt.0.registry.tools()[*tool].name().to_owned(),
+                            input: input.clone(),
+                            state: CallState::Waiting {
+                                request_id: request.request_id.clone(),
+                            },
+                        },
+                    })
+                    .collect(),
+                requests: prepared
+                    .iter()
+                    .filter_map(|p| match p {
+                        Prepared::Ask { request, .. } => Some((**request).clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            };
+            scope.turn.pending = Some(step);
+            scope.turn.status = TurnStatus::Waiting;
+            version = store.put_turn(&scope.turn, Some(version)).await?;
+        }
+
+        // Run the calls that may run, concurrently.
+        let runs = prepared.iter().map(|p| async {
+            match p {
+                Prepared::Run {
+                    call_id,
+                    tool,
+                    input,
+                } => Some(
+                    rt.execute(
+                        &scope.session,
+                        &scope.turn,
+                        *tool,
+                        call_id,
+                        input.clone(),
+                        None,
+                        &self.token,
+                    )
+                    .await,
+                ),
+                _ => None,
+            }
+        });
+        let ran: Vec<Option<CallResult>> = futures_util::future::join_all(runs).await;
+        let mut results = Vec::new();
+        for (prep, ran) in prepared.iter().zip(ran) {
+            let result = match (prep, ran) {
+                (_, Some(result)) => result,
+                (Prepared::Done(result), None) => result.clone(),
+                _ => continue,
+            };
+            rt.note_taint(&mut scope.turn, &result);
+            rt.emit(Event::ActionResult {
+                session_id: scope.session.id.clone(),
+                turn_id: self.id.clone(),
+                result: result.clone(),
+            });
+            results.push(result);
+        }
+
+        if waiting {
+            let step = scope.turn.pending.as_mut().expect("set above");
+            for result in &results {
+                if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
+                    call.state = CallState::Finished {
+                        result: result.clone(),
+                    };
+                }
+            }
+            let requests = step.requests.clone();
+            store.put_turn(&scope.turn, Some(version)).await?;
+            for request in &requests {
+                rt.emit(Event::InputRequested {
+                    request: request.clone(),
+                });
+            }
+            rt.emit(Event::TurnWaiting {
+                session_id: scope.session.id.clone(),
+                turn_id: self.id.clone(),
+                on: "input".into(),
+                requests: requests.iter().map(|r| r.request_id.clone()).collect(),
+            });
+            return Ok(StepOutcome::Waiting {
+                results,
+                requests,
+                notices,
+            });
+        }
+
+        let ends_turn = ends_turn(&scope.turn, &results);
+        scope.turn.steps += 1;
+        if ends_turn {
+            scope.turn.status = TurnStatus::Completed;
+        }
+        store.put_turn(&scope.turn, Some(version)).await?;
+        if ends_turn {
+            rt.emit(Event::TurnCompleted {
+                session_id: scope.session.id.clone(),
+                turn_id: self.id.clone(),
+                reason: CompletionReason::EndsTurn,
+            });
+        }
+        Ok(StepOutcome::Completed {
+            results,
+            ends_turn,
+            notices,
+        })
+    }
+
+    /// The model-facing tool list for the next model call of this turn, in `format`: the cached
+    /// list of the turn's audience without the conditional tools whose predicate is now false.
+    pub async fn tool_list(&self, format: Format) -> Result<String, RuntimeError> {
+        let rt = &self.runtime;
+        let turn = self.record().await?;
+        let (session, _) =
+            rt.0.store
+                .session(&turn.session_id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
+        let list = rt.0.registry.list(audience_of(&turn), format);
+        let disabled = rt.disabled_tools(&session, &turn);
+        if disabled.is_empty() {
+            return Ok(list.json().to_owned());
+        }
+        let mut json = String::from("[");
+        for entry in list
+            .entries()
+            .iter()
+            .filter(|e| e.tool.is_none_or(|i| !disabled.contains(&i)))
+        {
+            if json.len() > 1 {
+                json.push(',');
+            }
+            json.push_str(entry.json.get());
+        }
+        json.push(']');
+        Ok(json)
+    }
+
+    /// Ends the turn (the host's model answered without calling tools).
+    pub async fn complete(&self) -> Result<(), RuntimeError> {
+        let rt = &self.runtime;
+        loop {
+            let (mut turn, version) =
+                rt.0.store
+                    .turn(&self.id)
+                    .await?
+                    .ok_or_else(|| RuntimeError::UnknownTurn(self.id.clone()))?;
+            if turn.status != TurnStatus::Active {
+                return Err(RuntimeError::TurnState {
+                    turn: self.id.clone(),
+                    status: turn.status,
+                    what: "only an active turn can be completed",
+                });
+            }
+            turn.status = TurnStatus::Completed;
+            match rt.0.store.put_turn(&turn, Some(version)).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        rt.emit(Event::TurnCompleted {
+            session_id: self.session_id.clone(),
+            turn_id: self.id.clone(),
+            reason: CompletionReason::Host,
+        });
+        Ok(())
+    }
+
+    /// Cancels the turn: running calls see their cancellation token fire, pending requests are
+    /// revoked (`cancelled`), and a later answer to them approves nothing.
+    pub async fn cancel(&self) -> Result<(), RuntimeError> {
+        self.token.cancel();
+        self.runtime.cancel_turn(&self.id).await
+    }
+
+    /// A plain message from `principal` while the turn waits: pending approvals are revoked
+    /// (`ignored`), and calls of the batch that were already approved still run.
+    pub async fn message(&self, text: &str) -> Result<RespondOutcome, RuntimeError> {
+        self.runtime.revoke(&self.id, Outcome::Ignored, text).await
+    }
+}
+
+fn ends_turn(turn: &TurnRecord, results: &[CallResult]) -> bool {
+    // Subagents must answer their parent, and structured-output turns must produce it.
+    turn.caller != Caller::Subagent
+        && !turn.structured_output
+        && !results.is_empty()
+        && results.iter().all(|r| !r.is_error && r.ends_turn)
+}
+
+impl Runtime {
+    /// Tools whose `enabled` predicate is false for `session` now.
+    fn disabled_tools(&self, session: &SessionRecord, turn: &TurnRecord) -> HashSet<usize> {
+        let info = session_info(session, turn);
+        let cx = EnabledContext::new(&info, &session.state);
+        self.0
+            .registry
+            .tools()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.descriptor().enabled.is_some_and(|enabled| !enabled(&cx)))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Tells the model once when the set of conditional tools changed.
+    async fn announce(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        disabled: &HashSet<usize>,
+    ) -> Result<Vec<String>, RuntimeError> {
+        let audience = audience_of(turn);
+        let now: Vec<String> = self
+            .0
+            .registry
+            .tools()
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                t.descriptor().enabled.is_some() && !disabled.contains(i) && t.listed_for(audience)
+            })
+            .map(|(_, t)| t.name().to_owned())
+            .collect();
+        let before = session.announced.clone();
+        if before.as_ref() == Some(&now) {
+            return Ok(Vec::new());
+        }
+        let mut record = session.clone();
+        record.announced = Some(now.clone());
+        loop {
+            let Some((mut stored, version)) = self.0.store.session(&session.id).await? else {
+                return Err(RuntimeError::UnknownSession(session.id.clone()));
+            };
+            stored.announced = Some(now.clone());
+            match self.0.store.put_session(&stored, Some(version)).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let Some(before) = before else {
+            // The first list the model sees already holds these tools.
+            return Ok(Vec::new());
+        };
+        let added: Vec<String> = now
+            .iter()
+            .filter(|n| !before.contains(n))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = before
+            .iter()
+            .filter(|n| !now.contains(n))
+            .cloned()
+            .collect();
+        self.emit(Event::ToolsChanged {
+            session_id: session.id.clone(),
+            turn_id: turn.id.clone(),
+            added: added.clone(),
+            removed: removed.clone(),
+        });
+        Ok(added
+            .iter()
+            .map(|n| format!("New tool available: {n}"))
+            .chain(
+                removed
+                    .iter()
+                    .map(|n| format!("Tool no longer available: {n}")),
+            )
+            .collect())
+    }
+
+    /// Resolves, checks and decides one call; runs nothing.
+    async fn prepare(&self, scope: &StepScope, call: &ToolCall) -> Prepared {
+        let registry = &self.0.registry;
+        let fail = |tool: &str, error: ToolError| {
+            Prepared::Done(CallResult::failed(&call.call_id, tool, error))
+        };
+
+        let deferred = registry.has_deferred(scope.audience);
+        if deferred && call.name == "tool_search" {
+            return Prepared::Done(self.tool_search(scope, call));
+        }
+        let (name, arguments) = if deferred && call.name == "tool_call" {
+            match parse_arguments("tool_call", &call.arguments) {
+                Ok(Value::Object(mut map)) => {
+                    let name = map
+                        .remove("name")
+                        .and_then(|n| n.as_str().map(str::to_owned));
+                    let input = map.remove("input").unwrap_or_else(|| json!({}));
+                    match name {
+                        Some(name) => (name, Ok(input)),
+                        None => {
+                            return fail(
+                                "tool_call",
+                                ToolError::with_code(
+                                    ErrorCode::InvalidInput,
+                                    "`tool_call` needs `name` (a tool found with tool_search) and `input`",
+                                ),
+                            );
+                        }
+                    }
+                }
+                Ok(_) => {
+                    return fail(
+                        "tool_call",
+                        ToolError::with_code(
+                            ErrorCode::InvalidInput,
+                            "`tool_call` takes an object: {\"name\": ..., \"input\": {...}}",
+                        ),
+                    );
+                }
+                Err(error) => return fail("tool_call", error),
+            }
+        } else {
+            (
+                call.name.clone(),
+                parse_arguments(&call.name, &call.arguments),
+            )
+        };
+
+        let tool = match registry.resolve(&name, scope.turn.caller) {
+            Ok(tool) => tool,
+            Err(error) => return fail(&name, error),
+        };
+        let index = registry
+            .tools()
+            .iter()
+            .position(|t| std::ptr::eq(t, tool))
+            .expect("resolved from this registry");
+        if scope.disabled.contains(&index) {
+            return fail(
+                &name,
+                ToolError::with_code(
+                    ErrorCode::UnknownTool,
+                    format!("tool `{name}` is not available at this point of the conversation"),
+                ),
+            );
+        }
+        let input = match arguments {
+            Ok(input) => input,
+            Err(error) => return fail(tool.name(), error),
+        };
+        let input = match tool.validate(input) {
+            Ok(input) => input,
+            Err(error) => return fail(tool.name(), error.into_tool_error()),
+        };
+
+        let (decision, reasons, key) = self.decide(scope, tool, &input, &call.call_id).await;
+        match decision {
+            ApprovalDecision::NotApplicable | ApprovalDecision::Approved => Prepared::Run {
+                call_id: call.call_id.clone(),
+                tool: index,
+                input,
+            },
+            ApprovalDecision::Denied(reason) => fail(
+                tool.name(),
+                ToolError::with_code(
+                    ErrorCode::Denied,
+                    match reason {
+                        Some(reason) => format!("`{}` was denied: {reason}", tool.name()),
+                        None => format!(
+                            "`{}` was denied by its approval policy; do not retry it with the same input",
+                            tool.name()
+                        ),
+                    },
+                ),
+            ),
+            ApprovalDecision::UserApproval if !scope.info().interactive => fail(
+                tool.name(),
+                ToolError::with_code(
+                    ErrorCode::ApprovalUnavailable,
+                    format!(
+                        "`{}` needs a person's approval ({}), and this session cannot ask one (it runs unattended); run it from an interactive session, or give the tool a policy that lets schedules through",
+                        tool.name(),
+                        policy_words(tool, &reasons)
+                    ),
+                ),
+            ),
+            ApprovalDecision::UserApproval => {
+                let prompt = self.prompt(scope, tool, &input, &call.call_id);
+                Prepared::Ask {
+                    call_id: call.call_id.clone(),
+                    tool: index,
+                    request: Box::new(InputRequest {
+                        request_id: new_id("req"),
+                        kind: RequestKind::ToolApproval,
+                        session_id: scope.session.id.clone(),
+                        turn_id: scope.turn.id.clone(),
+                        call_id: Some(call.call_id.clone()),
+                        tool: Some(tool.name().to_owned()),
+                        input: Some(input.clone()),
+                        prompt,
+                        reasons,
+                        requester: scope.turn.current.clone(),
+                        approval_key: key,
+                        status: RequestStatus::Pending,
+                    }),
+                    input,
+                }
+            }
+        }
+    }
+
+    /// Policy, then the session's permission for the effect, then taint; the strictest wins and
+    /// `denied` never becomes allowed. Returns the decision, the reasons beyond the policy, and
+    /// the `once` memory key.
+    async fn decide(
+        &self,
+        scope: &StepScope,
+        tool: &Tool,
+        input: &Value,
+        call_id: &str,
+    ) -> (ApprovalDecision, Vec<String>, Option<String>) {
+        let descriptor = tool.descriptor();
+        let mut reasons = Vec::new();
+        let tainted = scope.turn.tainted_by.as_deref();
+        let mut key = None;
+        let policy = descriptor
+            .approval
+            .map(|a| a.request)
+            .unwrap_or(RequestPolicy::Never);
+        let mut decision = match policy {
+            RequestPolicy::Never => ApprovalDecision::NotApplicable,
+            RequestPolicy::Always => ApprovalDecision::UserApproval,
+            RequestPolicy::Once => match tool.approval_key(input) {
+                Ok(k) => {
+                    let approved = scope.approved.contains(&k);
+                    key = Some(k);
+                    if approved {
+                        ApprovalDecision::NotApplicable
+                    } else {
+                        ApprovalDecision::UserApproval
+                    }
+                }
+                Err(error) => {
+                    reasons.push(format!("its approval key failed: {error}"));
+                    ApprovalDecision::UserApproval
+                }
+            },
+            RequestPolicy::Auto { instructions } => {
+                if tainted.is_some() {
+                    ApprovalDecision::UserApproval
+                } else {
+                    self.auto(tool, input, instructions).await
+                }
+            }
+            RequestPolicy::Custom(policy) => {
+                let info = scope.info();
+                let call = ApprovalCall::new(
+                    &info,
+                    tool.name(),
+                    input,
+                    call_id,
+                    &scope.approved,
+                    &NeverCancelled,
+                );
+                policy(&call).await
+            }
+        };
+        if scope.session.permission(descriptor.effect) == Permission::Ask
+            && matches!(
+                decision,
+                ApprovalDecision::NotApplicable | ApprovalDecision::Approved
+            )
+        {
+            decision = decision.strictest(ApprovalDecision::UserApproval);
+            reasons.push(format!(
+                "this session asks before every `{}` action",
+                descriptor.effect
+            ));
+        }
+        if let Some(source) = tainted
+            && descriptor.effect.is_guarded_by_taint()
+        {
+            decision = decision.strictest(ApprovalDecision::UserApproval);
+            reasons.push(format!(
+                "`{source}` returned untrusted third-party content earlier in this turn; confirm that this `{}` action is what you asked for",
+                descriptor.effect
+            ));
+        }
+        (decision, reasons, key)
+    }
+
+    async fn auto(
+        &self,
+        tool: &Tool,
+        input: &Value,
+        instructions: Option<&'static str>,
+    ) -> ApprovalDecision {
+        let Some(decider) = &self.0.decider else {
+            return ApprovalDecision::UserApproval;
+        };
+        let size = serde_json::to_vec(input)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > self.0.options.decider_max_input {
+            return ApprovalDecision::UserApproval;
+        }
+        let request = AutoRequest {
+            tool: tool.name(),
+            input,
+            instructions,
+        };
+        match tokio::time::timeout(self.0.options.decider_timeout, decider.decide(request)).await {
+            Ok(Ok(AutoVerdict::Clear)) => ApprovalDecision::Approved,
+            _ => ApprovalDecision::UserApproval,
+        }
+    }
+
+    fn prompt(&self, scope: &StepScope, tool: &Tool, input: &Value, call_id: &str) -> String {
+        let default = || format!("Approve {}?", tool.start_label(input));
+        let Some(render) = tool.descriptor().approval.and_then(|a| a.prompt) else {
+            return default();
+        };
+        let info = scope.info();
+        let call = ApprovalCall::new(
+            &info,
+            tool.name(),
+            input,
+            call_id,
+            &scope.approved,
+            &NeverCancelled,
+        );
+        match render(&call) {
+            Ok(text) if !text.trim().is_empty() => text,
+            _ => default(),
+        }
+    }
+
+    fn tool_search(&self, scope: &StepScope, call: &ToolCall) -> CallResult {
+        let query = match parse_arguments("tool_search", &call.arguments) {
+            Ok(value) => value
+                .get("query")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Err(error) => return CallResult::failed(&call.call_id, "tool_search", error),
+        };
+        let found: Vec<Value> = self
+            .0
+            .registry
+            .search(&query, scope.audience)
+            .into_iter()
+            .filter(|t| {
+                let index = self
+                    .0
+                    .registry
+                    .tools()
+                    .iter()
+                    .position(|x| std::ptr::eq(x, *t));
+                index.is_none_or(|i| !scope.disabled.contains(&i))
+            })
+            .take(10)
+            .map(|t| {
+                json!({
+                    "name": t.name(),
+                    "description": t.description_for(scope.audience),
+                    "input_schema": t.input_schema(),
+                })
+            })
+            .collect();
+        let output = json!({ "tools": found });
+        CallResult {
+            call_id: call.call_id.clone(),
+            tool: "tool_search".into(),
+            is_error: false,
+            model: ModelOutput::Json(output.clone()),
+            output,
+            error: None,
+            ends_turn: false,
+            label: None,
+        }
+    }
+
+    /// Executes one call: context, timeout, cancellation, panic capture (in `Tool::invoke`),
+    /// output check and projection.
+    #[allow(clippy::too_many_arguments)] // reason: the one place a call is run; each input is distinct
+    async fn execute(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        index: usize,
+        call_id: &str,
+        input: Value,
+        approved_by: Option<Approver>,
+        token: &CancellationToken,
+    ) -> CallResult {
+        let tool = &self.0.registry.tools()[index];
+        let _permit = self.0.semaphore.acquire().await;
+        let call_token = token.child_token();
+        let info = session_info(session, turn);
+        let host = Arc::new(RuntimeHost {
+            token: call_token.clone(),
+            events: self.0.events.clone(),
+            states: self.0.states.clone(),
+            registry: self.0.registry.clone(),
+            tool: index,
+            session_id: session.id.clone(),
+            turn_id: turn.id.clone(),
+            call_id: call_id.to_owned(),
+            input: input.clone(),
+            interactive: info.interactive,
+            steps: Mutex::new(HashSet::new()),
+        });
+        let mut builder = CallContext::builder()
+            .session(info)
+            .call_id(call_id)
+            .tool_name(tool.name())
+            .caller(turn.caller)
+            .host(host);
+        if let Some(approver) = approved_by {
+            builder = builder.approved_by(approver.principal);
+        }
+        let cx = builder.build();
+        let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
+        let run = tool.invoke(input, cx).instrument(span);
+        let outcome = tokio::select! {
+            result = tokio::time::timeout(self.0.options.call_timeout, run) => match result {
+                Ok(result) => result,
+                Err(_) => {
+                    call_token.cancel();
+                    Err(ToolError::with_code(
+                        ErrorCode::Timeout,
+                        format!("`{}` did not finish within {:?} and was cancelled; try a narrower request", tool.name(), self.0.options.call_timeout),
+                    ))
+                }
+            },
+            () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+        };
+        match outcome {
+            Ok(output) => {
+                let model = output.for_model();
+                self.check_files(session, turn, call_id, &model);
+                let label = output.complete_label.clone().or_else(|| {
+                    tool.descriptor()
+                        .label
+                        .complete
+                        .then(|| names::humanize(tool.descriptor().name))
+                });
+                CallResult {
+                    call_id: call_id.to_owned(),
+                    tool: tool.name().to_owned(),
+                    is_error: false,
+                    output: output.value,
+                    model,
+                    error: None,
+                    ends_turn: output.ends_turn,
+                    label,
+                }
+            }
+            Err(error) => CallResult::failed(call_id, tool.name(), error),
+        }
+    }
+
+    /// Warns about files sent to the model that are large or not base64.
+    fn check_files(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        call_id: &str,
+        model: &ModelOutput,
+    ) {
+        let ModelOutput::Content(parts) = model else {
+            return;
+        };
+        for part in parts {
+            let ContentPart::File { data, media_type } = part else {
+                continue;
+            };
+            let decoded = data.len() / 4 * 3;
+            let message = if !data.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r')
+            }) {
+                Some(format!(
+                    "a `{media_type}` file for the model is not base64; encode the bytes as base64"
+                ))
+            } else if decoded > self.0.options.file_warning_bytes {
+                Some(format!(
+                    "a `{media_type}` file of about {} KiB is sent to the model (over {} KiB)",
+                    decoded / 1024,
+                    self.0.options.file_warning_bytes / 1024
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                tracing::warn!(call_id, "{message}");
+                self.emit(Event::Warning {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    call_id: Some(call_id.to_owned()),
+                    message,
+                });
+            }
+        }
+    }
+
+    fn note_taint(&self, turn: &mut TurnRecord, result: &CallResult) {
+        if result.is_error || turn.tainted_by.is_some() {
+            return;
+        }
+        if self
+            .0
+            .registry
+            .get(&result.tool)
+            .is_some_and(|t| t.descriptor().untrusted)
+        {
+            turn.tainted_by = Some(result.tool.clone());
+        }
+    }
+
+    /// Answers an input request. The first valid answer wins: later ones are dropped. A response
+    /// policy may reject an answer, which leaves the request pending for another approver. When
+    /// the last pending request of the step settles, the step resumes here and its approved
+    /// calls run (exactly once: the turn is claimed in the store first).
+    pub async fn respond(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
+        let store = &self.0.store;
+        let turn_id = store
+            .turn_of_request(&response.request_id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownRequest(response.request_id.clone()))?;
+        loop {
+            let (mut turn, version) = store
+                .turn(&turn_id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.clone()))?;
+            let Some(session) = store.session(&turn.session_id).await?.map(|(s, _)| s) else {
+                return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
+            };
+            let info = session_info(&session, &turn);
+            let Some(step) = turn.pending.as_mut() else {
+                return Ok(RespondOutcome::Dropped);
+            };
+            let Some(request) = step
+                .requests
+                .iter()
+                .find(|r| r.request_id == response.request_id)
+                .cloned()
+            else {
+                return Ok(RespondOutcome::Dropped);
+            };
+            if !request.is_pending() || turn.status != TurnStatus::Waiting {
+                return Ok(RespondOutcome::Dropped);
+            }
+
+            let tool = request
+                .tool
+                .as_deref()
+                .and_then(|name| self.0.registry.get(name));
+            let verdict = {
+                let input = request.input.clone().unwrap_or(Value::Null);
+                let call = ResponseCall::new(
+                    &info,
+                    &request.request_id,
+                    request.call_id.as_deref().unwrap_or_default(),
+                    request.tool.as_deref().unwrap_or_default(),
+                    &input,
+                    request.requester.as_ref(),
+                    response.decision,
+                    response.principal.as_ref(),
+                );
+                match tool
+                    .and_then(|t| t.descriptor().approval)
+                    .and_then(|a| a.response)
+                {
+                    Some(policy) => policy(&call),
+                    None => requester_only(&call),
+                }
+            };
+            if let ResponseVerdict::Rejected(reason) = verdict {
+                self.emit(Event::ApprovalCandidate {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    request_id: request.request_id.clone(),
+                    decision: response.decision,
+                    responder: response.principal.clone(),
+                    status: CandidateStatus::Rejected,
+                    reason: Some(reason.clone()),
+                });
+                return Ok(RespondOutcome::Rejected { reason });
+            }
+
+            let decision = match response.decision {
+                ResponseDecision::Approve => Decision::Approved,
+                ResponseDecision::Cancel => Decision::Cancelled,
+            };
+            let settled_request = step
+                .requests
+                .iter_mut()
+                .find(|r| r.request_id == response.request_id)
+                .expect("found above");
+            settled_request.status = RequestStatus::Settled {
+                decision,
+                responder: response.principal.clone(),
+                note: response.note.clone(),
+            };
+            let mut approvals = Vec::new();
+            for call in &mut step.calls {
+                if Some(&call.call_id) != request.call_id.as_ref() {
+                    continue;
+                }
+                call.state = match decision {
+                    Decision::Approved => {
+                        approvals.push((
+                            call.call_id.clone(),
+                            Approver {
+                                principal: response.principal.clone(),
+                            },
+                        ));
+                        CallState::Ready {
+                            approved_by: Some(Approver {
+                                principal: response.principal.clone(),
+                            }),
+                        }
+                    }
+                    Decision::Cancelled => CallState::Finished {
+                        result: CallResult::failed(
+                            &call.call_id,
+                            &call.tool,
+                            ToolError::with_code(
+                                ErrorCode::Denied,
+                                match &response.note {
+                                    Some(note) => format!(
+                                        "the user declined `{}`; their note: {note}",
+                                        call.tool
+                                    ),
+                                    None => format!(
+                                        "the user declined `{}`; do not retry it unless they ask",
+                                        call.tool
+                                    ),
+                                },
+                            ),
+                        ),
+                    },
+                };
+            }
+            // `once` memory is written only when no request for the same key is still pending.
+            let remember = request.approval_key.clone().filter(|key| {
+                !step
+                    .requests
+                    .iter()
+                    .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
+                    && step.requests.iter().any(|r| {
+                        r.approval_key.as_ref() == Some(key)
+                            && matches!(
+                                r.status,
+                                RequestStatus::Settled {
+                                    decision: Decision::Approved,
+                                    ..
+                                }
+                            )
+                    })
+            });
+            let pending: Vec<String> = step
+                .requests
+                .iter()
+                .filter(|r| r.is_pending())
+                .map(|r| r.request_id.clone())
+                .collect();
+            let claim = pending.is_empty();
+            let claimed = if claim {
+                claim_step(&mut turn)
+            } else {
+                Vec::new()
+            };
+            let new_version = match store.put_turn(&turn, Some(version)).await {
+                Ok(v) => v,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            if let Some(key) = remember {
+                store.remember_approval(&session.id, &key).await?;
+            }
+            self.emit(Event::ApprovalCandidate {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                request_id: request.request_id.clone(),
+                decision: response.decision,
+                responder: response.principal.clone(),
+                status: CandidateStatus::Pending,
+                reason: None,
+            });
+            self.emit(Event::ApprovalSettled {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                request_id: request.request_id.clone(),
+                decision,
+            });
+            self.emit(Event::InputResolved {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                request_id: request.request_id.clone(),
+                outcome: Outcome::Answered,
+            });
+            if !claim {
+                return Ok(RespondOutcome::Settled { pending });
+            }
+            let outcome = self.resume(session, turn, new_version, claimed).await?;
+            return Ok(RespondOutcome::Resumed(outcome));
+        }
+    }
+
+    /// Revokes every pending request of turn `turn_id` with `outcome`, then resumes the step so
+    /// already-approved calls run (or, when cancelling, fails them).
+    pub(crate) async fn revoke(
+        &self,
+        turn_id: &str,
+        outcome: Outcome,
+        text: &str,
+    ) -> Result<RespondOutcome, RuntimeError> {
+        let store = &self.0.store;
+        loop {
+            let (mut turn, version) = store
+                .turn(turn_id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
+            if turn.status != TurnStatus::Waiting {
+                return Ok(RespondOutcome::Dropped);
+            }
+            let Some(session) = store.session(&turn.session_id).await?.map(|(s, _)| s) else {
+                return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
+            };
+            let step = turn
+                .pending
+                .as_mut()
+                .expect("a waiting turn has a pending step");
+            let mut revoked = Vec::new();
+            for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
+                request.status = RequestStatus::Revoked { outcome };
+                revoked.push(request.request_id.clone());
+            }
+            for call in &mut step.calls {
+                if let CallState::Waiting { .. } = call.state {
+                    let message = match outcome {
+                        Outcome::Ignored => format!(
+                            "`{}` was not approved: the user sent a new message instead ({text:?})",
+                            call.tool
+                        ),
+                        _ => format!("`{}` was cancelled with its turn", call.tool),
+                    };
+                    let code = if outcome == Outcome::Ignored {
+                        ErrorCode::Denied
+                    } else {
+                        ErrorCode::Cancelled
+                    };
+                    call.state = CallState::Finished {
+                        result: CallResult::failed(
+                            &call.call_id,
+                            &call.tool,
+                            ToolError::with_code(code, message),
+                        ),
+                    };
+                }
+            }
+            let claimed = claim_step(&mut turn);
+            let new_version = match store.put_turn(&turn, Some(version)).await {
+                Ok(v) => v,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            for request_id in revoked {
+                self.emit(Event::InputResolved {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    request_id,
+                    outcome,
+                });
+            }
+            let result = self.resume(session, turn, new_version, claimed).await?;
+            return Ok(RespondOutcome::Resumed(result));
+        }
+    }
+
+    pub(crate) async fn cancel_turn(&self, turn_id: &str) -> Result<(), RuntimeError> {
+        let store = &self.0.store;
+        let waiting = store
+            .turn(turn_id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?
+            .0
+            .status
+            == TurnStatus::Waiting;
+        if waiting {
+            // Revoking fails the waiting calls; approved calls of a cancelled turn do not run.
+            loop {
+                let (mut turn, version) = store
+                    .turn(turn_id)
+                    .await?
+                    .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
+                let Some(step) = turn.pending.as_mut() else {
+                    break;
+                };
+                let mut revoked = Vec::new();
+                for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
+                    request.status = RequestStatus::Revoked {
+                        outcome: Outcome::Cancelled,
+                    };
+                    revoked.push(request.request_id.clone());
+                }
+                for call in &mut step.calls {
+                    if !matches!(call.state, CallState::Finished { .. }) {
+                        call.state = CallState::Finished {
+                            result: CallResult::failed(
+                                &call.call_id,
+                                &call.tool,
+                                ToolError::with_code(
+                                    ErrorCode::Cancelled,
+                                    format!("`{}` was cancelled with its turn", call.tool),
+                                ),
+                            ),
+                        };
+                    }
+                }
+                turn.status = TurnStatus::Cancelled;
+                match store.put_turn(&turn, Some(version)).await {
+                    Ok(_) => {
+                        for request_id in revoked {
+                            self.emit(Event::InputResolved {
+                                session_id: turn.session_id.clone(),
+                                turn_id: turn.id.clone(),
+                                request_id,
+                                outcome: Outcome::Cancelled,
+                            });
+                        }
+                        break;
+                    }
+                    Err(StoreError::Conflict(_)) => continue,
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        } else {
+            loop {
+                let (mut turn, version) = store
+                    .turn(turn_id)
+                    .await?
+                    .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
+                if matches!(turn.status, TurnStatus::Completed | TurnStatus::Cancelled) {
+                    return Ok(());
+                }
+                turn.status = TurnStatus::Cancelled;
+                match store.put_turn(&turn, Some(version)).await {
+                    Ok(_) => break,
+                    Err(StoreError::Conflict(_)) => continue,
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        let session_id = store
+            .turn(turn_id)
+            .await?
+            .map(|(t, _)| t.session_id)
+            .unwrap_or_default();
+        self.emit(Event::TurnCompleted {
+            session_id,
+            turn_id: turn_id.to_owned(),
+            reason: CompletionReason::Cancelled,
+        });
+        Ok(())
+    }
+
+    /// Runs the claimed calls of a resumed step and closes the step.
+    pub(crate) async fn resume(
+        &self,
+        session: SessionRecord,
+        mut turn: TurnRecord,
+        version: u64,
+        claimed: Vec<(String, Option<Approver>)>,
+    ) -> Result<StepOutcome, RuntimeError> {
+        let step = turn.pending.clone().expect("a resumed turn has its step");
+        let token = CancellationToken::new();
+        let approved = self.0.store.approvals(&session.id).await?;
+        let runs = step.calls.iter().filter_map(|call| {
+            let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
+            Some(self.run_approved(
+                &session,
+                &turn,
+                call,
+                approved_by.clone(),
+                &approved,
+                &token,
+            ))
+        });
+        let ran: Vec<CallResult> = futures_util::future::join_all(runs).await;
+
+        let mut results = Vec::with_capacity(step.calls.len());
+        for call in &step.calls {
+            let result = match (&call.state, ran.iter().find(|r| r.call_id == call.call_id)) {
+                (_, Some(result)) => {
+                    self.emit(Event::ActionResult {
+                        session_id: session.id.clone(),
+                        turn_id: turn.id.clone(),
+                        result: result.clone(),
+                    });
+                    result.clone()
+                }
+                (CallState::Finished { result }, None) => {
+                    if result.error.as_ref().is_some_and(|e| {
+                        matches!(e.code(), ErrorCode::Denied | ErrorCode::Cancelled)
+                    }) {
+                        self.emit(Event::ActionResult {
+                            session_id: session.id.clone(),
+                            turn_id: turn.id.clone(),
+                            result: result.clone(),
+                        });
+                    }
+                    result.clone()
+                }
+                _ => CallResult::failed(
+                    &call.call_id,
+                    &call.tool,
+                    ToolError::with_code(
+                        ErrorCode::ResultUnknown,
+                        format!(
+                            "the process running `{}` stopped before it recorded a result; whether it took effect is unknown, so check before retrying",
+                            call.tool
+                        ),
+                    ),
+                ),
+            };
+            results.push(result);
+        }
+        for result in &results {
+            self.note_taint(&mut turn, result);
+        }
+        let cancelled = turn.status == TurnStatus::Cancelled;
+        let ends = !cancelled && ends_turn(&turn, &results);
+        turn.pending = None;
+        turn.steps += 1;
+        turn.status = if cancelled {
+            TurnStatus::Cancelled
+        } else if ends {
+            TurnStatus::Completed
+        } else {
+            TurnStatus::Active
+        };
+        self.0.store.put_turn(&turn, Some(version)).await?;
+        if ends {
+            self.emit(Event::TurnCompleted {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                reason: CompletionReason::EndsTurn,
+            });
+        }
+        Ok(StepOutcome::Completed {
+            results,
+            ends_turn: ends,
+            notices: Vec::new(),
+        })
+    }
+
+    /// Before an approved call runs: validate its input again and re-run a custom request
+    /// policy; a `denied` now wins over the approval.
+    async fn run_approved(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        call: &PendingCall,
+        approved_by: Option<Approver>,
+        approved: &BTreeSet<String>,
+        token: &CancellationToken,
+    ) -> CallResult {
+        let Some((index, tool)) = self
+            .0
+            .registry
+            .tools()
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.name() == call.tool)
+        else {
+            return CallResult::failed(
+                &call.call_id,
+                &call.tool,
+                ToolError::with_code(
+                    ErrorCode::UnknownTool,
+                    format!("tool `{}` is no longer registered", call.tool),
+                ),
+            );
+        };
+        let input = match tool.validate(call.input.clone()) {
+            Ok(input) => input,
+            Err(error) => {
+                return CallResult::failed(&call.call_id, &call.tool, error.into_tool_error());
+            }
+        };
+        if let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) {
+            let info = session_info(session, turn);
+            let approval = ApprovalCall::new(
+                &info,
+                tool.name(),
+                &input,
+                &call.call_id,
+                approved,
+                &NeverCancelled,
+            );
+            if let ApprovalDecision::Denied(reason) = policy(&approval).await {
+                return CallResult::failed(
+                    &call.call_id,
+                    &call.tool,
+                    ToolError::with_code(
+                        ErrorCode::Denied,
+                        format!(
+                            "`{}` was approved, then denied by its policy: {}",
+                            call.tool,
+                            reason.unwrap_or_else(|| "no reason given".into())
+                        ),
+                    ),
+                );
+            }
+        }
+        if turn.caller.is_model() && tool.descriptor().effect != Effect::Read {
+            tracing::debug!(tool = tool.name(), "running an approved call");
+        }
+        self.execute(
+            session,
+            turn,
+            index,
+            &call.call_id,
+            input,
+            approved_by,
+            token,
+        )
+        .await
+    }
+}
+
+/// Marks every ready call of the parked step as running and the turn as running, returning the
+/// claimed calls with their approvers. Written with the turn's version, so only one process
+/// claims a step.
+fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
+    let Some(step) = turn.pending.as_mut() else {
+        return Vec::new();
+    };
+    if step.requests.iter().any(InputRequest::is_pending) {
+        return Vec::new();
+    }
+    let mut claimed = Vec::new();
+    for call in &mut step.calls {
+        if let CallState::Ready { approved_by } = &call.state {
+            claimed.push((call.call_id.clone(), approved_by.clone()));
+            call.state = CallState::Running;
+        }
+    }
+    turn.status = TurnStatus::Running;
+    claimed
+}
+
+fn policy_words(tool: &Tool, reasons: &[String]) -> String {
+    let policy = tool
+        .descriptor()
+        .approval
+        .map(|a| a.request.name())
+        .unwrap_or("never");
+    if reasons.is_empty() {
+        format!("approval policy `{policy}`")
+    } else {
+        format!("approval policy `{policy}`; {}", reasons.join("; "))
+    }
+}

@@ -1,0 +1,324 @@
+//! The durable records of the runtime: sessions, turns, the step a turn is parked on, its calls
+//! and input requests. They serialize as JSON (stable field names) into any [`crate::Store`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use toolwright_core::{Caller, Effect, ModelOutput, Principal, ToolError};
+
+/// Whether a session lets calls of an effect run without asking.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Calls run unless their policy asks (the default).
+    #[default]
+    Allow,
+    /// Calls whose policy would not ask still ask the user.
+    Ask,
+}
+
+/// A session: identities, lineage, permissions and state. Approval memory is kept beside it in
+/// the store ([`crate::Store::approvals`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session id.
+    pub id: String,
+    /// The parent session, for subagent sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Who created the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<Principal>,
+    /// Whether a person can be asked (false for schedules).
+    pub interactive: bool,
+    /// Per-effect permissions; an effect not listed is [`Permission::Allow`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub permissions: BTreeMap<Effect, Permission>,
+    /// Persistent key-value state, read by `enabled` predicates.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub state: Map<String, Value>,
+    /// The conditional tools the model was last told about (`None` before the first step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub announced: Option<Vec<String>>,
+}
+
+impl SessionRecord {
+    /// A new interactive session `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        SessionRecord {
+            id: id.into(),
+            parent: None,
+            initiator: None,
+            interactive: true,
+            permissions: BTreeMap::new(),
+            state: Map::new(),
+            announced: None,
+        }
+    }
+
+    /// The permission for `effect`.
+    pub fn permission(&self, effect: Effect) -> Permission {
+        self.permissions.get(&effect).copied().unwrap_or_default()
+    }
+}
+
+/// Where a turn is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnStatus {
+    /// Accepting steps.
+    Active,
+    /// Parked on input requests; holds no task.
+    Waiting,
+    /// Claimed by one process, which is running the approved calls of the parked step.
+    Running,
+    /// Ended (by `ends_turn` or by the host).
+    Completed,
+    /// Cancelled; its requests were revoked.
+    Cancelled,
+}
+
+/// A turn and, while it waits, the step it is parked on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// The turn id; unchanged across park and resume.
+    pub id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Who is acting in this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<Principal>,
+    /// Who issues this turn's calls.
+    pub caller: Caller,
+    /// Whether the turn asks for structured output (then `ends_turn` is ignored).
+    #[serde(default)]
+    pub structured_output: bool,
+    /// The untrusted tool whose output tainted the turn, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tainted_by: Option<String>,
+    /// Where the turn is.
+    pub status: TurnStatus,
+    /// Steps run so far.
+    pub steps: u32,
+    /// The step parked on input, or being resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingStep>,
+}
+
+impl TurnRecord {
+    /// The request `request_id` of the parked step.
+    pub fn request(&self, request_id: &str) -> Option<&InputRequest> {
+        self.pending
+            .as_ref()?
+            .requests
+            .iter()
+            .find(|r| r.request_id == request_id)
+    }
+
+    /// Ids of every request in the parked step (the store indexes them).
+    pub fn request_ids(&self) -> Vec<&str> {
+        self.pending
+            .iter()
+            .flat_map(|p| p.requests.iter().map(|r| r.request_id.as_str()))
+            .collect()
+    }
+}
+
+/// The calls of one step, with the requests some of them wait on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingStep {
+    /// The step's index in the turn.
+    pub index: u32,
+    /// Every call of the step, in the model's order.
+    pub calls: Vec<PendingCall>,
+    /// The input requests of the step.
+    pub requests: Vec<InputRequest>,
+}
+
+/// One call of a parked step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The call id.
+    pub call_id: String,
+    /// The resolved tool name.
+    pub tool: String,
+    /// The validated, defaulted input.
+    pub input: Value,
+    /// Where the call is.
+    pub state: CallState,
+}
+
+/// Where one call of a parked step is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum CallState {
+    /// May run when the step resumes.
+    Ready {
+        /// Who approved it, when a person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<Approver>,
+    },
+    /// Waits on the request `request_id`.
+    Waiting {
+        /// The request.
+        request_id: String,
+    },
+    /// Claimed for execution; found in this state after a crash, the call settles as "result
+    /// unknown" and is never run again.
+    Running,
+    /// Has its result.
+    Finished {
+        /// The result.
+        result: CallResult,
+    },
+}
+
+/// The person who approved a call (approval is consent, not borrowed identity).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Approver {
+    /// Who answered; `None` for an unauthenticated answer to an anonymous call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+}
+
+/// What kind of input a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RequestKind {
+    /// Approve or cancel a tool call.
+    ToolApproval,
+    /// Answer a question.
+    Question,
+    /// Allow the session past a limit.
+    SessionLimit,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum RequestStatus {
+    /// Waiting for an answer.
+    Pending,
+    /// Answered.
+    Settled {
+        /// Approved or cancelled.
+        decision: Decision,
+        /// Who answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        responder: Option<Principal>,
+        /// A note sent with the decision; it reaches the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// Withdrawn without an answer.
+    Revoked {
+        /// `ignored` (a new message arrived) or `cancelled` (the turn was cancelled).
+        outcome: Outcome,
+    },
+}
+
+/// A settled approval's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The call may run.
+    Approved,
+    /// The call does not run.
+    Cancelled,
+}
+
+/// How an input request was resolved (`input.resolved`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Answered.
+    Answered,
+    /// Revoked by a message that did not answer it.
+    Ignored,
+    /// Revoked by cancelling the turn.
+    Cancelled,
+}
+
+/// A request for input: what the client renders and answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputRequest {
+    /// The request id clients answer with.
+    pub request_id: String,
+    /// What kind of input.
+    pub kind: RequestKind,
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The call it gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The call's resolved tool name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call's validated input, shown to the approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// What the person is asked.
+    pub prompt: String,
+    /// Why the request exists beyond the tool's policy (e.g. the untrusted source that tainted
+    /// the turn, or the session permission).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// Who made the call (`None` when unauthenticated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<Principal>,
+    /// The `once` memory key a grant is recorded under, when the policy is `once`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_key: Option<String>,
+    /// Where the request is.
+    pub status: RequestStatus,
+}
+
+impl InputRequest {
+    /// Whether it still waits for an answer.
+    pub fn is_pending(&self) -> bool {
+        matches!(self.status, RequestStatus::Pending)
+    }
+}
+
+/// The result of one call, as the model and the events see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallResult {
+    /// The call id.
+    pub call_id: String,
+    /// The resolved tool name (the real name for deferred tools called through `tool_call`).
+    pub tool: String,
+    /// Whether the call failed (the model sees an error result).
+    pub is_error: bool,
+    /// The raw output (for events and clients), or the error as JSON.
+    pub output: Value,
+    /// What the model sees.
+    pub model: ModelOutput,
+    /// The error, when the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    /// Whether this call may end the turn.
+    #[serde(default)]
+    pub ends_turn: bool,
+    /// The completion label, if rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl CallResult {
+    /// A failed call: the model sees the message.
+    pub fn failed(call_id: &str, tool: &str, error: ToolError) -> Self {
+        CallResult {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            is_error: true,
+            output: serde_json::to_value(&error).unwrap_or(Value::Null),
+            model: ModelOutput::Text(error.message().to_owned()),
+            error: Some(error),
+            ends_turn: false,
+            label: None,
+        }
+    }
+}

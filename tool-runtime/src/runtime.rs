@@ -1,0 +1,606 @@
+//! The runtime, its builder, sessions and turns.
+
+use std::any::{Any, TypeId};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{Semaphore, broadcast};
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision};
+
+use crate::event::Event;
+use crate::host::States;
+use crate::record::{CallResult, InputRequest, Permission, SessionRecord, TurnRecord, TurnStatus};
+use crate::store::{SqliteStore, Store, StoreError};
+
+/// Limits and timeouts of the runtime.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long one call may run before it fails with `TIMEOUT` and is cancelled.
+    pub call_timeout: Duration,
+    /// How many calls run at once across the runtime.
+    pub concurrency: usize,
+    /// How long the `auto` decider may take before the call asks a person instead.
+    pub decider_timeout: Duration,
+    /// The largest input (serialized) sent to the `auto` decider; larger inputs ask a person.
+    pub decider_max_input: usize,
+    /// Files sent to the model above this size (decoded) raise a warning event.
+    pub file_warning_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            call_timeout: Duration::from_secs(300),
+            concurrency: 64,
+            decider_timeout: Duration::from_secs(30),
+            decider_max_input: 64 * 1024,
+            file_warning_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the `auto` decider is asked about.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AutoRequest<'a> {
+    /// The resolved tool name.
+    pub tool: &'a str,
+    /// The validated input.
+    pub input: &'a Value,
+    /// The tool's `auto(instructions = "...")`.
+    pub instructions: Option<&'a str>,
+}
+
+/// The decider's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoVerdict {
+    /// Clearly fine: run without asking.
+    Clear,
+    /// Needs a person.
+    Caution,
+}
+
+/// Decides `approval = auto` calls (typically a small model). Anything but a timely
+/// [`AutoVerdict::Clear`] means asking a person: fail closed.
+pub trait Decider: Send + Sync + 'static {
+    /// Judges one call.
+    fn decide<'a>(&'a self, request: AutoRequest<'a>)
+    -> BoxFuture<'a, Result<AutoVerdict, String>>;
+}
+
+/// Why the runtime refused an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A tool needs application state that was not registered.
+    #[error(
+        "tool `{tool}` needs the state `{type_name}`, which is not registered; add `.state(...)` with a `{type_name}` to the runtime builder"
+    )]
+    MissingState {
+        /// The tool.
+        tool: String,
+        /// The state's type.
+        type_name: &'static str,
+    },
+    /// No session with that id.
+    #[error("no session `{0}`; open it with `Runtime::open_session`")]
+    UnknownSession(String),
+    /// No turn with that id.
+    #[error("no turn `{0}`")]
+    UnknownTurn(String),
+    /// No request with that id.
+    #[error("no input request `{0}`; it may belong to another store, or never existed")]
+    UnknownRequest(String),
+    /// The turn cannot take this operation in its state.
+    #[error("turn `{turn}` is {status:?}; {what}")]
+    TurnState {
+        /// The turn.
+        turn: String,
+        /// Its status.
+        status: TurnStatus,
+        /// What was refused and what to do.
+        what: &'static str,
+    },
+}
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    registry: Registry,
+    states: States,
+    store: Option<Arc<dyn Store>>,
+    decider: Option<Arc<dyn Decider>>,
+    options: Options,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("registry", &self.registry)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// Registers application state `T`, reached by `State<T>` parameters and `ctx.state::<T>()`.
+    pub fn state<T: Send + Sync + 'static>(mut self, state: T) -> Self {
+        self.states.insert(
+            TypeId::of::<T>(),
+            Arc::new(state) as Arc<dyn Any + Send + Sync>,
+        );
+        self
+    }
+
+    /// The store of sessions, parked turns and approval memory (default: an in-memory SQLite
+    /// database, which does not survive the process).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The decider for `approval = auto` (without one, `auto` always asks a person).
+    pub fn decider(mut self, decider: impl Decider) -> Self {
+        self.decider = Some(Arc::new(decider));
+        self
+    }
+
+    /// Limits and timeouts.
+    pub fn options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The runtime. Fails when a tool needs state that was not registered.
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
+        for tool in self.registry.tools() {
+            for requirement in tool.descriptor().requirements.iter().flatten() {
+                if !self.states.contains_key(&(requirement.type_id)()) {
+                    return Err(RuntimeError::MissingState {
+                        tool: tool.name().to_owned(),
+                        type_name: (requirement.type_name)(),
+                    });
+                }
+            }
+        }
+        let store = match self.store {
+            Some(store) => store,
+            None => Arc::new(SqliteStore::in_memory()?),
+        };
+        let (events, _) = broadcast::channel(1024);
+        Ok(Runtime(Arc::new(Inner {
+            semaphore: Semaphore::new(self.options.concurrency.max(1)),
+            registry: self.registry,
+            states: Arc::new(self.states),
+            store,
+            decider: self.decider,
+            options: self.options,
+            events,
+        })))
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) registry: Registry,
+    pub(crate) states: Arc<States>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) decider: Option<Arc<dyn Decider>>,
+    pub(crate) options: Options,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) semaphore: Semaphore,
+}
+
+/// The tool runtime: built once, cheap to clone.
+#[derive(Clone)]
+pub struct Runtime(pub(crate) Arc<Inner>);
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("registry", &self.0.registry)
+            .field("options", &self.0.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How to open a session.
+#[derive(Clone, Debug)]
+pub struct SessionSpec {
+    record: SessionRecord,
+}
+
+impl SessionSpec {
+    /// A session with id `id`, interactive, with no identities.
+    pub fn new(id: impl Into<String>) -> Self {
+        SessionSpec {
+            record: SessionRecord::new(id),
+        }
+    }
+
+    /// Who creates the session.
+    pub fn initiator(mut self, principal: Principal) -> Self {
+        self.record.initiator = Some(principal);
+        self
+    }
+
+    /// Makes it a subagent session of `parent`.
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.record.parent = Some(parent.into());
+        self
+    }
+
+    /// A session no person watches (schedules): a call needing approval fails at once.
+    pub fn non_interactive(mut self) -> Self {
+        self.record.interactive = false;
+        self
+    }
+
+    /// Sets the permission for `effect`.
+    pub fn permission(mut self, effect: Effect, permission: Permission) -> Self {
+        self.record.permissions.insert(effect, permission);
+        self
+    }
+
+    /// Sets a key of the session's persistent state.
+    pub fn state(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.record.state.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// One model call of a step: the call id, the tool name and the raw JSON arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The call id the model gave.
+    pub call_id: String,
+    /// The tool name the model used.
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text).
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call `call_id` of `name` with JSON `arguments`.
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// What a step (or a resumed step) came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOutcome {
+    /// Every call has its result.
+    Completed {
+        /// One result per call, in the model's order.
+        results: Vec<CallResult>,
+        /// Whether the turn ended (every call may end it and all succeeded).
+        ends_turn: bool,
+        /// Notices for the model, e.g. "New tool available: publish_release".
+        notices: Vec<String>,
+    },
+    /// Some calls wait for input; the turn is parked in the store.
+    Waiting {
+        /// The results known so far (calls that ran or failed).
+        results: Vec<CallResult>,
+        /// The open requests.
+        requests: Vec<InputRequest>,
+        /// Notices for the model.
+        notices: Vec<String>,
+    },
+}
+
+/// An answer to an input request.
+#[derive(Clone, Debug)]
+pub struct InputResponse {
+    /// The request.
+    pub request_id: String,
+    /// Approve or cancel.
+    pub decision: ResponseDecision,
+    /// Who answers (`None` when unauthenticated).
+    pub principal: Option<Principal>,
+    /// A note sent with the decision; it reaches the model.
+    pub note: Option<String>,
+}
+
+impl InputResponse {
+    /// Approve `request_id` as `principal`.
+    pub fn approve(request_id: impl Into<String>, principal: Option<Principal>) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Approve,
+            principal,
+            note: None,
+        }
+    }
+
+    /// Cancel `request_id` as `principal`.
+    pub fn cancel(request_id: impl Into<String>, principal: Option<Principal>) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Cancel,
+            principal,
+            note: None,
+        }
+    }
+
+    /// `self` with a note for the model.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+/// What an answer did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RespondOutcome {
+    /// The response policy refused the answer; the request stays pending.
+    Rejected {
+        /// Why (shown to the responder).
+        reason: String,
+    },
+    /// The request was already settled or revoked; the answer was dropped.
+    Dropped,
+    /// Settled; other requests of the turn are still pending.
+    Settled {
+        /// The requests still pending.
+        pending: Vec<String>,
+    },
+    /// Settled, and the turn resumed: the parked step ran to completion.
+    Resumed(StepOutcome),
+}
+
+impl Runtime {
+    /// A builder over `registry`.
+    pub fn builder(registry: Registry) -> RuntimeBuilder {
+        RuntimeBuilder {
+            registry,
+            states: HashMap::new(),
+            store: None,
+            decider: None,
+            options: Options::default(),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.0.registry
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn Store {
+        &*self.0.store
+    }
+
+    /// Every event from now on. A slow subscriber that falls more than 1024 events behind loses
+    /// the oldest ones (`RecvError::Lagged`).
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.0.events.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        let _ = self.0.events.send(event);
+    }
+
+    /// Opens session `spec` (creating it, or returning the stored one with the same id).
+    pub async fn open_session(&self, spec: SessionSpec) -> Result<Session, RuntimeError> {
+        let id = spec.record.id.clone();
+        if self.0.store.session(&id).await?.is_none() {
+            match self.0.store.put_session(&spec.record, None).await {
+                Ok(_) | Err(StoreError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(Session {
+            runtime: self.clone(),
+            id,
+        })
+    }
+
+    /// The stored session `id`.
+    pub async fn session(&self, id: &str) -> Result<Session, RuntimeError> {
+        match self.0.store.session(id).await? {
+            Some(_) => Ok(Session {
+                runtime: self.clone(),
+                id: id.to_owned(),
+            }),
+            None => Err(RuntimeError::UnknownSession(id.to_owned())),
+        }
+    }
+
+    /// The turn `id`, wherever it was started (e.g. after a restart).
+    pub async fn turn(&self, id: &str) -> Result<Turn, RuntimeError> {
+        match self.0.store.turn(id).await? {
+            Some((record, _)) => Ok(Turn {
+                runtime: self.clone(),
+                id: record.id,
+                session_id: record.session_id,
+                token: CancellationToken::new(),
+            }),
+            None => Err(RuntimeError::UnknownTurn(id.to_owned())),
+        }
+    }
+
+    /// The ids of parked turns, oldest first.
+    pub async fn waiting_turns(&self) -> Result<Vec<String>, RuntimeError> {
+        Ok(self.0.store.waiting_turns().await?)
+    }
+
+    /// The approval keys remembered in session `id` (what `once` consults).
+    pub async fn approvals(&self, session_id: &str) -> Result<BTreeSet<String>, RuntimeError> {
+        Ok(self.0.store.approvals(session_id).await?)
+    }
+}
+
+/// A session handle.
+#[derive(Clone, Debug)]
+pub struct Session {
+    runtime: Runtime,
+    id: String,
+}
+
+impl Session {
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Begins a turn in which `current` acts and `caller` issues the calls (a subagent session's
+    /// model calls are `Caller::Subagent` whatever is passed).
+    pub async fn begin_turn(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+    ) -> Result<Turn, RuntimeError> {
+        self.begin(current, caller, false).await
+    }
+
+    /// Begins a turn that asks for structured output (`ends_turn` is ignored in it).
+    pub async fn begin_structured_turn(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+    ) -> Result<Turn, RuntimeError> {
+        self.begin(current, caller, true).await
+    }
+
+    async fn begin(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+        structured_output: bool,
+    ) -> Result<Turn, RuntimeError> {
+        let (session, _) = self
+            .runtime
+            .0
+            .store
+            .session(&self.id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownSession(self.id.clone()))?;
+        let caller = match caller {
+            Caller::Model if session.parent.is_some() => Caller::Subagent,
+            other => other,
+        };
+        let current = match caller {
+            Caller::Schedule => Some(current.unwrap_or_else(Principal::app)),
+            _ => current,
+        };
+        let record = TurnRecord {
+            id: format!("turn_{}", uuid::Uuid::new_v4().simple()),
+            session_id: self.id.clone(),
+            current,
+            caller,
+            structured_output,
+            tainted_by: None,
+            status: TurnStatus::Active,
+            steps: 0,
+            pending: None,
+        };
+        self.runtime.0.store.put_turn(&record, None).await?;
+        self.runtime.emit(Event::TurnStarted {
+            session_id: self.id.clone(),
+            turn_id: record.id.clone(),
+        });
+        Ok(Turn {
+            runtime: self.runtime.clone(),
+            id: record.id,
+            session_id: self.id.clone(),
+            token: CancellationToken::new(),
+        })
+    }
+
+    /// Sets the permission for `effect` in this session.
+    pub async fn set_permission(
+        &self,
+        effect: Effect,
+        permission: Permission,
+    ) -> Result<(), RuntimeError> {
+        self.update(|record| {
+            record.permissions.insert(effect, permission);
+        })
+        .await
+    }
+
+    /// Sets a key of the session's persistent state (read by `enabled` predicates at the next
+    /// step).
+    pub async fn set_state(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<Value>,
+    ) -> Result<(), RuntimeError> {
+        let (key, value) = (key.into(), value.into());
+        self.update(move |record| {
+            record.state.insert(key.clone(), value.clone());
+        })
+        .await
+    }
+
+    async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {
+        loop {
+            let (mut record, version) = self
+                .runtime
+                .0
+                .store
+                .session(&self.id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownSession(self.id.clone()))?;
+            change(&mut record);
+            match self
+                .runtime
+                .0
+                .store
+                .put_session(&record, Some(version))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+}
+
+/// A turn handle. The turn itself lives in the store: a handle can be dropped while the turn is
+/// parked, and [`Runtime::turn`] gives a new one, in this process or another.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    pub(crate) runtime: Runtime,
+    pub(crate) id: String,
+    pub(crate) session_id: String,
+    pub(crate) token: CancellationToken,
+}
+
+impl Turn {
+    /// The turn id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The stored record.
+    pub async fn record(&self) -> Result<TurnRecord, RuntimeError> {
+        self.runtime
+            .0
+            .store
+            .turn(&self.id)
+            .await?
+            .map(|(record, _)| record)
+            .ok_or_else(|| RuntimeError::UnknownTurn(self.id.clone()))
+    }
+}

@@ -1,0 +1,959 @@
+//! The store test suite, written once for every backend.
+//!
+//! A backend's tests call [`run`] on a store (or one part, to see at once which contract
+//! breaks). Failures panic like test assertions, naming the part and the broken expectation.
+//!
+//! ```no_run
+//! use toolwright_runtime::SqliteStore;
+//! use toolwright_runtime::store::conformance;
+//!
+//! # async fn demo() {
+//! let store = SqliteStore::in_memory().expect("a memory store");
+//! conformance::run(&store).await;
+//! # }
+//! ```
+//!
+//! Every part writes under ids unique to the call and reads back only what it wrote, so the
+//! suite runs on a store shared with other data, and twice on the same store.
+//!
+//! Besides the [`Store`] docs, the suite holds every backend to these rules:
+//!
+//! - a versioned write (`expected = Some(v)`) of a record that does not exist is a conflict;
+//! - a refused write changes nothing: not the record, not its version, not the request index,
+//!   not the order of waiting turns;
+//! - a request id belongs to the turn that last wrote it, and a turn's write drops the ids it no
+//!   longer holds;
+//! - `waiting_turns` lists turns least recently written first;
+//! - approvals need no session record;
+//! - records come back equal to what was written, including any text (a NUL character too).
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+
+use futures_util::future::join_all;
+use serde_json::{Map, Value, json};
+use toolwright_core::{
+    Caller, ContentPart, Effect, ErrorCode, ModelOutput, Principal, PrincipalType, ToolError,
+};
+
+use super::{Store, StoreError};
+use crate::record::{
+    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
+    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+};
+
+/// Runs every part of the suite on `store`, in order.
+pub async fn run(store: &dyn Store) {
+    sessions(store).await;
+    turns(store).await;
+    requests(store).await;
+    waiting(store).await;
+    approvals(store).await;
+    round_trip(store).await;
+    races(store).await;
+}
+
+/// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
+pub async fn sessions(store: &dyn Store) {
+    let part = Part::new("sessions");
+    let id = part.id("session");
+    let p = &part;
+    let read =
+        move |id: String| async move { p.ok("reading the session", store.session(&id).await) };
+
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a session never written must read as None"
+    );
+    part.refused(
+        "a versioned write of a session that does not exist",
+        store.put_session(&SessionRecord::new(&id), Some(1)).await,
+    );
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a refused versioned write must not create the session"
+    );
+
+    let mut record = SessionRecord::new(&id);
+    let version = part.ok(
+        "inserting a session",
+        store.put_session(&record, None).await,
+    );
+    assert_eq!(version, 1, "{part}: an inserted session has version 1");
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record.clone(), 1)),
+        "{part}: reading an inserted session"
+    );
+
+    for expected in 1..=3 {
+        record.state.insert("count".into(), json!(expected));
+        let version = part.ok(
+            "updating a session with its current version",
+            store.put_session(&record, Some(expected)).await,
+        );
+        assert_eq!(
+            version,
+            expected + 1,
+            "{part}: a write with expected = {expected} stores version {}",
+            expected + 1
+        );
+        assert_eq!(
+            read(id.clone()).await,
+            Some((record.clone(), expected + 1)),
+            "{part}: reading an updated session"
+        );
+    }
+
+    let mut stale = record.clone();
+    stale.interactive = false;
+    part.refused(
+        "a session write with a stale version",
+        store.put_session(&stale, Some(2)).await,
+    );
+    part.refused(
+        "a session write with a version from the future",
+        store.put_session(&stale, Some(5)).await,
+    );
+    part.refused(
+        "a session write with the largest version",
+        store.put_session(&stale, Some(u64::MAX)).await,
+    );
+    part.refused(
+        "inserting (expected = None) a session that exists",
+        store.put_session(&stale, None).await,
+    );
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record, 4)),
+        "{part}: refused writes must leave the session and its version unchanged"
+    );
+
+    let other = part.id("other");
+    part.ok(
+        "inserting a second session",
+        store.put_session(&SessionRecord::new(&other), None).await,
+    );
+    assert_eq!(
+        read(other).await.map(|(_, version)| version),
+        Some(1),
+        "{part}: versions are per session"
+    );
+}
+
+/// Turns: insert, read, versioned updates (status changes included), refused writes.
+pub async fn turns(store: &dyn Store) {
+    let part = Part::new("turns");
+    let id = part.id("turn");
+    let session = part.id("session");
+    let p = &part;
+    let read = move |id: String| async move { p.ok("reading the turn", store.turn(&id).await) };
+
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a turn never written must read as None"
+    );
+    part.refused(
+        "a versioned write of a turn that does not exist",
+        store
+            .put_turn(&turn(&id, &session, TurnStatus::Active, &[]), Some(1))
+            .await,
+    );
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a refused versioned write must not create the turn"
+    );
+
+    let mut record = turn(&id, &session, TurnStatus::Active, &[]);
+    let version = part.ok("inserting a turn", store.put_turn(&record, None).await);
+    assert_eq!(version, 1, "{part}: an inserted turn has version 1");
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record.clone(), 1)),
+        "{part}: reading an inserted turn"
+    );
+
+    let statuses = [
+        TurnStatus::Waiting,
+        TurnStatus::Running,
+        TurnStatus::Completed,
+    ];
+    for (expected, status) in (1..).zip(statuses) {
+        record.status = status;
+        record.steps += 1;
+        let version = part.ok(
+            "updating a turn with its current version",
+            store.put_turn(&record, Some(expected)).await,
+        );
+        assert_eq!(
+            version,
+            expected + 1,
+            "{part}: a write with expected = {expected} stores version {}",
+            expected + 1
+        );
+        assert_eq!(
+            read(id.clone()).await,
+            Some((record.clone(), expected + 1)),
+            "{part}: reading a turn updated to {status:?}"
+        );
+    }
+
+    let mut stale = record.clone();
+    stale.status = TurnStatus::Cancelled;
+    part.refused(
+        "a turn write with a stale version",
+        store.put_turn(&stale, Some(3)).await,
+    );
+    part.refused(
+        "a turn write with a version from the future",
+        store.put_turn(&stale, Some(9)).await,
+    );
+    part.refused(
+        "a turn write with the largest version",
+        store.put_turn(&stale, Some(u64::MAX)).await,
+    );
+    part.refused(
+        "inserting (expected = None) a turn that exists",
+        store.put_turn(&stale, None).await,
+    );
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record, 4)),
+        "{part}: refused writes must leave the turn and its version unchanged"
+    );
+}
+
+/// The request index: it follows `put_turn` as requests are added and moved, keeps requests of
+/// closed steps resolvable to their turn, and a refused write leaves it alone.
+pub async fn requests(store: &dyn Store) {
+    let part = Part::new("requests");
+    let session = part.id("session");
+    let (a, b) = (part.id("turn-a"), part.id("turn-b"));
+    let [r1, r2, r3, r4, r5] = ["r1", "r2", "r3", "r4", "r5"].map(|r| part.id(r));
+    let p = &part;
+    let owner = move |request: String| async move {
+        p.ok(
+            "looking up a request",
+            store.turn_of_request(&request).await,
+        )
+    };
+
+    assert_eq!(
+        owner(part.id("unknown")).await,
+        None,
+        "{part}: an unknown request id has no turn"
+    );
+
+    let mut turn_a = turn(&a, &session, TurnStatus::Waiting, &[&r1, &r2]);
+    part.ok(
+        "inserting a turn with two requests",
+        store.put_turn(&turn_a, None).await,
+    );
+    assert_eq!(
+        owner(r1.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: added request r1"
+    );
+    assert_eq!(
+        owner(r2.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: added request r2"
+    );
+
+    turn_a = turn(&a, &session, TurnStatus::Waiting, &[&r2, &r3]);
+    part.ok(
+        "replacing request r1 by r3",
+        store.put_turn(&turn_a, Some(1)).await,
+    );
+    assert_eq!(
+        owner(r1.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: a request of a closed step must still resolve to its turn (late answers are dropped, not unknown)"
+    );
+    assert_eq!(
+        owner(r2.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: kept request r2"
+    );
+    assert_eq!(
+        owner(r3.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: added request r3"
+    );
+
+    part.refused(
+        "a stale turn write carrying request r4",
+        store
+            .put_turn(&turn(&a, &session, TurnStatus::Waiting, &[&r4]), Some(1))
+            .await,
+    );
+    assert_eq!(
+        owner(r4.clone()).await,
+        None,
+        "{part}: a refused write must not index its requests"
+    );
+    assert_eq!(
+        owner(r2.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: a refused write must not drop the turn's requests"
+    );
+
+    let turn_b = turn(&b, &session, TurnStatus::Waiting, &[&r3]);
+    part.ok(
+        "inserting a turn that takes over request r3",
+        store.put_turn(&turn_b, None).await,
+    );
+    assert_eq!(
+        owner(r3.clone()).await.as_ref(),
+        Some(&b),
+        "{part}: a request belongs to the turn that wrote it last"
+    );
+    assert_eq!(
+        owner(r2.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: r2 stays with turn a"
+    );
+
+    let mut settled = turn(&a, &session, TurnStatus::Running, &[]);
+    settled.pending = None;
+    part.ok(
+        "clearing turn a's requests",
+        store.put_turn(&settled, Some(2)).await,
+    );
+    assert_eq!(
+        owner(r2.clone()).await.as_ref(),
+        Some(&a),
+        "{part}: requests of a closed step still resolve to their turn"
+    );
+    assert_eq!(
+        owner(r3.clone()).await.as_ref(),
+        Some(&b),
+        "{part}: clearing turn a must not drop r3, which turn b wrote later"
+    );
+
+    part.refused(
+        "inserting (expected = None) an existing turn carrying request r5",
+        store
+            .put_turn(&turn(&b, &session, TurnStatus::Waiting, &[&r5]), None)
+            .await,
+    );
+    assert_eq!(
+        owner(r5.clone()).await,
+        None,
+        "{part}: a refused insert must not index its requests"
+    );
+
+    let mut done = turn(&b, &session, TurnStatus::Completed, &[]);
+    done.pending = None;
+    part.ok("completing turn b", store.put_turn(&done, Some(1)).await);
+    assert_eq!(
+        owner(r3).await.as_ref(),
+        Some(&b),
+        "{part}: requests of a completed turn still resolve to it"
+    );
+}
+
+/// `waiting_turns`: only turns with status `waiting`, least recently written first.
+pub async fn waiting(store: &dyn Store) {
+    let part = Part::new("waiting");
+    let session = part.id("session");
+    let ids: Vec<String> = (1..=7).map(|n| part.id(&format!("t{n}"))).collect();
+    let statuses = [
+        TurnStatus::Waiting,
+        TurnStatus::Active,
+        TurnStatus::Waiting,
+        TurnStatus::Waiting,
+        TurnStatus::Completed,
+        TurnStatus::Cancelled,
+        TurnStatus::Running,
+    ];
+    for (id, status) in ids.iter().zip(statuses) {
+        part.ok(
+            "inserting a turn",
+            store.put_turn(&turn(id, &session, status, &[]), None).await,
+        );
+    }
+    let (p, mine_ids) = (&part, &ids);
+    let listed = move || async move {
+        let all = p.ok("listing waiting turns", store.waiting_turns().await);
+        let mine: Vec<String> = all.into_iter().filter(|id| mine_ids.contains(id)).collect();
+        let distinct: BTreeSet<&String> = mine.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            mine.len(),
+            "{p}: waiting_turns lists a turn twice: {mine:?}"
+        );
+        mine
+    };
+    let expect =
+        |numbers: &[usize]| -> Vec<String> { numbers.iter().map(|n| ids[n - 1].clone()).collect() };
+
+    assert_eq!(
+        listed().await,
+        expect(&[1, 3, 4]),
+        "{part}: only waiting turns, in the order they were written"
+    );
+
+    let session = &session;
+    let write = move |n: usize, status: TurnStatus, expected: u64| {
+        let record = turn(&mine_ids[n - 1], session, status, &[]);
+        async move { store.put_turn(&record, Some(expected)).await }
+    };
+    let running = |p: &'static str| async move {
+        let all = part_ok(p, store.running_turns().await);
+        all.into_iter()
+            .filter(|id| mine_ids.contains(id))
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(
+        running("listing running turns").await,
+        expect(&[7]),
+        "{part}: running_turns lists only turns claimed for execution"
+    );
+    part.ok("resuming t1", write(1, TurnStatus::Running, 1).await);
+    assert_eq!(
+        listed().await,
+        expect(&[3, 4]),
+        "{part}: a turn that left `waiting` is no longer listed"
+    );
+    assert_eq!(
+        running("listing running turns").await,
+        expect(&[7, 1]),
+        "{part}: running_turns lists claimed turns, least recently written first"
+    );
+
+    part.ok("parking t2", write(2, TurnStatus::Waiting, 1).await);
+    assert_eq!(
+        listed().await,
+        expect(&[3, 4, 2]),
+        "{part}: a newly parked turn comes last"
+    );
+
+    part.ok(
+        "rewriting t3, still waiting",
+        write(3, TurnStatus::Waiting, 1).await,
+    );
+    assert_eq!(
+        listed().await,
+        expect(&[4, 2, 3]),
+        "{part}: a rewritten waiting turn moves behind the others (least recently written first)"
+    );
+
+    part.refused(
+        "a stale write of t4",
+        write(4, TurnStatus::Waiting, 7).await,
+    );
+    assert_eq!(
+        listed().await,
+        expect(&[4, 2, 3]),
+        "{part}: a refused write must not reorder the waiting turns"
+    );
+}
+
+fn part_ok<T>(what: &str, result: Result<T, crate::store::StoreError>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(error) => panic!("store conformance: {what} failed: {error}"),
+    }
+}
+
+/// Approval memory: idempotent, per session, independent of session records.
+pub async fn approvals(store: &dyn Store) {
+    let part = Part::new("approvals");
+    let (s1, s2) = (part.id("s1"), part.id("s2"));
+    let p = &part;
+    let keys = move |session: String| async move {
+        p.ok("reading approvals", store.approvals(&session).await)
+    };
+    let set =
+        |items: &[&str]| -> BTreeSet<String> { items.iter().map(|k| (*k).to_owned()).collect() };
+    let remember = move |session: String, key: &'static str| async move {
+        p.ok(
+            "remembering an approval",
+            store.remember_approval(&session, key).await,
+        );
+    };
+
+    assert_eq!(
+        keys(s1.clone()).await,
+        set(&[]),
+        "{part}: an unknown session remembers nothing"
+    );
+
+    remember(s1.clone(), "wallet.pay").await;
+    remember(s1.clone(), "wallet.pay").await;
+    assert_eq!(
+        keys(s1.clone()).await,
+        set(&["wallet.pay"]),
+        "{part}: remembering a key twice keeps it once"
+    );
+
+    let digest = "input:sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    remember(s1.clone(), digest).await;
+    remember(s1.clone(), "todo.add ünïcødé ✓").await;
+    assert_eq!(
+        keys(s1.clone()).await,
+        set(&["wallet.pay", digest, "todo.add ünïcødé ✓"]),
+        "{part}: every remembered key is listed"
+    );
+
+    assert_eq!(
+        keys(s2.clone()).await,
+        set(&[]),
+        "{part}: approvals of one session must not leak into another"
+    );
+    remember(s2.clone(), "wallet.pay").await;
+    assert_eq!(
+        keys(s2).await,
+        set(&["wallet.pay"]),
+        "{part}: the second session's key"
+    );
+    assert_eq!(
+        keys(s1).await.len(),
+        3,
+        "{part}: remembering in another session leaves this one unchanged"
+    );
+}
+
+/// Records come back exactly as written: every optional field set and unset, principals with
+/// attributes, a pending step with every call state and request status, odd ids and text.
+pub async fn round_trip(store: &dyn Store) {
+    let part = Part::new("round_trip");
+
+    let minimal = SessionRecord::new(part.id("minimal"));
+    let full = full_session(part.id("full, with 'quotes'; -- and ünïcødé"));
+    let mut empty_list = SessionRecord::new(part.id("announced-empty"));
+    empty_list.announced = Some(Vec::new());
+    for record in [minimal, full, empty_list] {
+        part.ok(
+            "inserting a session",
+            store.put_session(&record, None).await,
+        );
+        let read = part.ok("reading a session", store.session(&record.id).await);
+        assert_eq!(
+            read,
+            Some((record.clone(), 1)),
+            "{part}: a session must read back exactly as written"
+        );
+    }
+
+    let session = part.id("session");
+    let callers = [
+        Caller::Model,
+        Caller::Subagent,
+        Caller::User,
+        Caller::Schedule,
+    ];
+    let statuses = [
+        TurnStatus::Active,
+        TurnStatus::Waiting,
+        TurnStatus::Running,
+        TurnStatus::Completed,
+        TurnStatus::Cancelled,
+    ];
+    for (n, status) in statuses.into_iter().enumerate() {
+        let mut record = turn(&part.id(&format!("minimal-{n}")), &session, status, &[]);
+        record.pending = None;
+        record.caller = callers[n % callers.len()];
+        part.ok(
+            "inserting a minimal turn",
+            store.put_turn(&record, None).await,
+        );
+        let read = part.ok("reading a minimal turn", store.turn(&record.id).await);
+        assert_eq!(
+            read,
+            Some((record, 1)),
+            "{part}: a minimal turn must read back exactly as written"
+        );
+    }
+
+    let record = full_turn(&part.id("full"), &session, &part.id("request"));
+    part.ok("inserting a full turn", store.put_turn(&record, None).await);
+    let read = part.ok("reading a full turn", store.turn(&record.id).await);
+    assert_eq!(
+        read,
+        Some((record.clone(), 1)),
+        "{part}: a turn with every field set must read back exactly as written"
+    );
+    for request in record.request_ids() {
+        assert_eq!(
+            part.ok("looking up a request", store.turn_of_request(request).await)
+                .as_ref(),
+            Some(&record.id),
+            "{part}: every request of the full turn is indexed"
+        );
+    }
+}
+
+/// Concurrent read-modify-write of one turn through one store: every write lands exactly once.
+///
+/// Each writer reads the turn, increments `steps` and writes it back with the version it read,
+/// retrying on a conflict. Each version must have exactly one winner and no increment be lost.
+pub async fn races(store: &dyn Store) {
+    const WRITERS: u64 = 8;
+    const ROUNDS: u64 = 4;
+    let part = Part::new("races");
+    let id = part.id("turn");
+    let mut record = turn(&id, &part.id("session"), TurnStatus::Running, &[]);
+    record.steps = 0;
+    part.ok(
+        "inserting the contended turn",
+        store.put_turn(&record, None).await,
+    );
+
+    let (p, id) = (&part, &id);
+    let writer = move || async move {
+        let mut won = Vec::new();
+        for _ in 0..ROUNDS {
+            loop {
+                let (mut current, version) = p
+                    .ok("reading the contended turn", store.turn(id).await)
+                    .unwrap_or_else(|| panic!("{p}: the contended turn disappeared"));
+                current.steps += 1;
+                match store.put_turn(&current, Some(version)).await {
+                    Ok(next) => {
+                        assert_eq!(next, version + 1, "{p}: a write stores version + 1");
+                        won.push(next);
+                        break;
+                    }
+                    Err(StoreError::Conflict(_)) => continue,
+                    Err(error) => panic!("{p}: a contended write failed: {error}"),
+                }
+            }
+        }
+        won
+    };
+    let mut won: Vec<u64> = join_all((0..WRITERS).map(|_| writer()))
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    won.sort_unstable();
+    let every: Vec<u64> = (2..=WRITERS * ROUNDS + 1).collect();
+    assert_eq!(
+        won, every,
+        "{part}: each version must be won by exactly one writer"
+    );
+    let (last, version) = part
+        .ok("reading the contended turn", store.turn(id).await)
+        .unwrap_or_else(|| panic!("{part}: the contended turn disappeared"));
+    assert_eq!(
+        (u64::from(last.steps), version),
+        (WRITERS * ROUNDS, WRITERS * ROUNDS + 1),
+        "{part}: no increment may be lost"
+    );
+}
+
+/// One part of the suite: its name for messages and a prefix that keeps its ids its own.
+struct Part {
+    name: &'static str,
+    prefix: String,
+}
+
+impl Part {
+    fn new(name: &'static str) -> Self {
+        Part {
+            name,
+            prefix: format!("conformance-{name}-{}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    /// An id unique to this run of the part.
+    fn id(&self, local: &str) -> String {
+        format!("{}-{local}", self.prefix)
+    }
+
+    #[track_caller]
+    fn ok<T>(&self, doing: &str, result: Result<T, StoreError>) -> T {
+        result.unwrap_or_else(|error| panic!("{self}: {doing} failed: {error}"))
+    }
+
+    #[track_caller]
+    fn refused<T: Debug>(&self, doing: &str, result: Result<T, StoreError>) {
+        match result {
+            Err(StoreError::Conflict(_)) => {}
+            other => {
+                panic!("{self}: {doing} must be refused with StoreError::Conflict, got {other:?}")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "store conformance, part `{}`", self.name)
+    }
+}
+
+/// A turn of `session` in `status` whose pending step waits on `requests`.
+fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
+    TurnRecord {
+        id: id.to_owned(),
+        session_id: session.to_owned(),
+        current: None,
+        caller: Caller::Model,
+        structured_output: false,
+        tainted_by: None,
+        status,
+        steps: 1,
+        pending: Some(PendingStep {
+            index: 0,
+            calls: requests
+                .iter()
+                .enumerate()
+                .map(|(n, request)| PendingCall {
+                    call_id: format!("call-{n}"),
+                    tool: "todo.add".to_owned(),
+                    input: json!({ "title": format!("item {n}") }),
+                    state: CallState::Waiting {
+                        request_id: (*request).to_owned(),
+                    },
+                })
+                .collect(),
+            requests: requests
+                .iter()
+                .enumerate()
+                .map(|(n, request)| InputRequest {
+                    request_id: (*request).to_owned(),
+                    kind: RequestKind::ToolApproval,
+                    session_id: session.to_owned(),
+                    turn_id: id.to_owned(),
+                    call_id: Some(format!("call-{n}")),
+                    tool: Some("todo.add".to_owned()),
+                    input: None,
+                    prompt: "Add this item?".to_owned(),
+                    reasons: Vec::new(),
+                    requester: None,
+                    approval_key: None,
+                    status: RequestStatus::Pending,
+                })
+                .collect(),
+        }),
+    }
+}
+
+/// Values a backend could mangle: NUL, escapes, non-BMP characters, integers at the edges of
+/// 64 bits, exact floats, empty containers, deep nesting.
+fn awkward_json() -> Value {
+    json!({
+        "text": "nul:\u{0} quote:\" backslash:\\ newline:\n tab:\t emoji:🦀 rtl:שלום",
+        "max_u64": u64::MAX,
+        "min_i64": i64::MIN,
+        "float": 0.5,
+        "negative": -1.25e10,
+        "empty_object": {},
+        "empty_array": [],
+        "null": null,
+        "nested": { "a": [1, { "b": [true, false, null] }, "c"] },
+    })
+}
+
+fn principal(kind: PrincipalType, id: &str) -> Principal {
+    let mut attributes = Map::new();
+    attributes.insert("tenant".into(), json!("acme"));
+    attributes.insert("roles".into(), json!(["admin", "approver"]));
+    attributes.insert("limits".into(), json!({ "daily": 500, "currency": "EUR" }));
+    attributes.insert("revoked".into(), Value::Null);
+    Principal {
+        authenticator: "oidc".to_owned(),
+        issuer: Some("https://id.example/realms/main".to_owned()),
+        principal_type: kind,
+        principal_id: id.to_owned(),
+        attributes,
+    }
+}
+
+fn full_session(id: String) -> SessionRecord {
+    let mut record = SessionRecord::new(id);
+    record.parent = Some("parent-session".to_owned());
+    record.initiator = Some(principal(PrincipalType::User, "u_42"));
+    record.interactive = false;
+    record.permissions = [
+        (Effect::Read, Permission::Allow),
+        (Effect::Write, Permission::Ask),
+        (Effect::Money, Permission::Ask),
+        (Effect::Public, Permission::Allow),
+    ]
+    .into_iter()
+    .collect();
+    record.state.insert("awkward".into(), awkward_json());
+    record.state.insert("count".into(), json!(3));
+    record.announced = Some(vec!["wallet.pay".to_owned(), "todo.add".to_owned()]);
+    record
+}
+
+/// A turn with every field set and a pending step holding every call state, request kind and
+/// request status.
+fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
+    let request_id = |n: usize| format!("{request_prefix}-{n}");
+    let user = principal(PrincipalType::User, "u_42");
+    let service = principal(PrincipalType::Service, "svc_billing");
+    let ok_result = CallResult {
+        call_id: "call-ready".to_owned(),
+        tool: "wallet.balance".to_owned(),
+        is_error: false,
+        output: awkward_json(),
+        model: ModelOutput::content([
+            ContentPart::text("balance: 12.50 EUR"),
+            ContentPart::file("iVBORw0KGgo=", "image/png"),
+        ]),
+        error: None,
+        ends_turn: true,
+        label: Some("Checked the balance".to_owned()),
+    };
+    let failed = CallResult::failed(
+        "call-failed",
+        "logs.search",
+        ToolError::with_code(ErrorCode::ResultUnknown, "the process stopped mid-call")
+            .details(json!({ "attempt": 2 })),
+    );
+    let fatal = CallResult::failed(
+        "call-fatal",
+        "logs.search",
+        ToolError::fatal("no service named `payment-ap`"),
+    );
+    let json_output = CallResult {
+        model: ModelOutput::Json(json!({ "items": [1, 2, 3] })),
+        ..ok_result.clone()
+    };
+    let text_output = CallResult {
+        model: ModelOutput::text("done"),
+        ends_turn: false,
+        label: None,
+        ..ok_result.clone()
+    };
+    let call = |call_id: &str, state: CallState| PendingCall {
+        call_id: call_id.to_owned(),
+        tool: "wallet.pay".to_owned(),
+        input: json!({ "amount": 12.5, "to": "shop", "note": "nul:\u{0}" }),
+        state,
+    };
+    let calls = vec![
+        call("call-0", CallState::Ready { approved_by: None }),
+        call(
+            "call-1",
+            CallState::Ready {
+                approved_by: Some(Approver {
+                    principal: Some(user.clone()),
+                }),
+            },
+        ),
+        call(
+            "call-2",
+            CallState::Ready {
+                approved_by: Some(Approver { principal: None }),
+            },
+        ),
+        call(
+            "call-3",
+            CallState::Waiting {
+                request_id: request_id(0),
+            },
+        ),
+        call("call-4", CallState::Running),
+        call("call-5", CallState::Finished { result: ok_result }),
+        call("call-6", CallState::Finished { result: failed }),
+        call("call-7", CallState::Finished { result: fatal }),
+        call(
+            "call-8",
+            CallState::Finished {
+                result: json_output,
+            },
+        ),
+        call(
+            "call-9",
+            CallState::Finished {
+                result: text_output,
+            },
+        ),
+    ];
+    let request = |n: usize, kind: RequestKind, status: RequestStatus| InputRequest {
+        request_id: request_id(n),
+        kind,
+        session_id: session.to_owned(),
+        turn_id: id.to_owned(),
+        call_id: Some(format!("call-{n}")),
+        tool: Some("wallet.pay".to_owned()),
+        input: Some(awkward_json()),
+        prompt: "Pay 12.50 EUR to shop?".to_owned(),
+        reasons: vec![
+            "the turn read untrusted output from web.fetch".to_owned(),
+            "the session asks before money calls".to_owned(),
+        ],
+        requester: Some(user.clone()),
+        approval_key: Some("input:sha256:abc".to_owned()),
+        status,
+    };
+    let bare = |n: usize, kind: RequestKind, status: RequestStatus| InputRequest {
+        request_id: request_id(n),
+        kind,
+        session_id: session.to_owned(),
+        turn_id: id.to_owned(),
+        call_id: None,
+        tool: None,
+        input: None,
+        prompt: "Which account?".to_owned(),
+        reasons: Vec::new(),
+        requester: None,
+        approval_key: None,
+        status,
+    };
+    let requests = vec![
+        request(0, RequestKind::ToolApproval, RequestStatus::Pending),
+        request(
+            1,
+            RequestKind::ToolApproval,
+            RequestStatus::Settled {
+                decision: Decision::Approved,
+                responder: Some(service.clone()),
+                note: Some("ok, but only this once".to_owned()),
+            },
+        ),
+        bare(
+            2,
+            RequestKind::ToolApproval,
+            RequestStatus::Settled {
+                decision: Decision::Cancelled,
+                responder: None,
+                note: None,
+            },
+        ),
+        bare(3, RequestKind::Question, RequestStatus::Pending),
+        bare(
+            4,
+            RequestKind::Question,
+            RequestStatus::Revoked {
+                outcome: Outcome::Ignored,
+            },
+        ),
+        bare(
+            5,
+            RequestKind::SessionLimit,
+            RequestStatus::Revoked {
+                outcome: Outcome::Cancelled,
+            },
+        ),
+        bare(
+            6,
+            RequestKind::SessionLimit,
+            RequestStatus::Revoked {
+                outcome: Outcome::Answered,
+            },
+        ),
+    ];
+    TurnRecord {
+        id: id.to_owned(),
+        session_id: session.to_owned(),
+        current: Some(principal(PrincipalType::Runtime, "toolwright:app")),
+        caller: Caller::Subagent,
+        structured_output: true,
+        tainted_by: Some("web.fetch".to_owned()),
+        status: TurnStatus::Waiting,
+        steps: u32::MAX,
+        pending: Some(PendingStep {
+            index: 7,
+            calls,
+            requests,
+        }),
+    }
+}

@@ -1,0 +1,583 @@
+//! The embedded SQLite store: one file, shared safely by every process that opens it.
+//!
+//! Each record is one row holding its JSON and its version; a versioned write checks the version
+//! and writes in one `IMMEDIATE` transaction. Nothing is cached in memory: a parked turn costs a
+//! row in the file, not a byte in the process.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use serde::de::DeserializeOwned;
+
+use super::{Store, StoreError};
+use crate::record::{SessionRecord, TurnRecord, TurnStatus};
+
+/// How long an operation waits for another connection (usually another process) that holds the
+/// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `PRAGMA application_id` of a toolwright store (ASCII `TWst`), so that opening some other
+/// application's SQLite file is refused instead of adding tables to it.
+const APPLICATION_ID: i32 = 0x5457_7374;
+
+/// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
+/// `n + 1`. A released script is never edited; a schema change appends one.
+const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+
+/// Version 1.
+///
+/// `turns.updated` is a store-wide write sequence, not a clock: clocks of two processes disagree
+/// and repeat within a millisecond, while the sequence, assigned under the write lock, orders
+/// every write exactly. The partial index keeps listing waiting turns proportional to their
+/// number, however many finished turns the file holds.
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    id      TEXT PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL,
+    json    TEXT NOT NULL
+);
+CREATE TABLE turns (
+    id         TEXT PRIMARY KEY NOT NULL,
+    session_id TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    json       TEXT NOT NULL,
+    updated    INTEGER NOT NULL
+);
+CREATE INDEX turns_by_update ON turns (updated);
+CREATE INDEX turns_waiting ON turns (updated, id) WHERE status = 'waiting';
+CREATE INDEX turns_running ON turns (updated, id) WHERE status = 'running';
+CREATE TABLE requests (
+    request_id TEXT PRIMARY KEY NOT NULL,
+    turn_id    TEXT NOT NULL
+);
+CREATE INDEX requests_by_turn ON requests (turn_id);
+CREATE TABLE approvals (
+    session_id TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
+) WITHOUT ROWID;
+";
+
+/// The embedded store: one SQLite file in WAL mode, every commit synced to disk.
+///
+/// Several processes may open the same file: versioned writes take the file's write lock, so
+/// exactly one of two racing writers wins and the other gets [`StoreError::Conflict`]; a writer
+/// that finds the lock taken waits (up to 10 s) instead of failing.
+///
+/// `waiting_turns` lists waiting turns least recently written first.
+///
+/// Every operation runs on tokio's blocking pool, so its future must be polled inside a tokio
+/// runtime. Dropping the future does not cancel a write already handed to the pool; the
+/// versions tell a later reader whether it landed.
+///
+/// ```no_run
+/// use toolwright_runtime::{SessionRecord, SqliteStore, Store};
+///
+/// # async fn demo() -> Result<(), toolwright_runtime::StoreError> {
+/// let store = SqliteStore::open("toolwright.db")?;
+/// let version = store.put_session(&SessionRecord::new("s1"), None).await?;
+/// let (session, read) = store.session("s1").await?.expect("just written");
+/// assert_eq!((session.id.as_str(), read), ("s1", version));
+/// # Ok(())
+/// # }
+/// ```
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    /// The file, as shown in errors (`:memory:` for [`SqliteStore::in_memory`]).
+    place: Arc<str>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.place)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens the store file at `path`, creating it if missing and bringing its schema up to date.
+    ///
+    /// Fails with [`StoreError::Backend`] when the file cannot be opened, is not a toolwright
+    /// store, or was written by a newer toolwright (its schema version is newer than this build
+    /// knows).
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let place = path.as_ref().display().to_string();
+        let fail = |doing: &str, error: rusqlite::Error| backend(&place, doing, &error);
+        let mut conn = Connection::open(path.as_ref()).map_err(|e| fail("cannot open", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| fail("cannot set the busy timeout", e))?;
+        // Refuse before touching the file: a foreign or newer file must stay as it was.
+        schema_version(&conn, &place)?;
+        // WAL lets readers run beside the one writer and keeps the file whole if a process dies
+        // mid-commit; FULL syncs the log at every commit, so a write that returned survives a
+        // power loss.
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(|e| fail("cannot switch to WAL mode", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(format!(
+                "sqlite `{place}`: the journal mode stayed `{mode}` instead of `wal`; put the \
+                 store on a local file system that supports shared memory"
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| fail("cannot enable synchronous commits", e))?;
+        migrate(&mut conn, &place)?;
+        Ok(SqliteStore::from_connection(conn, place))
+    }
+
+    /// A private store in memory, gone when dropped: for tests.
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        let place = ":memory:".to_owned();
+        let mut conn = Connection::open_in_memory()
+            .map_err(|e| backend(&place, "cannot open a memory database", &e))?;
+        migrate(&mut conn, &place)?;
+        Ok(SqliteStore::from_connection(conn, place))
+    }
+
+    fn from_connection(conn: Connection, place: String) -> SqliteStore {
+        SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            place: place.into(),
+        }
+    }
+
+    /// Runs `op` on the connection in tokio's blocking pool; SQLite errors get the file and
+    /// `doing` attached here, once.
+    fn call<T, F>(&self, doing: String, op: F) -> BoxFuture<'static, Result<T, StoreError>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let place = Arc::clone(&self.place);
+        Box::pin(async move {
+            let joined = tokio::task::spawn_blocking(move || {
+                // A panic under the lock cannot leave a transaction open (rusqlite rolls back
+                // when a `Transaction` is dropped, also while unwinding): the connection is
+                // still consistent, so a poisoned lock is taken over rather than bricking the
+                // store.
+                let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                op(&mut conn)
+            })
+            .await;
+            match joined {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(Failure::Store(error))) => Err(error),
+                Ok(Err(Failure::Sqlite(error))) => Err(backend(&place, &doing, &error)),
+                Err(error) => Err(StoreError::Backend(format!(
+                    "sqlite `{place}`: {doing}: the blocking task failed: {error}"
+                ))),
+            }
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>> {
+        let id = id.to_owned();
+        self.call(format!("reading session `{id}`"), move |conn| {
+            let row = conn
+                .prepare_cached("SELECT json, version FROM sessions WHERE id = ?1")?
+                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            Ok(row
+                .map(|(json, version): (String, i64)| decode(&id, &json, version))
+                .transpose()?)
+        })
+    }
+
+    fn put_session<'a>(
+        &'a self,
+        record: &'a SessionRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let json = match encode(&record.id, record) {
+            Ok(json) => json,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let id = record.id.clone();
+        self.call(format!("writing session `{id}`"), move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version = match expected {
+                None => {
+                    let inserted = tx
+                        .prepare_cached(
+                            "INSERT INTO sessions (id, version, json) VALUES (?1, 1, ?2) \
+                             ON CONFLICT (id) DO NOTHING",
+                        )?
+                        .execute(params![id, json])?;
+                    written(inserted, &id)?;
+                    1
+                }
+                Some(expected) => {
+                    let (stored, next) = stored_versions(&id, expected)?;
+                    let updated = tx
+                        .prepare_cached(
+                            "UPDATE sessions SET version = ?3, json = ?2 \
+                             WHERE id = ?1 AND version = ?4",
+                        )?
+                        .execute(params![id, json, next, stored])?;
+                    written(updated, &id)?;
+                    expected + 1
+                }
+            };
+            tx.commit()?;
+            Ok(version)
+        })
+    }
+
+    fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>> {
+        let id = id.to_owned();
+        self.call(format!("reading turn `{id}`"), move |conn| {
+            let row = conn
+                .prepare_cached("SELECT json, version FROM turns WHERE id = ?1")?
+                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            Ok(row
+                .map(|(json, version): (String, i64)| decode(&id, &json, version))
+                .transpose()?)
+        })
+    }
+
+    fn put_turn<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let json = match encode(&record.id, record) {
+            Ok(json) => json,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let id = record.id.clone();
+        let session_id = record.session_id.clone();
+        let status = status_name(record.status);
+        let requests: Vec<String> = record
+            .request_ids()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.call(format!("writing turn `{id}`"), move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let sequence: i64 = tx
+                .prepare_cached("SELECT coalesce(max(updated), 0) + 1 FROM turns")?
+                .query_row([], |row| row.get(0))?;
+            let version = match expected {
+                None => {
+                    let inserted = tx
+                        .prepare_cached(
+                            "INSERT INTO turns (id, session_id, status, version, json, updated) \
+                             VALUES (?1, ?2, ?3, 1, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                        )?
+                        .execute(params![id, session_id, status, json, sequence])?;
+                    written(inserted, &id)?;
+                    1
+                }
+                Some(expected) => {
+                    let (stored, next) = stored_versions(&id, expected)?;
+                    let updated = tx
+                        .prepare_cached(
+                            "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
+                             json = ?5, updated = ?6 WHERE id = ?1 AND version = ?7",
+                        )?
+                        .execute(params![
+                            id, session_id, status, next, json, sequence, stored
+                        ])?;
+                    written(updated, &id)?;
+                    expected + 1
+                }
+            };
+            // The index only grows: a request of a closed step still resolves to its turn, so a
+            // late answer is recognised as an answer to a settled request, not an unknown one.
+            let mut index = tx.prepare_cached(
+                "INSERT INTO requests (request_id, turn_id) VALUES (?1, ?2) \
+                 ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
+            )?;
+            for request in &requests {
+                index.execute([request, &id])?;
+            }
+            drop(index);
+            tx.commit()?;
+            Ok(version)
+        })
+    }
+
+    fn turn_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
+        let request_id = request_id.to_owned();
+        self.call(format!("looking up request `{request_id}`"), move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT turn_id FROM requests WHERE request_id = ?1")?
+                .query_row([&request_id], |row| row.get(0))
+                .optional()?)
+        })
+    }
+
+    fn waiting_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing waiting turns".to_owned(), |conn| {
+            // The literal status matches the partial index `turns_waiting`; a bound parameter
+            // would not.
+            let mut statement = conn
+                .prepare_cached("SELECT id FROM turns WHERE status = 'waiting' ORDER BY updated")?;
+            let ids = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })
+    }
+
+    fn running_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing running turns".to_owned(), |conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT id FROM turns WHERE status = 'running' ORDER BY updated")?;
+            let ids = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })
+    }
+
+    fn remember_approval<'a>(
+        &'a self,
+        session_id: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let session_id = session_id.to_owned();
+        let key = key.to_owned();
+        self.call(
+            format!("remembering approval `{key}` in session `{session_id}`"),
+            move |conn| {
+                conn.prepare_cached(
+                    "INSERT INTO approvals (session_id, key) VALUES (?1, ?2) \
+                     ON CONFLICT DO NOTHING",
+                )?
+                .execute([&session_id, &key])?;
+                Ok(())
+            },
+        )
+    }
+
+    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>> {
+        let session_id = session_id.to_owned();
+        self.call(
+            format!("reading approvals of session `{session_id}`"),
+            move |conn| {
+                let mut statement =
+                    conn.prepare_cached("SELECT key FROM approvals WHERE session_id = ?1")?;
+                let keys = statement
+                    .query_map([&session_id], |row| row.get(0))?
+                    .collect::<Result<BTreeSet<String>, _>>()?;
+                Ok(keys)
+            },
+        )
+    }
+}
+
+/// Why an operation inside [`SqliteStore::call`] failed.
+enum Failure {
+    /// SQLite failed; `call` adds the file and the operation.
+    Sqlite(rusqlite::Error),
+    /// Already a complete answer (a conflict, an undecodable record).
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(error: rusqlite::Error) -> Self {
+        Failure::Sqlite(error)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+fn backend(place: &str, doing: &str, error: &rusqlite::Error) -> StoreError {
+    let hint = if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) {
+        format!(
+            " (another connection holds the file's write lock; waited up to {} s)",
+            BUSY_TIMEOUT.as_secs()
+        )
+    } else {
+        String::new()
+    };
+    StoreError::Backend(format!("sqlite `{place}`: {doing}: {error}{hint}"))
+}
+
+/// The column value of a status. It is part of the file format (the partial index names
+/// `waiting`), so it is spelt here rather than borrowed from the JSON encoding.
+fn status_name(status: TurnStatus) -> &'static str {
+    match status {
+        TurnStatus::Active => "active",
+        TurnStatus::Waiting => "waiting",
+        TurnStatus::Running => "running",
+        TurnStatus::Completed => "completed",
+        TurnStatus::Cancelled => "cancelled",
+    }
+}
+
+/// `expected` and its successor as SQLite integers. A version SQLite cannot hold matches no
+/// row: a conflict, like any other version that is not the stored one.
+fn stored_versions(id: &str, expected: u64) -> Result<(i64, i64), StoreError> {
+    i64::try_from(expected)
+        .ok()
+        .and_then(|expected| Some((expected, expected.checked_add(1)?)))
+        .ok_or_else(|| StoreError::Conflict(id.to_owned()))
+}
+
+/// A conflict when the version check (or the insert's uniqueness) left the table as it was.
+fn written(rows: usize, id: &str) -> Result<(), StoreError> {
+    match rows {
+        0 => Err(StoreError::Conflict(id.to_owned())),
+        _ => Ok(()),
+    }
+}
+
+fn encode<T: serde::Serialize>(id: &str, record: &T) -> Result<String, StoreError> {
+    serde_json::to_string(record)
+        .map_err(|error| StoreError::Backend(format!("cannot encode record `{id}`: {error}")))
+}
+
+fn decode<T: DeserializeOwned>(id: &str, json: &str, version: i64) -> Result<(T, u64), StoreError> {
+    let corrupt = |error: String| StoreError::Corrupt {
+        id: id.to_owned(),
+        error,
+    };
+    let version = u64::try_from(version)
+        .map_err(|_| corrupt(format!("the stored version {version} is negative")))?;
+    let record = serde_json::from_str(json).map_err(|error| corrupt(error.to_string()))?;
+    Ok((record, version))
+}
+
+/// The file's schema version, after checking the file is a toolwright store this build can use.
+fn schema_version(conn: &Connection, place: &str) -> Result<usize, StoreError> {
+    let fail = |error: rusqlite::Error| backend(place, "cannot read the file header", &error);
+    let application: i32 = conn
+        .pragma_query_value(None, "application_id", |row| row.get(0))
+        .map_err(fail)?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(fail)?;
+    let not_ours = || {
+        StoreError::Backend(format!(
+            "sqlite `{place}` is not a toolwright store (application_id {application:#x}, \
+             user_version {version}); give the path of a toolwright store or of a new file"
+        ))
+    };
+    if application != APPLICATION_ID {
+        if application != 0 || version != 0 {
+            return Err(not_ours());
+        }
+        // A file that was never migrated must be empty: anything else belongs to someone.
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(fail)?;
+        if tables != 0 {
+            return Err(not_ours());
+        }
+    }
+    match usize::try_from(version) {
+        Ok(version) if version <= MIGRATIONS.len() => Ok(version),
+        _ => Err(StoreError::Backend(format!(
+            "sqlite `{place}` has schema version {version}, but this build of toolwright knows \
+             versions up to {known}: a newer toolwright wrote it. Run the newer toolwright, or \
+             restore a copy of the file made before the upgrade",
+            known = MIGRATIONS.len()
+        ))),
+    }
+}
+
+/// Brings the schema to the newest version. Idempotent; the check is repeated under the write
+/// lock because another process may be migrating the same file at the same moment.
+fn migrate(conn: &mut Connection, place: &str) -> Result<(), StoreError> {
+    if schema_version(conn, place)? == MIGRATIONS.len() {
+        return Ok(());
+    }
+    let fail = |error: rusqlite::Error| backend(place, "cannot migrate the schema", &error);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail)?;
+    let from = schema_version(&tx, place)?;
+    for script in &MIGRATIONS[from..] {
+        tx.execute_batch(script).map_err(fail)?;
+    }
+    // Both pragmas write the file header inside the transaction: the schema and its version
+    // commit together or not at all.
+    tx.pragma_update(None, "application_id", APPLICATION_ID)
+        .map_err(fail)?;
+    tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+        .map_err(fail)?;
+    tx.commit().map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_column_matches_the_json_encoding() {
+        for status in [
+            TurnStatus::Active,
+            TurnStatus::Waiting,
+            TurnStatus::Running,
+            TurnStatus::Completed,
+            TurnStatus::Cancelled,
+        ] {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                status_name(status),
+                "{status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn waiting_turns_are_listed_through_the_partial_index() {
+        let store = SqliteStore::in_memory().unwrap();
+        let conn = store.conn.lock().unwrap();
+        let plan: Vec<String> = conn
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT id FROM turns WHERE status = 'waiting' ORDER BY updated",
+            )
+            .unwrap()
+            .query_map([], |row| row.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|step| step.contains("turns_waiting")),
+            "plan: {plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "sorts instead of reading the index in order: {plan:?}"
+        );
+    }
+
+    #[test]
+    fn the_next_sequence_is_read_from_the_index() {
+        let store = SqliteStore::in_memory().unwrap();
+        let conn = store.conn.lock().unwrap();
+        let plan: Vec<String> = conn
+            .prepare("EXPLAIN QUERY PLAN SELECT coalesce(max(updated), 0) + 1 FROM turns")
+            .unwrap()
+            .query_map([], |row| row.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|step| step.contains("turns_by_update")),
+            "plan: {plan:?}"
+        );
+    }
+}

@@ -1,0 +1,340 @@
+//! The SQLite store: the conformance suite on a file and in memory, durability across reopening,
+//! two connections racing on one file, the schema migration, and many parked turns.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use toolwright_core::Caller;
+use toolwright_runtime::store::conformance;
+use toolwright_runtime::{
+    InputRequest, PendingStep, RequestKind, RequestStatus, SessionRecord, SqliteStore, Store,
+    StoreError, TurnRecord, TurnStatus,
+};
+
+/// A fresh directory (removed on drop) and a store path inside it.
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("toolwright.db");
+    (dir, path)
+}
+
+fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
+    TurnRecord {
+        id: id.to_owned(),
+        session_id: "s1".to_owned(),
+        current: None,
+        caller: Caller::Model,
+        structured_output: false,
+        tainted_by: None,
+        status,
+        steps: 0,
+        pending: (!requests.is_empty()).then(|| PendingStep {
+            index: 0,
+            calls: Vec::new(),
+            requests: requests
+                .iter()
+                .map(|request| InputRequest {
+                    request_id: (*request).to_owned(),
+                    kind: RequestKind::Question,
+                    session_id: "s1".to_owned(),
+                    turn_id: id.to_owned(),
+                    call_id: None,
+                    tool: None,
+                    input: None,
+                    prompt: "Which account?".to_owned(),
+                    reasons: Vec::new(),
+                    requester: None,
+                    approval_key: None,
+                    status: RequestStatus::Pending,
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn user_version(path: &Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap()
+}
+
+fn backend_message(result: Result<SqliteStore, StoreError>) -> String {
+    match result {
+        Err(StoreError::Backend(message)) => message,
+        other => panic!("expected StoreError::Backend, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn conformance_on_a_file() {
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path).unwrap();
+    conformance::run(&store).await;
+}
+
+#[tokio::test]
+async fn conformance_in_memory() {
+    conformance::run(&SqliteStore::in_memory().unwrap()).await;
+}
+
+#[tokio::test]
+async fn conformance_runs_twice_on_one_file() {
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path).unwrap();
+    conformance::run(&store).await;
+    conformance::run(&store).await;
+}
+
+#[tokio::test]
+async fn records_survive_reopening() {
+    let (_dir, path) = temp_db();
+    let mut session = SessionRecord::new("s1");
+    session.state.insert("seen".into(), json!(["a", "b"]));
+    let parked = turn("t1", TurnStatus::Waiting, &["q1", "q2"]);
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_session(&session, None).await.unwrap();
+        store.put_session(&session, Some(1)).await.unwrap();
+        store.put_turn(&parked, None).await.unwrap();
+        store
+            .put_turn(&turn("t2", TurnStatus::Completed, &[]), None)
+            .await
+            .unwrap();
+        store.remember_approval("s1", "wallet.pay").await.unwrap();
+    }
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.session("s1").await.unwrap(),
+        Some((session.clone(), 2))
+    );
+    assert_eq!(store.turn("t1").await.unwrap(), Some((parked.clone(), 1)));
+    assert_eq!(
+        store.turn_of_request("q2").await.unwrap().as_deref(),
+        Some("t1")
+    );
+    assert_eq!(store.waiting_turns().await.unwrap(), ["t1"]);
+    assert!(store.approvals("s1").await.unwrap().contains("wallet.pay"));
+
+    // Versions carry on from the file, and a stale writer from before is still refused.
+    assert_eq!(store.put_session(&session, Some(2)).await.unwrap(), 3);
+    assert!(matches!(
+        store.put_session(&session, Some(2)).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let mut resumed = parked;
+    resumed.status = TurnStatus::Running;
+    resumed.pending = None;
+    assert_eq!(store.put_turn(&resumed, Some(1)).await.unwrap(), 2);
+    drop(store);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.turn("t1").await.unwrap(), Some((resumed, 2)));
+    assert_eq!(
+        store.turn_of_request("q1").await.unwrap().as_deref(),
+        Some("t1")
+    );
+    assert!(store.waiting_turns().await.unwrap().is_empty());
+}
+
+/// Two connections on one file (as two processes would have) increment one turn from many
+/// tasks, each re-reading and retrying on a conflict: every version has exactly one winner and
+/// no increment is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_race_without_lost_updates() {
+    const TASKS: u32 = 16;
+    const ROUNDS: u32 = 5;
+    let (_dir, path) = temp_db();
+    let stores: [Arc<SqliteStore>; 2] = [
+        Arc::new(SqliteStore::open(&path).unwrap()),
+        Arc::new(SqliteStore::open(&path).unwrap()),
+    ];
+    stores[0]
+        .put_turn(&turn("t", TurnStatus::Running, &[]), None)
+        .await
+        .unwrap();
+
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|n| {
+            let store = Arc::clone(&stores[n as usize % 2]);
+            tokio::spawn(async move {
+                let mut won = Vec::new();
+                let mut conflicts = 0_u32;
+                for _ in 0..ROUNDS {
+                    loop {
+                        let (mut record, version) = store.turn("t").await.unwrap().unwrap();
+                        record.steps += 1;
+                        match store.put_turn(&record, Some(version)).await {
+                            Ok(next) => {
+                                assert_eq!(next, version + 1);
+                                won.push(next);
+                                break;
+                            }
+                            Err(StoreError::Conflict(_)) => conflicts += 1,
+                            Err(error) => panic!("task {n}: {error}"),
+                        }
+                    }
+                }
+                (won, conflicts)
+            })
+        })
+        .collect();
+
+    let mut won = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        let (task_won, task_conflicts) = task.await.unwrap();
+        won.extend(task_won);
+        conflicts += task_conflicts;
+    }
+    won.sort_unstable();
+    let every: Vec<u64> = (2..=u64::from(TASKS * ROUNDS) + 1).collect();
+    assert_eq!(won, every, "each version must have exactly one winner");
+    assert!(
+        conflicts > 0,
+        "the tasks never raced; the test proves nothing"
+    );
+
+    for store in &stores {
+        let (record, version) = store.turn("t").await.unwrap().unwrap();
+        assert_eq!(
+            (record.steps, version),
+            (TASKS * ROUNDS, u64::from(TASKS * ROUNDS) + 1)
+        );
+    }
+}
+
+#[test]
+fn opening_migrates_once() {
+    let (_dir, path) = temp_db();
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), 1);
+    drop(SqliteStore::open(&path).unwrap());
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), 1);
+    let journal: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "journal_mode", |row| row.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+}
+
+#[tokio::test]
+async fn reopening_keeps_data_written_between_opens() {
+    let (_dir, path) = temp_db();
+    let first = SqliteStore::open(&path).unwrap();
+    first
+        .put_session(&SessionRecord::new("s1"), None)
+        .await
+        .unwrap();
+    // A second open while the first is still in use must not migrate again or lose anything.
+    let second = SqliteStore::open(&path).unwrap();
+    assert!(second.session("s1").await.unwrap().is_some());
+    second
+        .put_session(&SessionRecord::new("s2"), None)
+        .await
+        .unwrap();
+    assert!(first.session("s2").await.unwrap().is_some());
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let (_dir, path) = temp_db();
+    drop(SqliteStore::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 2)
+        .unwrap();
+
+    let message = backend_message(SqliteStore::open(&path));
+    assert!(
+        message.contains("schema version 2") && message.contains("newer toolwright"),
+        "{message}"
+    );
+    assert_eq!(
+        user_version(&path),
+        2,
+        "the refused file must not be changed"
+    );
+}
+
+#[test]
+fn a_foreign_database_is_refused() {
+    let (dir, path) = temp_db();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (body TEXT)")
+        .unwrap();
+    let message = backend_message(SqliteStore::open(&path));
+    assert!(message.contains("is not a toolwright store"), "{message}");
+    assert_eq!(
+        user_version(&path),
+        0,
+        "the foreign file must not be changed"
+    );
+
+    let other_app = dir.path().join("other.db");
+    rusqlite::Connection::open(&other_app)
+        .unwrap()
+        .pragma_update(None, "application_id", 42)
+        .unwrap();
+    let message = backend_message(SqliteStore::open(&other_app));
+    assert!(message.contains("is not a toolwright store"), "{message}");
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "not a database at all, just some text in a file\n".repeat(20),
+    )
+    .unwrap();
+    let message = backend_message(SqliteStore::open(&text));
+    assert!(message.contains("notes.txt"), "{message}");
+}
+
+/// Many parked turns live in the file, not in memory; listing them stays quick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_waiting_turns() {
+    const TURNS: usize = 10_000;
+    let (_dir, path) = temp_db();
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+
+    let started = Instant::now();
+    let ids: Vec<String> = (0..TURNS).map(|n| format!("turn-{n:05}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        let status = if n % 10 == 9 {
+            TurnStatus::Completed
+        } else {
+            TurnStatus::Waiting
+        };
+        let request = format!("request-{n}");
+        store
+            .put_turn(&turn(id, status, &[&request]), None)
+            .await
+            .unwrap();
+    }
+    let written = started.elapsed();
+
+    let started = Instant::now();
+    let waiting = store.waiting_turns().await.unwrap();
+    let listed = started.elapsed();
+
+    let expected: Vec<&String> = ids
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| n % 10 != 9)
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(waiting.iter().collect::<Vec<_>>(), expected);
+    assert_eq!(
+        store
+            .turn_of_request("request-4321")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("turn-04321")
+    );
+    eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
+}
