@@ -518,14 +518,15 @@ fn null_is_the_empty_input() {
 }
 
 #[test]
-fn extra_fields_follow_the_argument_struct() {
-    // Serde ignores unknown fields by default, and so does the schema.
-    assert!(
-        get("read_logs")
-            .validate(json!({ "service": "api", "verbose": true }))
-            .is_ok()
-    );
-    // With `deny_unknown_fields` both refuse them, naming the field.
+fn extra_fields_are_refused() {
+    // Serde would drop an unknown field silently; the schema is closed so the model learns the
+    // tool has no such field instead of believing it was applied.
+    let error = get("read_logs")
+        .validate(json!({ "service": "api", "verbose": true }))
+        .unwrap_err();
+    assert_eq!(pointers(&error.problems), [""]);
+    assert!(error.problems[0].message.contains("'verbose'"), "{error}");
+    // With `deny_unknown_fields` too, naming the field.
     let error = get("rename_branch")
         .validate(json!({ "name": "main", "force": true }))
         .unwrap_err();

@@ -206,6 +206,14 @@ pub fn label(text: String) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
+/// Runs a label renderer; a panic in it means "no label" (the runtime falls back to the
+/// humanized tool name) instead of failing the call.
+pub fn guard_label(render: impl FnOnce() -> Option<String>) -> Option<String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(render))
+        .ok()
+        .flatten()
+}
+
 /// Converts what `to_model_output` returned.
 pub fn model_output<M: Into<ModelOutput>>(output: M) -> ModelOutput {
     output.into()

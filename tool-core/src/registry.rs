@@ -117,6 +117,7 @@ impl Tool {
 
         let generated = (descriptor.input.schema)(false);
         let mut input_schema = schema::model_facing(&generated);
+        schema::close_objects(&mut input_schema);
         if !schema::is_object_schema(&input_schema) {
             problems.push(RegistryProblem::InputNotObject {
                 tool: name.clone(),
@@ -136,7 +137,8 @@ impl Tool {
             }
             input_schema = schema::with_task_id(input_schema);
         }
-        let inlined = schema::model_facing(&(descriptor.input.schema)(true));
+        let mut inlined = schema::model_facing(&(descriptor.input.schema)(true));
+        schema::close_objects(&mut inlined);
         let inlined_input_schema = if schema::has_ref(&inlined) {
             Err(format!(
                 "the input type `{}` is recursive, so its schema cannot be written without `$ref`",
@@ -701,6 +703,16 @@ impl Registry {
     }
 
     fn unknown(&self, name: &str, audience: Audience) -> ToolError {
+        if !names::is_valid_name(name) {
+            // No tool can have such a name; do not score (or echo) arbitrary text.
+            let shown: String = name.chars().take(64).collect();
+            return ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!(
+                    "no tool named `{shown}`; tool names match ^[a-zA-Z0-9_-]{{1,64}}$, check the tool list"
+                ),
+            );
+        }
         let visible = self
             .0
             .tools

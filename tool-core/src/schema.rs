@@ -129,22 +129,36 @@ impl InputValidator {
         Ok(input)
     }
 
-    /// Checks `value` without changing it.
+    /// Checks `value` without changing it: the schema, then that every number fits the Rust
+    /// type its `format` names exactly (so what was validated is what the tool receives).
     pub fn check(&self, tool: &str, value: &Value) -> Result<(), InputError> {
-        if self.validator.is_valid(value) {
-            return Ok(());
-        }
         let mut problems: Vec<InputProblem> = Vec::new();
         let mut extra = 0usize;
-        for error in self.validator.iter_errors(value) {
-            if problems.len() == MAX_PROBLEMS {
-                extra += 1;
-                continue;
+        if !self.validator.is_valid(value) {
+            for error in self.validator.iter_errors(value) {
+                if problems.len() == MAX_PROBLEMS {
+                    extra += 1;
+                    continue;
+                }
+                problems.push(InputProblem {
+                    pointer: error.instance_path().to_string(),
+                    message: shorten(error.to_string()),
+                });
             }
-            problems.push(InputProblem {
-                pointer: error.instance_path().to_string(),
-                message: error.to_string(),
-            });
+        }
+        if problems.is_empty() {
+            let mut pointer = String::new();
+            number_problems(
+                &self.schema,
+                &self.schema,
+                value,
+                &mut pointer,
+                &mut problems,
+                0,
+            );
+            if problems.is_empty() {
+                return Ok(());
+            }
         }
         if extra > 0 {
             problems.push(InputProblem {
@@ -156,6 +170,197 @@ impl InputValidator {
             tool: tool.to_owned(),
             problems,
         })
+    }
+}
+
+/// Longest message kept for one problem; longer ones (which quote huge inputs back) are cut.
+const MAX_MESSAGE: usize = 300;
+
+fn shorten(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("… (cut)");
+    }
+    message
+}
+
+/// Closes every object that names its properties (`additionalProperties: false` where the
+/// schema says nothing), so a field the tool does not have is an error the model sees, not a
+/// silently dropped argument. Maps (`additionalProperties` given) and objects assembled with
+/// `allOf` are left open.
+pub fn close_objects(schema: &mut Value) {
+    close(schema, 0);
+}
+
+fn close(node: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(map) = node else { return };
+    let named = map.contains_key("properties");
+    let open_by_design = [
+        "additionalProperties",
+        "allOf",
+        "patternProperties",
+        "unevaluatedProperties",
+    ]
+    .iter()
+    .any(|k| map.contains_key(*k));
+    if named && !open_by_design {
+        map.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (key, child) in map.iter_mut() {
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" => {
+                if let Value::Object(children) = child {
+                    for grandchild in children.values_mut() {
+                        close(grandchild, depth + 1);
+                    }
+                }
+            }
+            "items" | "additionalProperties" => close(child, depth + 1),
+            "anyOf" | "oneOf" | "prefixItems" => {
+                if let Value::Array(branches) = child {
+                    for branch in branches {
+                        close(branch, depth + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Numbers that do not fit, exactly, the Rust type their schema's `format` names (schemars
+/// writes `uint32`, `int64`, `float`, `double`, ...). JSON Schema cannot say "fits a `u32`" or
+/// "is exactly an `f32`", and serde would otherwise round or fail without a pointer.
+fn number_problems(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    pointer: &mut String,
+    problems: &mut Vec<InputProblem>,
+    depth: usize,
+) {
+    if depth > 64 || problems.len() >= MAX_PROBLEMS {
+        return;
+    }
+    let schema = resolve(root, schema);
+    match value {
+        Value::Number(number) => {
+            if let Some(format) = schema.get("format").and_then(Value::as_str)
+                && let Some(message) = number_misfit(number, format)
+            {
+                problems.push(InputProblem {
+                    pointer: pointer.clone(),
+                    message,
+                });
+            }
+        }
+        Value::Object(object) => {
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (key, child) in object {
+                    if let Some(property) = properties.get(key) {
+                        let len = pointer.len();
+                        pointer.push('/');
+                        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                        number_problems(root, property, child, pointer, problems, depth + 1);
+                        pointer.truncate(len);
+                    }
+                }
+            }
+            if let Some(values) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+                for (key, child) in object {
+                    if schema.pointer(&format!("/properties/{key}")).is_none() {
+                        let len = pointer.len();
+                        pointer.push('/');
+                        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                        number_problems(root, values, child, pointer, problems, depth + 1);
+                        pointer.truncate(len);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter().enumerate() {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&i.to_string());
+                    number_problems(root, item_schema, item, pointer, problems, depth + 1);
+                    pointer.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+    if !matches!(value, Value::Number(_)) || schema.get("format").is_none() {
+        for keyword in ["anyOf", "oneOf"] {
+            if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+                let mut candidates = branches
+                    .iter()
+                    .filter(|branch| may_hold(root, resolve(root, branch), value));
+                if let (Some(only), None) = (candidates.next(), candidates.next()) {
+                    number_problems(root, only, value, pointer, problems, depth + 1);
+                }
+            }
+        }
+        if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+            for part in all {
+                number_problems(root, part, value, pointer, problems, depth + 1);
+            }
+        }
+    }
+}
+
+/// Why `number` does not fit the type `format` names exactly, if it does not.
+fn number_misfit(number: &serde_json::Number, format: &str) -> Option<String> {
+    let integer_range: Option<(i128, i128, &str)> = match format {
+        "int8" => Some((i8::MIN.into(), i8::MAX.into(), "an 8-bit signed integer")),
+        "uint8" => Some((0, u8::MAX.into(), "an 8-bit unsigned integer")),
+        "int16" => Some((i16::MIN.into(), i16::MAX.into(), "a 16-bit signed integer")),
+        "uint16" => Some((0, u16::MAX.into(), "a 16-bit unsigned integer")),
+        "int32" => Some((i32::MIN.into(), i32::MAX.into(), "a 32-bit signed integer")),
+        "uint32" => Some((0, u32::MAX.into(), "a 32-bit unsigned integer")),
+        "int64" | "int" => Some((i64::MIN.into(), i64::MAX.into(), "a 64-bit signed integer")),
+        "uint64" | "uint" => Some((0, u64::MAX.into(), "a 64-bit unsigned integer")),
+        _ => None,
+    };
+    let as_integer = number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from));
+    if let Some((min, max, what)) = integer_range {
+        return match as_integer {
+            Some(n) if n >= min && n <= max => None,
+            Some(n) => Some(format!("{n} does not fit {what} ({min} to {max})")),
+            None => Some(format!(
+                "{number} is not a whole number; send {what} without a fraction or exponent"
+            )),
+        };
+    }
+    match format {
+        "float" => {
+            let exact = match as_integer {
+                Some(n) => (n as f32) as i128 == n && (n as f32).is_finite(),
+                None => number.as_f64().is_some_and(|v| {
+                    let narrowed = v as f32;
+                    narrowed.is_finite() && f64::from(narrowed) == v
+                }),
+            };
+            (!exact).then(|| format!("{number} cannot be represented exactly as a 32-bit float; send fewer significant digits"))
+        }
+        "double" => match as_integer {
+            Some(n) if (n as f64) as i128 != n => Some(format!(
+                "{number} cannot be represented exactly as a 64-bit float (integers above 2^53 lose digits); send it as a string if the tool needs it exact"
+            )),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

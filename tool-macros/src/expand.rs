@@ -162,8 +162,10 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called))
                 }
             };
+            // A label that fails (panics) falls back to the humanized name in the runtime; it
+            // must never turn a successful call into a failed one.
             quote! {
-                #parse_label_input.ok().and_then(|__la| #tw::label(#render))
+                #tw::guard_label(|| #parse_label_input.ok().and_then(|__la| #tw::label(#render)))
             }
         }
         _ => quote!(::core::option::Option::None),

@@ -65,7 +65,12 @@ impl CallHost for RuntimeHost {
             return;
         }
         let tool = &self.registry.tools()[self.tool];
-        let label = tool.delta_label(&self.input, &snapshot);
+        // A delta label callback that panics means no label, not a failed call.
+        let label = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tool.delta_label(&self.input, &snapshot)
+        }))
+        .ok()
+        .flatten();
         let _ = self.events.send(Event::ActionPartial {
             session_id: self.session_id.clone(),
             turn_id: self.turn_id.clone(),

@@ -94,6 +94,7 @@ impl Turn {
     /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
     pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
         let rt = &self.runtime;
+        let _running = rt.track(&self.id, &self.token);
         let store = &rt.0.store;
         let (turn, version) = store
             .turn(&self.id)
@@ -122,6 +123,47 @@ impl Turn {
             disabled,
         };
 
+        // Results, approvals and resumption are keyed by call id: a step whose ids repeat could
+        // run one call twice, so none of its calls run.
+        let mut seen = HashSet::new();
+        let repeated: Vec<&str> = calls
+            .iter()
+            .filter(|c| !seen.insert(c.call_id.as_str()))
+            .map(|c| c.call_id.as_str())
+            .collect();
+        if !repeated.is_empty() {
+            let results: Vec<CallResult> = calls
+                .iter()
+                .map(|call| {
+                    CallResult::failed(
+                        &call.call_id,
+                        &call.name,
+                        ToolError::with_code(
+                            ErrorCode::InvalidInput,
+                            format!(
+                                "call ids must be unique within one response, and {} repeat; none of these calls ran, call them again with distinct ids",
+                                repeated.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+                            ),
+                        ),
+                    )
+                })
+                .collect();
+            for result in &results {
+                rt.emit(Event::ActionResult {
+                    session_id: scope.session.id.clone(),
+                    turn_id: self.id.clone(),
+                    result: result.clone(),
+                });
+            }
+            scope.turn.steps += 1;
+            store.put_turn(&scope.turn, Some(version)).await?;
+            return Ok(StepOutcome::Completed {
+                results,
+                ends_turn: false,
+                notices,
+            });
+        }
+
         let span = tracing::info_span!("step", turn_id = %self.id, calls = calls.len());
         let mut prepared = Vec::with_capacity(calls.len());
         for call in &calls {
@@ -141,7 +183,7 @@ impl Turn {
             };
             let label = match prep {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
-                    rt.0.registry.tools()[*tool].start_label(input)
+                    start_label(&rt.0.registry.tools()[*tool], input)
                 }
                 Prepared::Done(result) => names::humanize(&result.tool),
             };
@@ -207,7 +249,9 @@ impl Turn {
                     .collect(),
             };
             scope.turn.pending = Some(step);
-            scope.turn.status = TurnStatus::Waiting;
+            // `running` while the ready calls run: the requests are not announced yet, so no
+            // answer can arrive before the step is parked below.
+            scope.turn.status = TurnStatus::Running;
             version = store.put_turn(&scope.turn, Some(version)).await?;
         }
 
@@ -236,12 +280,12 @@ impl Turn {
         let ran: Vec<Option<CallResult>> = futures_util::future::join_all(runs).await;
         let mut results = Vec::new();
         for (prep, ran) in prepared.iter().zip(ran) {
-            let result = match (prep, ran) {
-                (_, Some(result)) => result,
-                (Prepared::Done(result), None) => result.clone(),
+            let (result, invoked) = match (prep, ran) {
+                (_, Some(result)) => (result, true),
+                (Prepared::Done(result), None) => (result.clone(), false),
                 _ => continue,
             };
-            rt.note_taint(&mut scope.turn, &result);
+            rt.note_taint(&mut scope.turn, &result, invoked);
             rt.emit(Event::ActionResult {
                 session_id: scope.session.id.clone(),
                 turn_id: self.id.clone(),
@@ -260,7 +304,38 @@ impl Turn {
                 }
             }
             let requests = step.requests.clone();
-            store.put_turn(&scope.turn, Some(version)).await?;
+            scope.turn.status = TurnStatus::Waiting;
+            match store.put_turn(&scope.turn, Some(version)).await {
+                Ok(_) => {}
+                // Cancelled while the ready calls ran: `cancel` closed the turn, and the requests,
+                // never announced, will not be; the calls that waited on them are cancelled.
+                Err(StoreError::Conflict(_)) if rt.cancelled_meanwhile(&self.id).await? => {
+                    let mut ran = results.into_iter();
+                    let mut all = Vec::with_capacity(prepared.len());
+                    for prep in &prepared {
+                        match prep {
+                            Prepared::Ask { call_id, tool, .. } => {
+                                let name = rt.0.registry.tools()[*tool].name();
+                                all.push(CallResult::failed(
+                                    call_id,
+                                    name,
+                                    ToolError::with_code(
+                                        ErrorCode::Cancelled,
+                                        format!("`{name}` was cancelled with its turn"),
+                                    ),
+                                ));
+                            }
+                            _ => all.extend(ran.next()),
+                        }
+                    }
+                    return Ok(StepOutcome::Completed {
+                        results: all,
+                        ends_turn: false,
+                        notices,
+                    });
+                }
+                Err(error) => return Err(error.into()),
+            }
             for request in &requests {
                 rt.emit(Event::InputRequested {
                     request: request.clone(),
@@ -284,7 +359,18 @@ impl Turn {
         if ends_turn {
             scope.turn.status = TurnStatus::Completed;
         }
-        store.put_turn(&scope.turn, Some(version)).await?;
+        match store.put_turn(&scope.turn, Some(version)).await {
+            Ok(_) => {}
+            // Cancelled while the calls ran: `cancel` closed the turn; report what the calls did.
+            Err(StoreError::Conflict(_)) if rt.cancelled_meanwhile(&self.id).await? => {
+                return Ok(StepOutcome::Completed {
+                    results,
+                    ends_turn: false,
+                    notices,
+                });
+            }
+            Err(error) => return Err(error.into()),
+        }
         if ends_turn {
             rt.emit(Event::TurnCompleted {
                 session_id: scope.session.id.clone(),
@@ -477,6 +563,19 @@ impl Runtime {
         }
         let (name, arguments) = if deferred && call.name == "tool_call" {
             match parse_arguments("tool_call", &call.arguments) {
+                Ok(Value::Object(map))
+                    if map.keys().any(|k| k != "name" && k != "input")
+                        || !map.get("name").is_some_and(Value::is_string)
+                        || !map.get("input").is_some_and(Value::is_object) =>
+                {
+                    return fail(
+                        "tool_call",
+                        ToolError::with_code(
+                            ErrorCode::InvalidInput,
+                            "`tool_call` takes exactly {\"name\": \"<a tool found with tool_search>\", \"input\": {...}}; nothing else",
+                        ),
+                    );
+                }
                 Ok(Value::Object(mut map)) => {
                     let name = map
                         .remove("name")
@@ -703,7 +802,7 @@ impl Runtime {
     }
 
     fn prompt(&self, scope: &StepScope, tool: &Tool, input: &Value, call_id: &str) -> String {
-        let default = || format!("Approve {}?", tool.start_label(input));
+        let default = || format!("Approve {}?", start_label(tool, input));
         let Some(render) = tool.descriptor().approval.and_then(|a| a.prompt) else {
             return default();
         };
@@ -716,19 +815,34 @@ impl Runtime {
             &scope.approved,
             &NeverCancelled,
         );
-        match render(&call) {
-            Ok(text) if !text.trim().is_empty() => text,
+        // A prompt fn that fails, panics or renders nothing gets the default prompt.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render(&call))) {
+            Ok(Ok(text)) if !text.trim().is_empty() => text,
             _ => default(),
         }
     }
 
     fn tool_search(&self, scope: &StepScope, call: &ToolCall) -> CallResult {
         let query = match parse_arguments("tool_search", &call.arguments) {
-            Ok(value) => value
-                .get("query")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            Ok(Value::Object(map))
+                if map.len() == 1
+                    && map
+                        .get("query")
+                        .and_then(Value::as_str)
+                        .is_some_and(|q| !q.trim().is_empty()) =>
+            {
+                map["query"].as_str().unwrap_or_default().to_owned()
+            }
+            Ok(_) => {
+                return CallResult::failed(
+                    &call.call_id,
+                    "tool_search",
+                    ToolError::with_code(
+                        ErrorCode::InvalidInput,
+                        "`tool_search` takes exactly {\"query\": \"<words describing the capability>\"}",
+                    ),
+                );
+            }
             Err(error) => return CallResult::failed(&call.call_id, "tool_search", error),
         };
         let found: Vec<Value> = self
@@ -809,18 +923,23 @@ impl Runtime {
         let cx = builder.build();
         let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
         let run = tool.invoke(input, cx).instrument(span);
-        let outcome = tokio::select! {
-            result = tokio::time::timeout(self.0.options.call_timeout, run) => match result {
-                Ok(result) => result,
-                Err(_) => {
-                    call_token.cancel();
-                    Err(ToolError::with_code(
-                        ErrorCode::Timeout,
-                        format!("`{}` did not finish within {:?} and was cancelled; try a narrower request", tool.name(), self.0.options.call_timeout),
-                    ))
-                }
-            },
-            () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+        let outcome = {
+            // Pinned out here so the tool is dropped only after its token fired on a timeout:
+            // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
+            let mut run = std::pin::pin!(run);
+            tokio::select! {
+                result = tokio::time::timeout(self.0.options.call_timeout, run.as_mut()) => match result {
+                    Ok(result) => result,
+                    Err(_) => {
+                        call_token.cancel();
+                        Err(ToolError::with_code(
+                            ErrorCode::Timeout,
+                            format!("`{}` did not finish within {:?} and was cancelled; try a narrower request", tool.name(), self.0.options.call_timeout),
+                        ))
+                    }
+                },
+                () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+            }
         };
         match outcome {
             Ok(output) => {
@@ -890,8 +1009,11 @@ impl Runtime {
         }
     }
 
-    fn note_taint(&self, turn: &mut TurnRecord, result: &CallResult) {
-        if result.is_error || turn.tainted_by.is_some() {
+    /// An untrusted tool whose body ran taints the rest of the turn, whatever it returned: an
+    /// error message may quote third-party text too. A call the pipeline refused before it ran
+    /// (unknown, invalid, denied) read nothing and taints nothing.
+    fn note_taint(&self, turn: &mut TurnRecord, result: &CallResult, invoked: bool) {
+        if !invoked || turn.tainted_by.is_some() {
             return;
         }
         if self
@@ -1167,25 +1289,29 @@ impl Runtime {
     }
 
     pub(crate) async fn cancel_turn(&self, turn_id: &str) -> Result<(), RuntimeError> {
+        // Calls of this turn running in this process see their tokens fire, whichever handle
+        // started them.
+        if let Ok(active) = self.0.active.lock()
+            && let Some(token) = active.get(turn_id)
+        {
+            token.cancel();
+        }
         let store = &self.0.store;
-        let waiting = store
-            .turn(turn_id)
-            .await?
-            .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?
-            .0
-            .status
-            == TurnStatus::Waiting;
-        if waiting {
-            // Revoking fails the waiting calls; approved calls of a cancelled turn do not run.
-            loop {
-                let (mut turn, version) = store
-                    .turn(turn_id)
-                    .await?
-                    .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
-                let Some(step) = turn.pending.as_mut() else {
-                    break;
-                };
-                let mut revoked = Vec::new();
+        loop {
+            let (mut turn, version) = store
+                .turn(turn_id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
+            if matches!(turn.status, TurnStatus::Completed | TurnStatus::Cancelled) {
+                return Ok(());
+            }
+            let mut revoked = Vec::new();
+            let mut closed = Vec::new();
+            // A parked step: revoking fails the calls that waited; approved calls of a cancelled
+            // turn do not run. (A `running` step's calls are running: they finish on their own.)
+            if turn.status == TurnStatus::Waiting
+                && let Some(step) = turn.pending.as_mut()
+            {
                 for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
                     request.status = RequestStatus::Revoked {
                         outcome: Outcome::Cancelled,
@@ -1205,52 +1331,46 @@ impl Runtime {
                             ),
                         };
                     }
-                }
-                turn.status = TurnStatus::Cancelled;
-                match store.put_turn(&turn, Some(version)).await {
-                    Ok(_) => {
-                        for request_id in revoked {
-                            self.emit(Event::InputResolved {
-                                session_id: turn.session_id.clone(),
-                                turn_id: turn.id.clone(),
-                                request_id,
-                                outcome: Outcome::Cancelled,
-                            });
-                        }
-                        break;
+                    // Calls that waited on a request have had no result event yet.
+                    if let CallState::Finished { result } = &call.state
+                        && step
+                            .requests
+                            .iter()
+                            .any(|r| r.call_id.as_deref() == Some(call.call_id.as_str()))
+                    {
+                        closed.push(result.clone());
                     }
-                    Err(StoreError::Conflict(_)) => continue,
-                    Err(error) => return Err(error.into()),
                 }
             }
-        } else {
-            loop {
-                let (mut turn, version) = store
-                    .turn(turn_id)
-                    .await?
-                    .ok_or_else(|| RuntimeError::UnknownTurn(turn_id.to_owned()))?;
-                if matches!(turn.status, TurnStatus::Completed | TurnStatus::Cancelled) {
+            turn.status = TurnStatus::Cancelled;
+            match store.put_turn(&turn, Some(version)).await {
+                Ok(_) => {
+                    for request_id in revoked {
+                        self.emit(Event::InputResolved {
+                            session_id: turn.session_id.clone(),
+                            turn_id: turn.id.clone(),
+                            request_id,
+                            outcome: Outcome::Cancelled,
+                        });
+                    }
+                    for result in closed {
+                        self.emit(Event::ActionResult {
+                            session_id: turn.session_id.clone(),
+                            turn_id: turn.id.clone(),
+                            result,
+                        });
+                    }
+                    self.emit(Event::TurnCompleted {
+                        session_id: turn.session_id.clone(),
+                        turn_id: turn.id.clone(),
+                        reason: CompletionReason::Cancelled,
+                    });
                     return Ok(());
                 }
-                turn.status = TurnStatus::Cancelled;
-                match store.put_turn(&turn, Some(version)).await {
-                    Ok(_) => break,
-                    Err(StoreError::Conflict(_)) => continue,
-                    Err(error) => return Err(error.into()),
-                }
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
             }
         }
-        let session_id = store
-            .turn(turn_id)
-            .await?
-            .map(|(t, _)| t.session_id)
-            .unwrap_or_default();
-        self.emit(Event::TurnCompleted {
-            session_id,
-            turn_id: turn_id.to_owned(),
-            reason: CompletionReason::Cancelled,
-        });
-        Ok(())
     }
 
     /// Runs the claimed calls of a resumed step and closes the step.
@@ -1263,6 +1383,7 @@ impl Runtime {
     ) -> Result<StepOutcome, RuntimeError> {
         let step = turn.pending.clone().expect("a resumed turn has its step");
         let token = CancellationToken::new();
+        let _running = self.track(&turn.id, &token);
         let approved = self.0.store.approvals(&session.id).await?;
         let runs = step.calls.iter().filter_map(|call| {
             let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
@@ -1275,7 +1396,27 @@ impl Runtime {
                 &token,
             ))
         });
-        let ran: Vec<CallResult> = futures_util::future::join_all(runs).await;
+        let ran: Vec<(CallResult, bool)> = futures_util::future::join_all(runs).await;
+        let invoked: Vec<String> = ran
+            .iter()
+            .filter(|(_, invoked)| *invoked)
+            .map(|(r, _)| r.call_id.clone())
+            .collect();
+        let mut ran: Vec<CallResult> = ran.into_iter().map(|(r, _)| r).collect();
+        // A note sent with an approval reaches the model beside the result.
+        for result in &mut ran {
+            let note = step.requests.iter().find_map(|r| match &r.status {
+                RequestStatus::Settled {
+                    decision: Decision::Approved,
+                    note: Some(note),
+                    ..
+                } if r.call_id.as_deref() == Some(result.call_id.as_str()) => Some(note),
+                _ => None,
+            });
+            if let Some(note) = note {
+                result.model = with_note(&result.model, note);
+            }
+        }
 
         let mut results = Vec::with_capacity(step.calls.len());
         for call in &step.calls {
@@ -1289,9 +1430,14 @@ impl Runtime {
                     result.clone()
                 }
                 (CallState::Finished { result }, None) => {
-                    if result.error.as_ref().is_some_and(|e| {
-                        matches!(e.code(), ErrorCode::Denied | ErrorCode::Cancelled)
-                    }) {
+                    // A call that waited on a request was settled (cancelled, revoked) while the
+                    // turn was parked: its result is new. One that never waited had its result
+                    // announced by the step itself.
+                    if step
+                        .requests
+                        .iter()
+                        .any(|r| r.call_id.as_deref() == Some(call.call_id.as_str()))
+                    {
                         self.emit(Event::ActionResult {
                             session_id: session.id.clone(),
                             turn_id: turn.id.clone(),
@@ -1300,6 +1446,17 @@ impl Runtime {
                     }
                     result.clone()
                 }
+                (CallState::Waiting { .. }, None) => CallResult::failed(
+                    &call.call_id,
+                    &call.tool,
+                    ToolError::with_code(
+                        ErrorCode::Cancelled,
+                        format!(
+                            "`{}` did not run: the process stopped before its approval was requested; call it again if it is still needed",
+                            call.tool
+                        ),
+                    ),
+                ),
                 _ => CallResult::failed(
                     &call.call_id,
                     &call.tool,
@@ -1315,7 +1472,7 @@ impl Runtime {
             results.push(result);
         }
         for result in &results {
-            self.note_taint(&mut turn, result);
+            self.note_taint(&mut turn, result, invoked.contains(&result.call_id));
         }
         let cancelled = turn.status == TurnStatus::Cancelled;
         let ends = !cancelled && ends_turn(&turn, &results);
@@ -1328,7 +1485,18 @@ impl Runtime {
         } else {
             TurnStatus::Active
         };
-        self.0.store.put_turn(&turn, Some(version)).await?;
+        match self.0.store.put_turn(&turn, Some(version)).await {
+            Ok(_) => {}
+            // Cancelled while the approved calls ran: `cancel` closed the turn.
+            Err(StoreError::Conflict(_)) if self.cancelled_meanwhile(&turn.id).await? => {
+                return Ok(StepOutcome::Completed {
+                    results,
+                    ends_turn: false,
+                    notices: Vec::new(),
+                });
+            }
+            Err(error) => return Err(error.into()),
+        }
         if ends {
             self.emit(Event::TurnCompleted {
                 session_id: session.id.clone(),
@@ -1353,7 +1521,7 @@ impl Runtime {
         approved_by: Option<Approver>,
         approved: &BTreeSet<String>,
         token: &CancellationToken,
-    ) -> CallResult {
+    ) -> (CallResult, bool) {
         let Some((index, tool)) = self
             .0
             .registry
@@ -1362,19 +1530,17 @@ impl Runtime {
             .enumerate()
             .find(|(_, t)| t.name() == call.tool)
         else {
-            return CallResult::failed(
-                &call.call_id,
-                &call.tool,
-                ToolError::with_code(
-                    ErrorCode::UnknownTool,
-                    format!("tool `{}` is no longer registered", call.tool),
-                ),
+            let error = ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!("tool `{}` is no longer registered", call.tool),
             );
+            return (CallResult::failed(&call.call_id, &call.tool, error), false);
         };
         let input = match tool.validate(call.input.clone()) {
             Ok(input) => input,
             Err(error) => {
-                return CallResult::failed(&call.call_id, &call.tool, error.into_tool_error());
+                let error = error.into_tool_error();
+                return (CallResult::failed(&call.call_id, &call.tool, error), false);
             }
         };
         if let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) {
@@ -1388,33 +1554,58 @@ impl Runtime {
                 &NeverCancelled,
             );
             if let ApprovalDecision::Denied(reason) = policy(&approval).await {
-                return CallResult::failed(
-                    &call.call_id,
-                    &call.tool,
-                    ToolError::with_code(
-                        ErrorCode::Denied,
-                        format!(
-                            "`{}` was approved, then denied by its policy: {}",
-                            call.tool,
-                            reason.unwrap_or_else(|| "no reason given".into())
-                        ),
+                let error = ToolError::with_code(
+                    ErrorCode::Denied,
+                    format!(
+                        "`{}` was approved, then denied by its policy: {}",
+                        call.tool,
+                        reason.unwrap_or_else(|| "no reason given".into())
                     ),
                 );
+                return (CallResult::failed(&call.call_id, &call.tool, error), false);
             }
         }
         if turn.caller.is_model() && tool.descriptor().effect != Effect::Read {
             tracing::debug!(tool = tool.name(), "running an approved call");
         }
-        self.execute(
-            session,
-            turn,
-            index,
-            &call.call_id,
-            input,
-            approved_by,
-            token,
-        )
-        .await
+        let result = self
+            .execute(
+                session,
+                turn,
+                index,
+                &call.call_id,
+                input,
+                approved_by,
+                token,
+            )
+            .await;
+        (result, true)
+    }
+}
+
+impl Runtime {
+    /// After a write lost to a concurrent writer: whether that writer cancelled turn `turn_id`.
+    /// If so, the step the calls belonged to is closed in the cancelled record too, so none of
+    /// its calls stays `running` (the results went to the caller; the turn takes no more steps).
+    async fn cancelled_meanwhile(&self, turn_id: &str) -> Result<bool, RuntimeError> {
+        loop {
+            let Some((mut turn, version)) = self.0.store.turn(turn_id).await? else {
+                return Ok(false);
+            };
+            if turn.status != TurnStatus::Cancelled {
+                return Ok(false);
+            }
+            if turn.pending.is_none() {
+                return Ok(true);
+            }
+            turn.pending = None;
+            turn.steps += 1;
+            match self.0.store.put_turn(&turn, Some(version)).await {
+                Ok(_) => return Ok(true),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
 }
 
@@ -1437,6 +1628,30 @@ fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
     }
     turn.status = TurnStatus::Running;
     claimed
+}
+
+/// The start label of a call with `input`. A label callback that panics is a failing label: like
+/// an empty one, it falls back to the humanized tool name instead of taking the step down.
+fn start_label(tool: &Tool, input: &Value) -> String {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.start_label(input)))
+        .unwrap_or_else(|_| names::humanize(tool.descriptor().name))
+}
+
+/// `model` followed by the approver's note.
+fn with_note(model: &ModelOutput, note: &str) -> ModelOutput {
+    let note = format!("Note from the approver: {note}");
+    match model {
+        ModelOutput::Text(text) => ModelOutput::Text(format!("{text}\n\n{note}")),
+        ModelOutput::Json(value) => ModelOutput::Content(vec![
+            ContentPart::text(value.to_string()),
+            ContentPart::text(note),
+        ]),
+        ModelOutput::Content(parts) => {
+            let mut parts = parts.clone();
+            parts.push(ContentPart::text(note));
+            ModelOutput::Content(parts)
+        }
+    }
 }
 
 fn policy_words(tool: &Tool, reasons: &[String]) -> String {

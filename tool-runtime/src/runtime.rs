@@ -175,6 +175,7 @@ impl RuntimeBuilder {
         let (events, _) = broadcast::channel(1024);
         Ok(Runtime(Arc::new(Inner {
             semaphore: Semaphore::new(self.options.concurrency.max(1)),
+            active: std::sync::Mutex::new(HashMap::new()),
             registry: self.registry,
             states: Arc::new(self.states),
             store,
@@ -193,6 +194,22 @@ pub(crate) struct Inner {
     pub(crate) options: Options,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) semaphore: Semaphore,
+    /// Cancellation tokens of turns whose calls run in this process now.
+    pub(crate) active: std::sync::Mutex<HashMap<String, CancellationToken>>,
+}
+
+/// Removes a turn's token from [`Inner::active`] when its calls are done.
+pub(crate) struct Tracked<'a> {
+    runtime: &'a Runtime,
+    turn_id: String,
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut active) = self.runtime.0.active.lock() {
+            active.remove(&self.turn_id);
+        }
+    }
 }
 
 /// The tool runtime: built once, cheap to clone.
@@ -388,6 +405,18 @@ impl Runtime {
     /// the oldest ones (`RecvError::Lagged`).
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.0.events.subscribe()
+    }
+
+    /// Registers `token` as the cancellation of turn `turn_id`'s running calls until the
+    /// returned guard drops.
+    pub(crate) fn track(&self, turn_id: &str, token: &CancellationToken) -> Tracked<'_> {
+        if let Ok(mut active) = self.0.active.lock() {
+            active.insert(turn_id.to_owned(), token.clone());
+        }
+        Tracked {
+            runtime: self,
+            turn_id: turn_id.to_owned(),
+        }
     }
 
     pub(crate) fn emit(&self, event: Event) {
