@@ -598,6 +598,39 @@ impl<T: Send + Sync + 'static> WorkflowParam for State<T> {
     }
 }
 
+/// The step names used so far in one call: names must be non-empty and unique within a call,
+/// or a replay could hand one step another's recorded value.
+#[derive(Debug, Default)]
+pub struct StepNames(Mutex<HashSet<String>>);
+
+impl StepNames {
+    /// Records `name`, or says why it cannot be used.
+    pub fn claim(&self, name: &str) -> Result<(), ToolError> {
+        if name.is_empty() {
+            return Err(ToolError::with_code(
+                ErrorCode::Journal,
+                "a step needs a non-empty name",
+            ));
+        }
+        let fresh = self
+            .0
+            .lock()
+            .map(|mut names| names.insert(name.to_owned()))
+            .unwrap_or(false);
+        if fresh {
+            Ok(())
+        } else {
+            Err(ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "step name `{name}` is used twice in one call; derive unique names from the \
+                     data, e.g. `seed:{{project}}`"
+                ),
+            ))
+        }
+    }
+}
+
 /// What a [`DetachedHost`] saw during a call.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostEvent {
@@ -620,7 +653,7 @@ pub enum HostEvent {
 #[derive(Default)]
 pub struct DetachedHost {
     events: Mutex<Vec<HostEvent>>,
-    steps: Mutex<HashSet<String>>,
+    steps: StepNames,
     states: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cancelled: AtomicBool,
 }
@@ -684,26 +717,7 @@ impl CallHost for DetachedHost {
         run: BoxFuture<'a, Result<Value, ToolError>>,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
-            if name.is_empty() {
-                return Err(ToolError::with_code(
-                    ErrorCode::Journal,
-                    "a step needs a non-empty name",
-                ));
-            }
-            let fresh = self
-                .steps
-                .lock()
-                .map(|mut steps| steps.insert(name.to_owned()))
-                .unwrap_or(false);
-            if !fresh {
-                return Err(ToolError::with_code(
-                    ErrorCode::Journal,
-                    format!(
-                        "step name `{name}` is used twice in one call; derive unique names from \
-                         the data, e.g. `seed:{{project}}`"
-                    ),
-                ));
-            }
+            self.steps.claim(name)?;
             self.push(HostEvent::Step(name.to_owned()));
             run.await
         })

@@ -32,8 +32,8 @@ pub use approval::{
 };
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
-    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State, ToolContext,
-    WorkflowContext, WorkflowParam,
+    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State, StepNames,
+    ToolContext, WorkflowContext, WorkflowParam,
 };
 pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};

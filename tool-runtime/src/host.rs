@@ -1,8 +1,8 @@
 //! The [`CallHost`] the runtime installs behind every call's context.
 
 use std::any::{Any, TypeId};
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Registry, ServeIncoming,
-    ToolError,
+    StepNames, ToolError,
 };
 
 use crate::event::Event;
@@ -30,7 +30,7 @@ pub(crate) struct RuntimeHost {
     pub(crate) call_id: String,
     pub(crate) input: Value,
     pub(crate) interactive: bool,
-    pub(crate) steps: Mutex<HashSet<String>>,
+    pub(crate) steps: StepNames,
 }
 
 impl RuntimeHost {
@@ -93,19 +93,7 @@ impl CallHost for RuntimeHost {
         Box::pin(async move {
             // Steps run within this call; journaling them across crashes is the durable
             // executor's job. Names are still held to the journal's rules.
-            let fresh = self
-                .steps
-                .lock()
-                .map(|mut steps| !name.is_empty() && steps.insert(name.to_owned()))
-                .unwrap_or(false);
-            if !fresh {
-                return Err(ToolError::with_code(
-                    ErrorCode::Journal,
-                    format!(
-                        "step name `{name}` is empty or used twice in one call; derive unique names from the data"
-                    ),
-                ));
-            }
+            self.steps.claim(name)?;
             run.await
         })
     }

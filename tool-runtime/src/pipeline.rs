@@ -3,7 +3,7 @@
 //! parked step.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -909,7 +909,7 @@ impl Runtime {
             call_id: call_id.to_owned(),
             input: input.clone(),
             interactive: info.interactive,
-            steps: Mutex::new(HashSet::new()),
+            steps: toolwright_core::StepNames::default(),
         });
         let mut builder = CallContext::builder()
             .session(info)
