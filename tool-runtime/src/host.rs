@@ -15,6 +15,8 @@ use toolwright_core::{
 };
 
 use crate::event::Event;
+use crate::record::{EntryKind, JournalEntry};
+use crate::store::{Store, StoreError};
 
 /// Application state registered on the runtime, by type.
 pub(crate) type States = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
@@ -31,6 +33,82 @@ pub(crate) struct RuntimeHost {
     pub(crate) input: Value,
     pub(crate) interactive: bool,
     pub(crate) steps: StepNames,
+    /// The journal of a durable call; `None` for plain calls (their steps just run).
+    pub(crate) journal: Option<Journal>,
+}
+
+/// A durable call's journal: what earlier runs recorded, and where this run is in it.
+pub(crate) struct Journal {
+    pub(crate) run_id: String,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) recorded: Vec<JournalEntry>,
+    pub(crate) cursor: std::sync::atomic::AtomicU32,
+}
+
+impl Journal {
+    /// Replays or records step `name`: a recorded value returns without running `run`; a new
+    /// value is recorded before it is returned (exactly once on record, at least once run).
+    async fn step(
+        &self,
+        name: &str,
+        run: BoxFuture<'_, Result<Value, ToolError>>,
+    ) -> Result<Value, ToolError> {
+        let position = self
+            .cursor
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(entry) = self.recorded.get(position as usize) {
+            return self.replayed(entry, name);
+        }
+        let value = run.await?;
+        let entry = JournalEntry {
+            position,
+            kind: EntryKind::Step,
+            name: name.to_owned(),
+            value,
+        };
+        match self.store.append_journal(&self.run_id, &entry).await {
+            Ok(()) => Ok(entry.value),
+            // Another run of this call recorded the position first: its value is the one on
+            // record, so this run continues with it.
+            Err(StoreError::Conflict(_)) => {
+                let entries = self
+                    .store
+                    .journal(&self.run_id)
+                    .await
+                    .map_err(journal_error)?;
+                match entries.iter().find(|e| e.position == position) {
+                    Some(entry) => self.replayed(entry, name),
+                    None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
+                }
+            }
+            Err(error) => Err(journal_error(error)),
+        }
+    }
+
+    fn replayed(&self, entry: &JournalEntry, name: &str) -> Result<Value, ToolError> {
+        if entry.kind != EntryKind::Step || entry.name != name {
+            let kind = match entry.kind {
+                EntryKind::Step => "step",
+                EntryKind::Ask => "question",
+                EntryKind::Sleep => "sleep",
+            };
+            return Err(ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached step `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
+                    self.run_id, entry.position, entry.name
+                ),
+            ));
+        }
+        Ok(entry.value.clone())
+    }
+}
+
+fn journal_error(error: StoreError) -> ToolError {
+    ToolError::with_code(
+        ErrorCode::Journal,
+        format!("the step could not be recorded: {error}; the call can be retried"),
+    )
 }
 
 impl RuntimeHost {
@@ -91,9 +169,12 @@ impl CallHost for RuntimeHost {
         run: BoxFuture<'a, Result<Value, ToolError>>,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
-            // Steps run within this call; journaling them across crashes is the durable
-            // executor's job. Names are still held to the journal's rules.
+            // A durable call replays and records its steps; a plain call just runs them, held
+            // to the same naming rules.
             self.steps.claim(name)?;
+            if let Some(journal) = &self.journal {
+                return journal.step(name, run).await;
+            }
             run.await
         })
     }

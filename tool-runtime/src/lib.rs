@@ -15,8 +15,9 @@ pub mod store;
 
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use record::{
-    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
-    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
+    PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord,
+    TurnStatus,
 };
 pub use runtime::{
     AutoRequest, AutoVerdict, Decider, InputResponse, Options, RespondOutcome, Runtime,

@@ -10,13 +10,13 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     ApprovalCall, ApprovalDecision, Audience, CallContext, Caller, ContentPart, Effect,
     EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, RequestPolicy, ResponseCall,
-    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, approval::requester_only,
-    names,
+    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
+    approval::requester_only, names,
 };
 use tracing::Instrument;
 
 use crate::event::{CandidateStatus, CompletionReason, Event};
-use crate::host::RuntimeHost;
+use crate::host::{Journal, RuntimeHost};
 use crate::record::{
     Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
     Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
@@ -75,6 +75,16 @@ fn session_info(session: &SessionRecord, turn: &TurnRecord) -> SessionInfo {
 
 fn audience_of(turn: &TurnRecord) -> Audience {
     Audience::of(turn.caller)
+}
+
+/// The journal id of a durable plain call: one run per call of a turn.
+pub(crate) fn durable_run_id(turn_id: &str, call_id: &str) -> String {
+    format!("{turn_id}/{call_id}")
+}
+
+/// Whether the tool at `index` journals its steps (its call must be on record before it runs).
+fn is_durable(runtime: &Runtime, index: usize) -> bool {
+    runtime.0.registry.tools()[index].descriptor().kind == ToolKind::Durable
 }
 
 fn new_id(prefix: &str) -> String {
@@ -198,10 +208,14 @@ impl Turn {
         }
 
         let waiting = prepared.iter().any(|p| matches!(p, Prepared::Ask { .. }));
+        let durable = prepared
+            .iter()
+            .any(|p| matches!(p, Prepared::Run { tool, .. } if is_durable(rt, *tool)));
         let mut version = version;
-        if waiting {
+        if waiting || durable {
             // Record the step before running anything, so a crash while the ready calls run
-            // leaves them `running` (settled later as "result unknown", never run twice).
+            // leaves them `running`: `recover` then re-runs durable calls from their journals
+            // and settles the others as "result unknown" (never run twice).
             let step = PendingStep {
                 index: scope.turn.steps,
                 calls: prepared
@@ -356,6 +370,8 @@ impl Turn {
 
         let ends_turn = ends_turn(&scope.turn, &results);
         scope.turn.steps += 1;
+        scope.turn.pending = None;
+        scope.turn.status = TurnStatus::Active;
         if ends_turn {
             scope.turn.status = TurnStatus::Completed;
         }
@@ -898,6 +914,33 @@ impl Runtime {
         let _permit = self.0.semaphore.acquire().await;
         let call_token = token.child_token();
         let info = session_info(session, turn);
+        let journal = if tool.descriptor().kind == ToolKind::Durable {
+            let run_id = durable_run_id(&turn.id, call_id);
+            let recorded = match self.0.store.journal(&run_id).await {
+                Ok(recorded) => recorded,
+                Err(error) => {
+                    return CallResult::failed(
+                        call_id,
+                        tool.name(),
+                        ToolError::with_code(
+                            ErrorCode::Journal,
+                            format!(
+                                "the journal of `{}` could not be read: {error}; the call can be retried",
+                                tool.name()
+                            ),
+                        ),
+                    );
+                }
+            };
+            Some(Journal {
+                run_id,
+                store: self.0.store.clone(),
+                recorded,
+                cursor: std::sync::atomic::AtomicU32::new(0),
+            })
+        } else {
+            None
+        };
         let host = Arc::new(RuntimeHost {
             token: call_token.clone(),
             events: self.0.events.clone(),
@@ -910,6 +953,7 @@ impl Runtime {
             input: input.clone(),
             interactive: info.interactive,
             steps: toolwright_core::StepNames::default(),
+            journal,
         });
         let mut builder = CallContext::builder()
             .session(info)

@@ -322,3 +322,29 @@ impl CallResult {
         }
     }
 }
+
+/// What a journal entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// A `step(name, ...)` and the JSON value it produced.
+    Step,
+    /// An `ask` and its answer.
+    Ask,
+    /// A `sleep` and when it ends.
+    Sleep,
+}
+
+/// One recorded result of a durable run, at its position in the run's journal. On replay the
+/// body meets the same entries in the same order; reaching a different one is an error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// 0-based position in the run.
+    pub position: u32,
+    /// What was recorded.
+    pub kind: EntryKind,
+    /// The step's name (for asks and sleeps, a name derived from the call).
+    pub name: String,
+    /// The recorded value.
+    pub value: Value,
+}

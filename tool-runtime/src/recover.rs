@@ -1,13 +1,16 @@
 //! Recovery after a crash: steps that were claimed for execution but never recorded.
 
-use crate::record::TurnStatus;
+use crate::record::{Approver, CallState, TurnStatus};
 use crate::runtime::{Runtime, RuntimeError, StepOutcome};
+use toolwright_core::ToolKind;
 
 impl Runtime {
-    /// Settles turns left `running` by a process that stopped while their approved calls ran:
-    /// those calls end with a `RESULT_UNKNOWN` error (they are never run again, since their side
-    /// effects may have happened), and each turn becomes active again so the model can decide
-    /// what to do. Returns the recovered turn ids.
+    /// Settles turns left `running` by a process that stopped while their calls ran. A `durable`
+    /// call runs again from its journal: steps it recorded return their values without running,
+    /// and it continues at the first unrecorded step. Any other interrupted call ends with a
+    /// `RESULT_UNKNOWN` error (it is never run again, since its side effects may have happened).
+    /// Each turn becomes active again so the model can decide what to do. Returns the recovered
+    /// turns with the outcome of their step.
     ///
     /// Call it at startup when this process is the only one using the store; with several
     /// instances on one database, a claimed step may still be running elsewhere.
@@ -23,7 +26,22 @@ impl Runtime {
             let Some((session, _)) = self.0.store.session(&turn.session_id).await? else {
                 return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
             };
-            match self.resume(session, turn, version, Vec::new()).await {
+            // Durable calls run again from their journals (recorded steps return their values
+            // without running); any other interrupted call's result is unknown.
+            let durable: Vec<(String, Option<Approver>)> = turn
+                .pending
+                .iter()
+                .flat_map(|step| &step.calls)
+                .filter(|call| {
+                    call.state == CallState::Running
+                        && self
+                            .registry()
+                            .get(&call.tool)
+                            .is_some_and(|t| t.descriptor().kind == ToolKind::Durable)
+                })
+                .map(|call| (call.call_id.clone(), None))
+                .collect();
+            match self.resume(session, turn, version, durable).await {
                 Ok(outcome) => recovered.push((turn_id, outcome)),
                 // Another process recovered or resumed it meanwhile.
                 Err(RuntimeError::Store(crate::store::StoreError::Conflict(_))) => {}

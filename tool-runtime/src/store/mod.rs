@@ -14,7 +14,7 @@ mod sqlite;
 
 pub use sqlite::SqliteStore;
 
-use crate::record::{SessionRecord, TurnRecord};
+use crate::record::{JournalEntry, SessionRecord, TurnRecord};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +78,18 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of turns whose parked step was claimed for execution (`running`), oldest first. After
     /// a crash these are the calls whose result is unknown.
     fn running_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// The journal of durable run `run_id`, in position order.
+    fn journal(&self, run_id: &str) -> BoxFuture<'_, Result<Vec<JournalEntry>, StoreError>>;
+
+    /// Appends `entry` to run `run_id`'s journal. A position already recorded is a
+    /// [`StoreError::Conflict`] (another process recorded it first; read the journal again and
+    /// use its value), so a position is recorded exactly once.
+    fn append_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+        entry: &'a JournalEntry,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// Records that `key` is approved in session `session_id` (what `once` remembers).
     fn remember_approval<'a>(

@@ -15,7 +15,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use serde::de::DeserializeOwned;
 
 use super::{Store, StoreError};
-use crate::record::{SessionRecord, TurnRecord, TurnStatus};
+use crate::record::{JournalEntry, SessionRecord, TurnRecord, TurnStatus};
 
 /// How long an operation waits for another connection (usually another process) that holds the
 /// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
@@ -57,6 +57,12 @@ CREATE TABLE requests (
     turn_id    TEXT NOT NULL
 );
 CREATE INDEX requests_by_turn ON requests (turn_id);
+CREATE TABLE journal (
+    run_id   TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    json     TEXT NOT NULL,
+    PRIMARY KEY (run_id, position)
+) WITHOUT ROWID;
 CREATE TABLE approvals (
     session_id TEXT NOT NULL,
     key        TEXT NOT NULL,
@@ -361,6 +367,59 @@ impl Store for SqliteStore {
                      ON CONFLICT DO NOTHING",
                 )?
                 .execute([&session_id, &key])?;
+                Ok(())
+            },
+        )
+    }
+
+    fn journal(&self, run_id: &str) -> BoxFuture<'_, Result<Vec<JournalEntry>, StoreError>> {
+        let run_id = run_id.to_owned();
+        self.call(format!("reading the journal of `{run_id}`"), move |conn| {
+            let mut statement = conn
+                .prepare_cached("SELECT json FROM journal WHERE run_id = ?1 ORDER BY position")?;
+            let rows = statement
+                .query_map([&run_id], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            rows.iter()
+                .map(|json| {
+                    serde_json::from_str(json).map_err(|error| {
+                        Failure::Store(StoreError::Corrupt {
+                            id: run_id.clone(),
+                            error: error.to_string(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn append_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+        entry: &'a JournalEntry,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let run_id = run_id.to_owned();
+        let position = entry.position;
+        let json = serde_json::to_string(entry);
+        self.call(
+            format!("recording position {position} of `{run_id}`"),
+            move |conn| {
+                let json = json.map_err(|error| {
+                    Failure::Store(StoreError::Backend(format!(
+                        "journal entry is not JSON: {error}"
+                    )))
+                })?;
+                let inserted = conn
+                    .prepare_cached(
+                        "INSERT INTO journal (run_id, position, json) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT DO NOTHING",
+                    )?
+                    .execute(params![run_id, position, json])?;
+                if inserted == 0 {
+                    return Err(Failure::Store(StoreError::Conflict(format!(
+                        "{run_id}#{position}"
+                    ))));
+                }
                 Ok(())
             },
         )
