@@ -296,6 +296,17 @@ impl<'a> State<'a> {
         let Some(written) = Decimal::parse(token) else {
             return;
         };
+        if self.problems.len() >= MAX_PROBLEMS && !written.is_integer {
+            // Enough problems are listed already: only the cheap shortest-form comparison runs,
+            // so a huge array of bad floats cannot stall the parser on exact expansions (a tie
+            // the full check would accept is then counted as a problem).
+            let mut buffer = [0u8; 40];
+            let shortest = shortest_repr(value, &mut buffer).and_then(Decimal::parse);
+            if !shortest.is_some_and(|shortest| shortest.same_value(&written)) {
+                self.unlisted += 1;
+            }
+            return;
+        }
         if written.is_integer {
             // An integer reaches `visit_f64` only outside the 64-bit range, or as `-0`.
             if value != 0.0 {

@@ -140,25 +140,41 @@ impl InputValidator {
                     extra += 1;
                     continue;
                 }
+                // A missing field is reported at the field, not at the object that lacks it.
+                let mut pointer = error.instance_path().to_string();
+                if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
+                    && let Some(name) = property.as_str()
+                {
+                    pointer.push('/');
+                    pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
+                }
                 problems.push(InputProblem {
-                    pointer: error.instance_path().to_string(),
+                    pointer,
                     message: shorten(error.to_string()),
                 });
             }
         }
-        if problems.is_empty() {
-            let mut pointer = String::new();
-            number_problems(
-                &self.schema,
-                &self.schema,
-                value,
-                &mut pointer,
-                &mut problems,
-                0,
-            );
-            if problems.is_empty() {
-                return Ok(());
+        // Every failing pointer in one answer: numbers that do not fit their type too, unless
+        // the schema already flagged that place.
+        let mut numbers = Vec::new();
+        let mut pointer = String::new();
+        number_problems(
+            &self.schema,
+            &self.schema,
+            value,
+            &mut pointer,
+            &mut numbers,
+            0,
+        );
+        for problem in numbers {
+            if problems.len() == MAX_PROBLEMS {
+                extra += 1;
+            } else if !problems.iter().any(|p| p.pointer == problem.pointer) {
+                problems.push(problem);
             }
+        }
+        if problems.is_empty() && extra == 0 {
+            return Ok(());
         }
         if extra > 0 {
             problems.push(InputProblem {
@@ -610,7 +626,7 @@ mod tests {
     #[test]
     fn null_is_an_empty_object() {
         let err = validator().validate("t", Value::Null).unwrap_err();
-        assert_eq!(err.problems[0].pointer, "");
+        assert_eq!(err.problems[0].pointer, "/service");
         assert!(err.problems[0].message.contains("service"));
     }
 

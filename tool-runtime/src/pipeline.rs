@@ -82,11 +82,6 @@ pub(crate) fn durable_run_id(turn_id: &str, call_id: &str) -> String {
     format!("{turn_id}/{call_id}")
 }
 
-/// Whether the tool at `index` journals its steps (its call must be on record before it runs).
-fn is_durable(runtime: &Runtime, index: usize) -> bool {
-    runtime.0.registry.tools()[index].descriptor().kind == ToolKind::Durable
-}
-
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
@@ -103,8 +98,16 @@ impl Turn {
     /// Calls that need a person park the turn in the store (the returned
     /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
     pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
+        // On its own task: once the step is recorded as running, a caller that stops waiting (a
+        // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
+        let turn = self.clone();
+        tokio::spawn(async move { turn.run_step(calls).await })
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))?
+    }
+
+    async fn run_step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
         let rt = &self.runtime;
-        let _running = rt.track(&self.id, &self.token);
         let store = &rt.0.store;
         let (turn, version) = store
             .turn(&self.id)
@@ -114,9 +117,14 @@ impl Turn {
             return Err(RuntimeError::TurnState {
                 turn: self.id.clone(),
                 status: turn.status,
-                what: "only an active turn takes a step; answer or cancel its requests first",
+                what: match turn.status {
+                    TurnStatus::Waiting => "it waits for input; answer, message or cancel it first",
+                    TurnStatus::Running => "its calls are running; wait for their results",
+                    _ => "it has ended; begin a new turn",
+                },
             });
         }
+        let _running = rt.track(&self.id, &self.token);
         let (session, _) = store
             .session(&turn.session_id)
             .await?
@@ -208,14 +216,14 @@ impl Turn {
         }
 
         let waiting = prepared.iter().any(|p| matches!(p, Prepared::Ask { .. }));
-        let durable = prepared
+        let runs_something = prepared
             .iter()
-            .any(|p| matches!(p, Prepared::Run { tool, .. } if is_durable(rt, *tool)));
+            .any(|p| matches!(p, Prepared::Run { .. } | Prepared::Ask { .. }));
         let mut version = version;
-        if waiting || durable {
-            // Record the step before running anything, so a crash while the ready calls run
-            // leaves them `running`: `recover` then re-runs durable calls from their journals
-            // and settles the others as "result unknown" (never run twice).
+        if runs_something {
+            // Record the step as running before anything runs: a second handle cannot step the
+            // turn meanwhile, and after a crash `recover` re-runs durable calls from their
+            // journals and settles the others as "result unknown" (never run twice).
             let step = PendingStep {
                 index: scope.turn.steps,
                 calls: prepared
@@ -494,7 +502,13 @@ impl Runtime {
             .tools()
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.descriptor().enabled.is_some_and(|enabled| !enabled(&cx)))
+            .filter(|(_, t)| {
+                // A predicate that panics hides its tool: fail closed.
+                t.descriptor().enabled.is_some_and(|enabled| {
+                    !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))
+                        .unwrap_or(false)
+                })
+            })
             .map(|(i, _)| i)
             .collect()
     }
@@ -650,6 +664,9 @@ impl Runtime {
             Ok(input) => input,
             Err(error) => return fail(tool.name(), error),
         };
+        // Strict-mode providers send `null` for optional fields they were told are nullable.
+        let mut input = input;
+        toolwright_core::export::strip_strict_nulls(tool.input_schema(), &mut input);
         let input = match tool.validate(input) {
             Ok(input) => input,
             Err(error) => return fail(tool.name(), error.into_tool_error()),
@@ -732,7 +749,7 @@ impl Runtime {
         let mut decision = match policy {
             RequestPolicy::Never => ApprovalDecision::NotApplicable,
             RequestPolicy::Always => ApprovalDecision::UserApproval,
-            RequestPolicy::Once => match tool.approval_key(input) {
+            RequestPolicy::Once => match guarded_key(tool, input) {
                 Ok(k) => {
                     let approved = scope.approved.contains(&k);
                     key = Some(k);
@@ -764,7 +781,7 @@ impl Runtime {
                     &scope.approved,
                     &NeverCancelled,
                 );
-                policy(&call).await
+                guarded_policy(tool.name(), policy(&call)).await
             }
         };
         if scope.session.permission(descriptor.effect) == Permission::Ask
@@ -1075,6 +1092,15 @@ impl Runtime {
     /// the last pending request of the step settles, the step resumes here and its approved
     /// calls run (exactly once: the turn is claimed in the store first).
     pub async fn respond(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
+        // On its own task, like `Turn::step`: a resumed step must finish even if the caller
+        // stops waiting.
+        let runtime = self.clone();
+        tokio::spawn(async move { runtime.settle(response).await })
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))?
+    }
+
+    async fn settle(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
         let store = &self.0.store;
         let turn_id = store
             .turn_of_request(&response.request_id)
@@ -1124,7 +1150,16 @@ impl Runtime {
                     .and_then(|t| t.descriptor().approval)
                     .and_then(|a| a.response)
                 {
-                    Some(policy) => policy(&call),
+                    // A response policy that panics keeps the request pending: fail closed.
+                    Some(policy) => {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
+                            .unwrap_or_else(|_| {
+                                ResponseVerdict::rejected(format!(
+                                    "the response policy of `{}` failed; the request stays pending",
+                                    call.tool_name
+                                ))
+                            })
+                    }
                     None => requester_only(&call),
                 }
             };
@@ -1196,22 +1231,7 @@ impl Runtime {
                 };
             }
             // `once` memory is written only when no request for the same key is still pending.
-            let remember = request.approval_key.clone().filter(|key| {
-                !step
-                    .requests
-                    .iter()
-                    .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
-                    && step.requests.iter().any(|r| {
-                        r.approval_key.as_ref() == Some(key)
-                            && matches!(
-                                r.status,
-                                RequestStatus::Settled {
-                                    decision: Decision::Approved,
-                                    ..
-                                }
-                            )
-                    })
-            });
+            let remember = settled_grants(step);
             let pending: Vec<String> = step
                 .requests
                 .iter()
@@ -1224,12 +1244,16 @@ impl Runtime {
             } else {
                 Vec::new()
             };
+            // Registered before the claim is written, so a cancel that lands right after it
+            // still reaches the calls.
+            let token = CancellationToken::new();
+            let _running = claim.then(|| self.track(&turn.id, &token));
             let new_version = match store.put_turn(&turn, Some(version)).await {
                 Ok(v) => v,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
             };
-            if let Some(key) = remember {
+            for key in remember {
                 store.remember_approval(&session.id, &key).await?;
             }
             self.emit(Event::ApprovalCandidate {
@@ -1256,7 +1280,9 @@ impl Runtime {
             if !claim {
                 return Ok(RespondOutcome::Settled { pending });
             }
-            let outcome = self.resume(session, turn, new_version, claimed).await?;
+            let outcome = self
+                .resume(session, turn, new_version, claimed, token)
+                .await?;
             return Ok(RespondOutcome::Resumed(outcome));
         }
     }
@@ -1281,10 +1307,12 @@ impl Runtime {
             let Some(session) = store.session(&turn.session_id).await?.map(|(s, _)| s) else {
                 return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
             };
-            let step = turn
-                .pending
-                .as_mut()
-                .expect("a waiting turn has a pending step");
+            let Some(step) = turn.pending.as_mut() else {
+                return Err(RuntimeError::Store(StoreError::Corrupt {
+                    id: turn_id.to_owned(),
+                    error: "a waiting turn has no pending step".into(),
+                }));
+            };
             let mut revoked = Vec::new();
             for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
                 request.status = RequestStatus::Revoked { outcome };
@@ -1313,12 +1341,20 @@ impl Runtime {
                     };
                 }
             }
+            // `once` grants of requests approved earlier in this step: with nothing pending
+            // for their key any more, the memory is written now.
+            let grants = settled_grants(step);
             let claimed = claim_step(&mut turn);
+            let token = CancellationToken::new();
+            let _running = self.track(&turn.id, &token);
             let new_version = match store.put_turn(&turn, Some(version)).await {
                 Ok(v) => v,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
             };
+            for key in grants {
+                store.remember_approval(&session.id, &key).await?;
+            }
             for request_id in revoked {
                 self.emit(Event::InputResolved {
                     session_id: session.id.clone(),
@@ -1327,7 +1363,9 @@ impl Runtime {
                     outcome,
                 });
             }
-            let result = self.resume(session, turn, new_version, claimed).await?;
+            let result = self
+                .resume(session, turn, new_version, claimed, token)
+                .await?;
             return Ok(RespondOutcome::Resumed(result));
         }
     }
@@ -1335,11 +1373,7 @@ impl Runtime {
     pub(crate) async fn cancel_turn(&self, turn_id: &str) -> Result<(), RuntimeError> {
         // Calls of this turn running in this process see their tokens fire, whichever handle
         // started them.
-        if let Ok(active) = self.0.active.lock()
-            && let Some(token) = active.get(turn_id)
-        {
-            token.cancel();
-        }
+        self.cancel_running(turn_id);
         let store = &self.0.store;
         loop {
             let (mut turn, version) = store
@@ -1404,6 +1438,8 @@ impl Runtime {
                             result,
                         });
                     }
+                    // A resumption that registered after the first look still sees the cancel.
+                    self.cancel_running(turn_id);
                     self.emit(Event::TurnCompleted {
                         session_id: turn.session_id.clone(),
                         turn_id: turn.id.clone(),
@@ -1424,21 +1460,19 @@ impl Runtime {
         mut turn: TurnRecord,
         version: u64,
         claimed: Vec<(String, Option<Approver>)>,
+        token: CancellationToken,
     ) -> Result<StepOutcome, RuntimeError> {
-        let step = turn.pending.clone().expect("a resumed turn has its step");
-        let token = CancellationToken::new();
-        let _running = self.track(&turn.id, &token);
+        let Some(step) = turn.pending.clone() else {
+            return Err(RuntimeError::Store(StoreError::Corrupt {
+                id: turn.id.clone(),
+                error: "a claimed turn has no pending step".into(),
+            }));
+        };
+        let token = &token;
         let approved = self.0.store.approvals(&session.id).await?;
         let runs = step.calls.iter().filter_map(|call| {
             let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
-            Some(self.run_approved(
-                &session,
-                &turn,
-                call,
-                approved_by.clone(),
-                &approved,
-                &token,
-            ))
+            Some(self.run_approved(&session, &turn, call, approved_by.clone(), &approved, token))
         });
         let ran: Vec<(CallResult, bool)> = futures_util::future::join_all(runs).await;
         let invoked: Vec<String> = ran
@@ -1597,7 +1631,9 @@ impl Runtime {
                 approved,
                 &NeverCancelled,
             );
-            if let ApprovalDecision::Denied(reason) = policy(&approval).await {
+            if let ApprovalDecision::Denied(reason) =
+                guarded_policy(tool.name(), policy(&approval)).await
+            {
                 let error = ToolError::with_code(
                     ErrorCode::Denied,
                     format!(
@@ -1679,6 +1715,55 @@ fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
 fn start_label(tool: &Tool, input: &Value) -> String {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.start_label(input)))
         .unwrap_or_else(|_| names::humanize(tool.descriptor().name))
+}
+
+/// The `once` keys of `step` that some request approved and no request still waits on.
+fn settled_grants(step: &PendingStep) -> Vec<String> {
+    let mut keys: Vec<String> = step
+        .requests
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.status,
+                RequestStatus::Settled {
+                    decision: Decision::Approved,
+                    ..
+                }
+            )
+        })
+        .filter_map(|r| r.approval_key.clone())
+        .filter(|key| {
+            !step
+                .requests
+                .iter()
+                .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Runs a custom request policy; one that panics denies the call, saying so (fail closed).
+async fn guarded_policy(
+    tool: &str,
+    decision: impl std::future::Future<Output = ApprovalDecision>,
+) -> ApprovalDecision {
+    use futures_util::FutureExt as _;
+    std::panic::AssertUnwindSafe(decision)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            ApprovalDecision::denied(format!(
+                "the approval policy of `{tool}` failed on this input; this is a bug in the policy, not in the input"
+            ))
+        })
+}
+
+/// The `once` memory key; a key fn that panics is an error (the call then asks a person).
+fn guarded_key(tool: &Tool, input: &Value) -> Result<String, ToolError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.approval_key(input)))
+        .unwrap_or_else(|_| Err(ToolError::new("the approval key fn panicked")))
 }
 
 /// `model` followed by the approver's note.

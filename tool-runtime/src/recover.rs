@@ -41,7 +41,9 @@ impl Runtime {
                 })
                 .map(|call| (call.call_id.clone(), None))
                 .collect();
-            match self.resume(session, turn, version, durable).await {
+            let token = tokio_util::sync::CancellationToken::new();
+            let _running = self.track(&turn_id, &token);
+            match self.resume(session, turn, version, durable, token).await {
                 Ok(outcome) => recovered.push((turn_id, outcome)),
                 // Another process recovered or resumed it meanwhile.
                 Err(RuntimeError::Store(crate::store::StoreError::Conflict(_))) => {}

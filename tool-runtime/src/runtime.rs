@@ -97,6 +97,9 @@ pub enum RuntimeError {
     /// No request with that id.
     #[error("no input request `{0}`; it may belong to another store, or never existed")]
     UnknownRequest(String),
+    /// The task running a step or a resumption failed (a panic outside any tool).
+    #[error("the runtime task failed: {0}; the turn is left as recorded, see `Runtime::recover`")]
+    Task(String),
     /// The turn cannot take this operation in its state.
     #[error("turn `{turn}` is {status:?}; {what}")]
     TurnState {
@@ -176,6 +179,7 @@ impl RuntimeBuilder {
         Ok(Runtime(Arc::new(Inner {
             semaphore: Semaphore::new(self.options.concurrency.max(1)),
             active: std::sync::Mutex::new(HashMap::new()),
+            registrations: std::sync::atomic::AtomicU64::new(0),
             registry: self.registry,
             states: Arc::new(self.states),
             store,
@@ -194,19 +198,27 @@ pub(crate) struct Inner {
     pub(crate) options: Options,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) semaphore: Semaphore,
-    /// Cancellation tokens of turns whose calls run in this process now.
-    pub(crate) active: std::sync::Mutex<HashMap<String, CancellationToken>>,
+    /// Cancellation tokens of turns whose calls run in this process now, each with the
+    /// registration it came from.
+    pub(crate) active: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
+    pub(crate) registrations: std::sync::atomic::AtomicU64,
 }
 
-/// Removes a turn's token from [`Inner::active`] when its calls are done.
-pub(crate) struct Tracked<'a> {
-    runtime: &'a Runtime,
+/// Removes a turn's token from [`Inner::active`] when its calls are done; only its own
+/// registration, never a later one for the same turn.
+pub(crate) struct Tracked {
+    runtime: Runtime,
     turn_id: String,
+    registration: u64,
 }
 
-impl Drop for Tracked<'_> {
+impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Ok(mut active) = self.runtime.0.active.lock() {
+        if let Ok(mut active) = self.runtime.0.active.lock()
+            && active
+                .get(&self.turn_id)
+                .is_some_and(|(r, _)| *r == self.registration)
+        {
             active.remove(&self.turn_id);
         }
     }
@@ -409,13 +421,27 @@ impl Runtime {
 
     /// Registers `token` as the cancellation of turn `turn_id`'s running calls until the
     /// returned guard drops.
-    pub(crate) fn track(&self, turn_id: &str, token: &CancellationToken) -> Tracked<'_> {
+    pub(crate) fn track(&self, turn_id: &str, token: &CancellationToken) -> Tracked {
+        let registration = self
+            .0
+            .registrations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut active) = self.0.active.lock() {
-            active.insert(turn_id.to_owned(), token.clone());
+            active.insert(turn_id.to_owned(), (registration, token.clone()));
         }
         Tracked {
-            runtime: self,
+            runtime: self.clone(),
             turn_id: turn_id.to_owned(),
+            registration,
+        }
+    }
+
+    /// Fires the token of turn `turn_id`'s calls running in this process, if any.
+    pub(crate) fn cancel_running(&self, turn_id: &str) {
+        if let Ok(active) = self.0.active.lock()
+            && let Some((_, token)) = active.get(turn_id)
+        {
+            token.cancel();
         }
     }
 
