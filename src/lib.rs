@@ -58,7 +58,7 @@ pub use toolwright_core::{
     RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall, ResponseContext,
     ResponseDecision, ResponseVerdict, ServeCall, ServeCalls, ServeIncoming, ServeInput,
     SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput, ToolKind,
-    ToolList, WorkflowContext, WorkflowParam,
+    ToolList, WorkflowContext, WorkflowParam, ask_question,
 };
 
 /// Provider exports of single tools and schema helpers.

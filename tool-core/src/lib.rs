@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod approval;
+pub mod builtin;
 pub mod context;
 pub mod descriptor;
 pub mod effect;
@@ -30,6 +31,7 @@ pub use approval::{
     CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
     ResponseDecision, ResponseVerdict,
 };
+pub use builtin::ask_question;
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
     DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State, StepNames,

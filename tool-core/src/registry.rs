@@ -108,7 +108,7 @@ impl Tool {
                 at,
             });
         }
-        if names::is_reserved(&name) {
+        if names::is_reserved(&name) && !crate::builtin::is_ask_question(descriptor) {
             problems.push(RegistryProblem::Reserved {
                 name: name.clone(),
                 at,

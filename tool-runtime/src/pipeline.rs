@@ -477,9 +477,23 @@ impl Turn {
         self.runtime.cancel_turn(&self.id).await
     }
 
-    /// A plain message from `principal` while the turn waits: pending approvals are revoked
-    /// (`ignored`), and calls of the batch that were already approved still run.
+    /// A plain message from the turn's caller while the turn waits: it answers the first
+    /// unanswered question; with no question pending, it revokes pending approvals (`ignored`),
+    /// and calls of the batch that were already approved still run.
     pub async fn message(&self, text: &str) -> Result<RespondOutcome, RuntimeError> {
+        // A plain message answers the first unanswered question, in the turn's caller's name.
+        let record = self.record().await?;
+        if record.status == TurnStatus::Waiting
+            && let Some(question) = record
+                .pending
+                .iter()
+                .flat_map(|p| &p.requests)
+                .find(|r| r.kind == RequestKind::Question && r.is_pending())
+        {
+            let response =
+                InputResponse::answer(&question.request_id, record.current.clone(), text);
+            return self.runtime.respond(response).await;
+        }
         self.runtime.revoke(&self.id, Outcome::Ignored, text).await
     }
 }
@@ -672,6 +686,9 @@ impl Runtime {
             Err(error) => return fail(tool.name(), error.into_tool_error()),
         };
 
+        if toolwright_core::builtin::is_ask_question(tool.descriptor()) {
+            return self.question(scope, call, index, input);
+        }
         let (decision, reasons, key) = self.decide(scope, tool, &input, &call.call_id).await;
         match decision {
             ApprovalDecision::NotApplicable | ApprovalDecision::Approved => Prepared::Run {
@@ -725,6 +742,50 @@ impl Runtime {
                     input,
                 }
             }
+        }
+    }
+
+    /// `ask_question`: parks the call on a question (or answers `unavailable` when nobody can
+    /// be asked).
+    fn question(&self, scope: &StepScope, call: &ToolCall, index: usize, input: Value) -> Prepared {
+        if !scope.info().interactive {
+            let output = json!({ "status": "unavailable" });
+            return Prepared::Done(CallResult {
+                call_id: call.call_id.clone(),
+                tool: "ask_question".into(),
+                is_error: false,
+                model: ModelOutput::Text(
+                    "No one can answer questions in this session. Do not ask again; continue on the most reasonable default.".into(),
+                ),
+                output,
+                error: None,
+                ends_turn: false,
+                label: None,
+            });
+        }
+        let prompt = input
+            .get("question")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Prepared::Ask {
+            call_id: call.call_id.clone(),
+            tool: index,
+            request: Box::new(InputRequest {
+                request_id: new_id("req"),
+                kind: RequestKind::Question,
+                session_id: scope.session.id.clone(),
+                turn_id: scope.turn.id.clone(),
+                call_id: Some(call.call_id.clone()),
+                tool: Some("ask_question".into()),
+                input: Some(input.clone()),
+                prompt,
+                reasons: Vec::new(),
+                requester: scope.turn.current.clone(),
+                approval_key: None,
+                status: RequestStatus::Pending,
+            }),
+            input,
         }
     }
 
@@ -1180,6 +1241,15 @@ impl Runtime {
                 ResponseDecision::Approve => Decision::Approved,
                 ResponseDecision::Cancel => Decision::Cancelled,
             };
+            let question = request.kind == RequestKind::Question;
+            let answer = if question && decision == Decision::Approved {
+                match question_answer(&request, &response) {
+                    Ok(answer) => Some(answer),
+                    Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
+                }
+            } else {
+                None
+            };
             let settled_request = step
                 .requests
                 .iter_mut()
@@ -1188,11 +1258,30 @@ impl Runtime {
             settled_request.status = RequestStatus::Settled {
                 decision,
                 responder: response.principal.clone(),
-                note: response.note.clone(),
+                note: answer.clone().or_else(|| response.note.clone()),
             };
             let mut approvals = Vec::new();
             for call in &mut step.calls {
                 if Some(&call.call_id) != request.call_id.as_ref() {
+                    continue;
+                }
+                if question {
+                    let output = match &answer {
+                        Some(answer) => json!({ "status": "answered", "answer": answer }),
+                        None => json!({ "status": "cancelled" }),
+                    };
+                    call.state = CallState::Finished {
+                        result: CallResult {
+                            call_id: call.call_id.clone(),
+                            tool: call.tool.clone(),
+                            is_error: false,
+                            model: ModelOutput::Json(output.clone()),
+                            output,
+                            error: None,
+                            ends_turn: false,
+                            label: None,
+                        },
+                    };
                     continue;
                 }
                 call.state = match decision {
@@ -1256,21 +1345,23 @@ impl Runtime {
             for key in remember {
                 store.remember_approval(&session.id, &key).await?;
             }
-            self.emit(Event::ApprovalCandidate {
-                session_id: session.id.clone(),
-                turn_id: turn.id.clone(),
-                request_id: request.request_id.clone(),
-                decision: response.decision,
-                responder: response.principal.clone(),
-                status: CandidateStatus::Pending,
-                reason: None,
-            });
-            self.emit(Event::ApprovalSettled {
-                session_id: session.id.clone(),
-                turn_id: turn.id.clone(),
-                request_id: request.request_id.clone(),
-                decision,
-            });
+            if !question {
+                self.emit(Event::ApprovalCandidate {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    request_id: request.request_id.clone(),
+                    decision: response.decision,
+                    responder: response.principal.clone(),
+                    status: CandidateStatus::Pending,
+                    reason: None,
+                });
+                self.emit(Event::ApprovalSettled {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    request_id: request.request_id.clone(),
+                    decision,
+                });
+            }
             self.emit(Event::InputResolved {
                 session_id: session.id.clone(),
                 turn_id: turn.id.clone(),
@@ -1715,6 +1806,36 @@ fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
 fn start_label(tool: &Tool, input: &Value) -> String {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.start_label(input)))
         .unwrap_or_else(|_| names::humanize(tool.descriptor().name))
+}
+
+/// The answer to question `request`: a chosen option (by label) or free text.
+fn question_answer(request: &InputRequest, response: &InputResponse) -> Result<String, String> {
+    let labels: Vec<&str> = request
+        .input
+        .as_ref()
+        .and_then(|input| input.get("options"))
+        .and_then(Value::as_array)
+        .map(|options| {
+            options
+                .iter()
+                .filter_map(|o| o.get("label")?.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(option) = &response.option {
+        return if labels.contains(&option.as_str()) {
+            Ok(option.clone())
+        } else {
+            Err(format!(
+                "`{option}` is not one of the options: {}",
+                labels.join(", ")
+            ))
+        };
+    }
+    match response.text.as_deref().map(str::trim) {
+        Some(text) if !text.is_empty() => Ok(text.to_owned()),
+        _ => Err("an answer needs an option or some text".into()),
+    }
 }
 
 /// The `once` keys of `step` that some request approved and no request still waits on.

@@ -342,9 +342,43 @@ pub struct InputResponse {
     pub principal: Option<Principal>,
     /// A note sent with the decision; it reaches the model.
     pub note: Option<String>,
+    /// For a question: the chosen option (its label, as `ask_question` offers it).
+    pub option: Option<String>,
+    /// For a question: the answer in the person's own words.
+    pub text: Option<String>,
 }
 
 impl InputResponse {
+    /// Answers question `request_id` as `principal` with `text` (an option's label picks that
+    /// option; anything else is a free-form answer).
+    pub fn answer(
+        request_id: impl Into<String>,
+        principal: Option<Principal>,
+        text: impl Into<String>,
+    ) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Approve,
+            principal,
+            note: None,
+            option: None,
+            text: Some(text.into()),
+        }
+    }
+
+    /// Answers question `request_id` by choosing the option labelled `label`.
+    pub fn choose(
+        request_id: impl Into<String>,
+        principal: Option<Principal>,
+        label: impl Into<String>,
+    ) -> Self {
+        InputResponse {
+            option: Some(label.into()),
+            text: None,
+            ..Self::answer(request_id, principal, "")
+        }
+    }
+
     /// Approve `request_id` as `principal`.
     pub fn approve(request_id: impl Into<String>, principal: Option<Principal>) -> Self {
         InputResponse {
@@ -352,6 +386,8 @@ impl InputResponse {
             decision: ResponseDecision::Approve,
             principal,
             note: None,
+            option: None,
+            text: None,
         }
     }
 
@@ -362,6 +398,8 @@ impl InputResponse {
             decision: ResponseDecision::Cancel,
             principal,
             note: None,
+            option: None,
+            text: None,
         }
     }
 
