@@ -679,6 +679,11 @@ impl Registry {
         self.0.by_name.get(name).map(|&i| &self.0.tools[i])
     }
 
+    /// The position of tool `name` in [`Registry::tools`] (a hash lookup, not a scan).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.0.by_name.get(name).copied()
+    }
+
     /// The tool with id `id` (`toolset.name`).
     pub fn by_id(&self, id: &str) -> Option<&Tool> {
         self.0.by_id.get(id).map(|&i| &self.0.tools[i])

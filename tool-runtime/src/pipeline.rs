@@ -54,6 +54,21 @@ struct StepScope {
     audience: Audience,
     /// Tools whose `enabled` predicate is false in this step.
     disabled: HashSet<usize>,
+    /// Fires when the turn is cancelled; handed to asynchronous policies.
+    cancel: TokenSignal,
+}
+
+/// The turn's cancellation token as the signal policies receive.
+struct TokenSignal(CancellationToken);
+
+impl toolwright_core::CancelSignal for TokenSignal {
+    fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    fn cancelled(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(self.0.cancelled())
+    }
 }
 
 impl StepScope {
@@ -139,6 +154,7 @@ impl Turn {
             approved,
             audience,
             disabled,
+            cancel: TokenSignal(self.token.clone()),
         };
 
         // Results, approvals and resumption are keyed by call id: a step whose ids repeat could
@@ -188,8 +204,10 @@ impl Turn {
             prepared.push(rt.prepare(&scope, call).instrument(span.clone()).await);
         }
 
-        // Announce every call, then run what may run.
-        for (call, prep) in calls.iter().zip(&prepared) {
+        // Announce every call, then run what may run. Without subscribers nobody sees the
+        // events, so their inputs are not cloned and their labels not rendered.
+        let announced = rt.0.events.receiver_count() > 0;
+        for (call, prep) in calls.iter().zip(&prepared).filter(|_| announced) {
             let (tool, input) = match prep {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
                     let t = &rt.0.registry.tools()[*tool];
@@ -660,11 +678,12 @@ impl Runtime {
             Ok(tool) => tool,
             Err(error) => return fail(&name, error),
         };
-        let index = registry
-            .tools()
-            .iter()
-            .position(|t| std::ptr::eq(t, tool))
-            .expect("resolved from this registry");
+        let Some(index) = registry.index_of(tool.name()) else {
+            return fail(
+                &name,
+                ToolError::with_code(ErrorCode::UnknownTool, format!("no tool named `{name}`")),
+            );
+        };
         if scope.disabled.contains(&index) {
             return fail(
                 &name,
@@ -840,7 +859,7 @@ impl Runtime {
                     input,
                     call_id,
                     &scope.approved,
-                    &NeverCancelled,
+                    &scope.cancel,
                 );
                 guarded_policy(tool.name(), policy(&call)).await
             }
@@ -945,13 +964,10 @@ impl Runtime {
             .search(&query, scope.audience)
             .into_iter()
             .filter(|t| {
-                let index = self
-                    .0
+                self.0
                     .registry
-                    .tools()
-                    .iter()
-                    .position(|x| std::ptr::eq(x, *t));
-                index.is_none_or(|i| !scope.disabled.contains(&i))
+                    .index_of(t.name())
+                    .is_none_or(|i| !scope.disabled.contains(&i))
             })
             .take(10)
             .map(|t| {
@@ -1694,10 +1710,8 @@ impl Runtime {
         let Some((index, tool)) = self
             .0
             .registry
-            .tools()
-            .iter()
-            .enumerate()
-            .find(|(_, t)| t.name() == call.tool)
+            .index_of(&call.tool)
+            .map(|i| (i, &self.0.registry.tools()[i]))
         else {
             let error = ToolError::with_code(
                 ErrorCode::UnknownTool,
@@ -1714,14 +1728,9 @@ impl Runtime {
         };
         if let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) {
             let info = session_info(session, turn);
-            let approval = ApprovalCall::new(
-                &info,
-                tool.name(),
-                &input,
-                &call.call_id,
-                approved,
-                &NeverCancelled,
-            );
+            let signal = TokenSignal(token.clone());
+            let approval =
+                ApprovalCall::new(&info, tool.name(), &input, &call.call_id, approved, &signal);
             if let ApprovalDecision::Denied(reason) =
                 guarded_policy(tool.name(), policy(&approval)).await
             {
