@@ -33,8 +33,20 @@ pub(crate) struct RuntimeHost {
     pub(crate) input: Value,
     pub(crate) interactive: bool,
     pub(crate) steps: StepNames,
-    /// The journal of a durable call; `None` for plain calls (their steps just run).
+    /// The journal of a durable or workflow call; `None` for plain calls (their steps just run).
     pub(crate) journal: Option<Journal>,
+    /// Set when the body waits for something that outlives this run (a person's answer): the
+    /// runtime then drops the body and parks the call; the answer is recorded in the journal
+    /// and the body replays up to it on the next run.
+    pub(crate) suspended: std::sync::Mutex<Option<Suspension>>,
+    pub(crate) parked: tokio::sync::Notify,
+}
+
+/// Why a workflow body stopped until later.
+#[derive(Debug, Clone)]
+pub(crate) enum Suspension {
+    /// `ctx.ask` at this journal position, with no answer recorded yet.
+    Ask { position: u32, request: AskRequest },
 }
 
 /// A durable call's journal: what earlier runs recorded, and where this run is in it.
@@ -86,22 +98,41 @@ impl Journal {
     }
 
     fn replayed(&self, entry: &JournalEntry, name: &str) -> Result<Value, ToolError> {
-        if entry.kind != EntryKind::Step || entry.name != name {
-            let kind = match entry.kind {
-                EntryKind::Step => "step",
-                EntryKind::Ask => "question",
-                EntryKind::Sleep => "sleep",
-            };
+        self.replayed_as(entry, EntryKind::Step, name)
+    }
+
+    fn replayed_as(
+        &self,
+        entry: &JournalEntry,
+        expected: EntryKind,
+        name: &str,
+    ) -> Result<Value, ToolError> {
+        if entry.kind != expected || entry.name != name {
+            let kind = kind_word(entry.kind);
+            let reached = kind_word(expected);
             return Err(ToolError::with_code(
                 ErrorCode::Journal,
                 format!(
-                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached step `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
+                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached {reached} `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
                     self.run_id, entry.position, entry.name
                 ),
             ));
         }
         Ok(entry.value.clone())
     }
+}
+
+fn kind_word(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::Step => "step",
+        EntryKind::Ask => "question",
+        EntryKind::Sleep => "sleep",
+    }
+}
+
+/// The journal name of the `ask` at `position`.
+pub(crate) fn ask_name(position: u32) -> String {
+    format!("ask#{position}")
 }
 
 fn journal_error(error: StoreError) -> ToolError {
@@ -179,16 +210,49 @@ impl CallHost for RuntimeHost {
         })
     }
 
-    fn ask(&self, _request: AskRequest) -> BoxFuture<'_, Result<AskAnswer, ToolError>> {
-        let answer = if self.interactive {
-            Err(ToolError::with_code(
-                ErrorCode::Journal,
-                "asking a person from a tool body needs the workflow journal, which this runtime does not run; use an approval policy on the tool instead",
-            ))
-        } else {
-            Ok(AskAnswer::Unavailable)
-        };
-        Box::pin(std::future::ready(answer))
+    fn ask(&self, request: AskRequest) -> BoxFuture<'_, Result<AskAnswer, ToolError>> {
+        Box::pin(async move {
+            let Some(journal) = &self.journal else {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    "only a `workflow` tool can ask a person from its body; give a plain tool an approval policy instead",
+                ));
+            };
+            let position = journal
+                .cursor
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let name = ask_name(position);
+            if let Some(entry) = journal.recorded.get(position as usize) {
+                let value = journal.replayed_as(entry, EntryKind::Ask, &name)?;
+                return serde_json::from_value(value).map_err(|error| {
+                    ToolError::with_code(
+                        ErrorCode::Journal,
+                        format!(
+                            "the answer recorded at position {position} cannot be read: {error}"
+                        ),
+                    )
+                });
+            }
+            if !self.interactive {
+                // Nobody can answer: `unavailable` is recorded so every replay goes the same way.
+                let entry = JournalEntry {
+                    position,
+                    kind: EntryKind::Ask,
+                    name,
+                    value: serde_json::to_value(AskAnswer::Unavailable).unwrap_or(Value::Null),
+                };
+                return match journal.store.append_journal(&journal.run_id, &entry).await {
+                    Ok(()) | Err(StoreError::Conflict(_)) => Ok(AskAnswer::Unavailable),
+                    Err(error) => Err(journal_error(error)),
+                };
+            }
+            if let Ok(mut suspended) = self.suspended.lock() {
+                *suspended = Some(Suspension::Ask { position, request });
+            }
+            self.parked.notify_one();
+            // The runtime drops the body now; nothing waits in memory for the answer.
+            std::future::pending().await
+        })
     }
 
     fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>> {

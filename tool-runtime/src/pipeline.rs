@@ -8,24 +8,33 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    ApprovalCall, ApprovalDecision, Audience, CallContext, Caller, ContentPart, Effect,
-    EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, RequestPolicy, ResponseCall,
-    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
+    ApprovalCall, ApprovalDecision, AskAnswer, AskRequest, Audience, CallContext, Caller,
+    ContentPart, Effect, EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled,
+    RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError,
     approval::requester_only, names,
 };
 use tracing::Instrument;
 
 use crate::event::{CandidateStatus, CompletionReason, Event};
-use crate::host::{Journal, RuntimeHost};
+use crate::host::{Journal, RuntimeHost, Suspension};
 use crate::record::{
-    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
-    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
+    PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord,
+    TurnStatus,
 };
 use crate::runtime::{
     AutoRequest, AutoVerdict, InputResponse, RespondOutcome, Runtime, RuntimeError, StepOutcome,
     ToolCall, Turn,
 };
 use crate::store::StoreError;
+
+/// How one execution ended.
+enum Executed {
+    /// With a result.
+    Done(CallResult),
+    /// A workflow body waits for a person; the call parks.
+    Suspended(Suspension),
+}
 
 /// What the pipeline decided for one call before anything ran.
 enum Prepared {
@@ -317,11 +326,17 @@ impl Turn {
                 _ => None,
             }
         });
-        let ran: Vec<Option<CallResult>> = futures_util::future::join_all(runs).await;
+        let ran: Vec<Option<Executed>> = futures_util::future::join_all(runs).await;
         let mut results = Vec::new();
+        let mut suspended = Vec::new();
         for (prep, ran) in prepared.iter().zip(ran) {
             let (result, invoked) = match (prep, ran) {
-                (_, Some(result)) => (result, true),
+                (Prepared::Run { call_id, tool, .. }, Some(Executed::Suspended(suspension))) => {
+                    let name = rt.0.registry.tools()[*tool].name();
+                    suspended.push(rt.suspension_request(&scope.turn, call_id, name, suspension));
+                    continue;
+                }
+                (_, Some(Executed::Done(result))) => (result, true),
                 (Prepared::Done(result), None) => (result.clone(), false),
                 _ => continue,
             };
@@ -334,14 +349,32 @@ impl Turn {
             results.push(result);
         }
 
-        if waiting {
-            let step = scope.turn.pending.as_mut().expect("set above");
+        let parked: HashSet<String> = suspended.iter().filter_map(|r| r.call_id.clone()).collect();
+        if waiting || !suspended.is_empty() {
+            let Some(step) = scope.turn.pending.as_mut() else {
+                return Err(RuntimeError::Store(StoreError::Corrupt {
+                    id: self.id.clone(),
+                    error: "a running step has no record".into(),
+                }));
+            };
             for result in &results {
                 if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
                     call.state = CallState::Finished {
                         result: result.clone(),
                     };
                 }
+            }
+            for request in suspended {
+                if let Some(call) = step
+                    .calls
+                    .iter_mut()
+                    .find(|c| c.call_id.as_str() == request.call_id.as_deref().unwrap_or_default())
+                {
+                    call.state = CallState::Waiting {
+                        request_id: request.request_id.clone(),
+                    };
+                }
+                step.requests.push(request);
             }
             let requests = step.requests.clone();
             scope.turn.status = TurnStatus::Waiting;
@@ -354,7 +387,11 @@ impl Turn {
                     let mut all = Vec::with_capacity(prepared.len());
                     for prep in &prepared {
                         match prep {
-                            Prepared::Ask { call_id, tool, .. } => {
+                            Prepared::Ask { call_id, tool, .. }
+                            | Prepared::Run { call_id, tool, .. }
+                                if matches!(prep, Prepared::Ask { .. })
+                                    || parked.contains(call_id) =>
+                            {
                                 let name = rt.0.registry.tools()[*tool].name();
                                 all.push(CallResult::failed(
                                     call_id,
@@ -756,6 +793,7 @@ impl Runtime {
                         reasons,
                         requester: scope.turn.current.clone(),
                         approval_key: key,
+                        journal_position: None,
                         status: RequestStatus::Pending,
                     }),
                     input,
@@ -802,6 +840,7 @@ impl Runtime {
                 reasons: Vec::new(),
                 requester: scope.turn.current.clone(),
                 approval_key: None,
+                journal_position: None,
                 status: RequestStatus::Pending,
             }),
             input,
@@ -1003,17 +1042,17 @@ impl Runtime {
         input: Value,
         approved_by: Option<Approver>,
         token: &CancellationToken,
-    ) -> CallResult {
+    ) -> Executed {
         let tool = &self.0.registry.tools()[index];
         let _permit = self.0.semaphore.acquire().await;
         let call_token = token.child_token();
         let info = session_info(session, turn);
-        let journal = if tool.descriptor().kind == ToolKind::Durable {
+        let journal = if tool.descriptor().kind.is_journaled() {
             let run_id = durable_run_id(&turn.id, call_id);
             let recorded = match self.0.store.journal(&run_id).await {
                 Ok(recorded) => recorded,
                 Err(error) => {
-                    return CallResult::failed(
+                    return Executed::Done(CallResult::failed(
                         call_id,
                         tool.name(),
                         ToolError::with_code(
@@ -1023,7 +1062,7 @@ impl Runtime {
                                 tool.name()
                             ),
                         ),
-                    );
+                    ));
                 }
             };
             Some(Journal {
@@ -1048,7 +1087,10 @@ impl Runtime {
             interactive: info.interactive,
             steps: toolwright_core::StepNames::default(),
             journal,
+            suspended: std::sync::Mutex::new(None),
+            parked: tokio::sync::Notify::new(),
         });
+        let watch = Arc::clone(&host);
         let mut builder = CallContext::builder()
             .session(info)
             .call_id(call_id)
@@ -1077,9 +1119,18 @@ impl Runtime {
                     }
                 },
                 () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+                () = watch.parked.notified() => {
+                    // The body waits for a person: drop it here; it replays from its journal
+                    // once the answer is recorded.
+                    let suspension = watch.suspended.lock().ok().and_then(|mut s| s.take());
+                    if let Some(suspension) = suspension {
+                        return Executed::Suspended(suspension);
+                    }
+                    Err(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why"))
+                }
             }
         };
-        match outcome {
+        let result = match outcome {
             Ok(output) => {
                 let model = output.for_model();
                 self.check_files(session, turn, call_id, &model);
@@ -1101,6 +1152,94 @@ impl Runtime {
                 }
             }
             Err(error) => CallResult::failed(call_id, tool.name(), error),
+        };
+        Executed::Done(result)
+    }
+
+    /// A resumed step whose workflow bodies asked again: record what ran, park on the new
+    /// questions.
+    async fn park_again(
+        &self,
+        session: SessionRecord,
+        mut turn: TurnRecord,
+        version: u64,
+        mut step: PendingStep,
+        ran: Vec<(CallResult, bool)>,
+        asked: Vec<InputRequest>,
+    ) -> Result<StepOutcome, RuntimeError> {
+        let mut results = Vec::new();
+        for (result, invoked) in ran {
+            self.note_taint(&mut turn, &result, invoked);
+            if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
+                call.state = CallState::Finished {
+                    result: result.clone(),
+                };
+            }
+            results.push(result);
+        }
+        for request in &asked {
+            if let Some(call) = step
+                .calls
+                .iter_mut()
+                .find(|c| Some(&c.call_id) == request.call_id.as_ref())
+            {
+                call.state = CallState::Waiting {
+                    request_id: request.request_id.clone(),
+                };
+            }
+            step.requests.push(request.clone());
+        }
+        turn.pending = Some(step);
+        turn.status = TurnStatus::Waiting;
+        self.0.store.put_turn(&turn, Some(version)).await?;
+        for result in &results {
+            self.emit(Event::ActionResult {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                result: result.clone(),
+            });
+        }
+        for request in &asked {
+            self.emit(Event::InputRequested {
+                request: request.clone(),
+            });
+        }
+        self.emit(Event::TurnWaiting {
+            session_id: session.id.clone(),
+            turn_id: turn.id.clone(),
+            on: "input".into(),
+            requests: asked.iter().map(|r| r.request_id.clone()).collect(),
+        });
+        Ok(StepOutcome::Waiting {
+            results,
+            requests: asked,
+            notices: Vec::new(),
+        })
+    }
+
+    /// The question a suspended workflow call asks, as an input request.
+    fn suspension_request(
+        &self,
+        turn: &TurnRecord,
+        call_id: &str,
+        tool: &str,
+        suspension: Suspension,
+    ) -> InputRequest {
+        let Suspension::Ask { position, request } = suspension;
+        InputRequest {
+            request_id: new_id("req"),
+            kind: RequestKind::Question,
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            call_id: Some(call_id.to_owned()),
+            tool: Some(tool.to_owned()),
+            prompt: request.prompt.clone(),
+            input: serde_json::to_value(&request).ok(),
+            reasons: Vec::new(),
+            requester: turn.current.clone(),
+            approval_key: None,
+            journal_position: Some(position),
+            status: RequestStatus::Pending,
         }
     }
 
@@ -1258,7 +1397,34 @@ impl Runtime {
                 ResponseDecision::Cancel => Decision::Cancelled,
             };
             let question = request.kind == RequestKind::Question;
-            let answer = if question && decision == Decision::Approved {
+            let workflow_ask = request.journal_position;
+            let answer = if let Some(position) = workflow_ask {
+                // A workflow body's question: the answer goes into the call's journal (first
+                // valid answer wins there too) and the body replays up to it.
+                let answer = match workflow_answer(&request, &response) {
+                    Ok(answer) => answer,
+                    Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
+                };
+                let call_id = request.call_id.as_deref().unwrap_or_default();
+                let entry = JournalEntry {
+                    position,
+                    kind: EntryKind::Ask,
+                    name: crate::host::ask_name(position),
+                    value: serde_json::to_value(&answer).unwrap_or(Value::Null),
+                };
+                match store
+                    .append_journal(&durable_run_id(&turn.id, call_id), &entry)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(StoreError::Conflict(_)) => return Ok(RespondOutcome::Dropped),
+                    Err(error) => return Err(error.into()),
+                }
+                match answer {
+                    AskAnswer::Answered { option_id, text } => option_id.or(text),
+                    _ => None,
+                }
+            } else if question && decision == Decision::Approved {
                 match question_answer(&request, &response) {
                     Ok(answer) => Some(answer),
                     Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
@@ -1279,6 +1445,11 @@ impl Runtime {
             let mut approvals = Vec::new();
             for call in &mut step.calls {
                 if Some(&call.call_id) != request.call_id.as_ref() {
+                    continue;
+                }
+                if workflow_ask.is_some() {
+                    // Runs again when the step resumes, replaying to the recorded answer.
+                    call.state = CallState::Ready { approved_by: None };
                     continue;
                 }
                 if question {
@@ -1579,9 +1750,31 @@ impl Runtime {
         let approved = self.0.store.approvals(&session.id).await?;
         let runs = step.calls.iter().filter_map(|call| {
             let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
-            Some(self.run_approved(&session, &turn, call, approved_by.clone(), &approved, token))
+            let run =
+                self.run_approved(&session, &turn, call, approved_by.clone(), &approved, token);
+            Some(async move { (call, run.await) })
         });
-        let ran: Vec<(CallResult, bool)> = futures_util::future::join_all(runs).await;
+        let executed = futures_util::future::join_all(runs).await;
+        let mut ran: Vec<(CallResult, bool)> = Vec::new();
+        let mut asked: Vec<InputRequest> = Vec::new();
+        for (call, (execution, invoked)) in executed {
+            match execution {
+                Executed::Done(result) => ran.push((result, invoked)),
+                Executed::Suspended(suspension) => {
+                    asked.push(self.suspension_request(
+                        &turn,
+                        &call.call_id,
+                        &call.tool,
+                        suspension,
+                    ));
+                }
+            }
+        }
+        if !asked.is_empty() {
+            return self
+                .park_again(session, turn, version, step, ran, asked)
+                .await;
+        }
         let invoked: Vec<String> = ran
             .iter()
             .filter(|(_, invoked)| *invoked)
@@ -1706,7 +1899,7 @@ impl Runtime {
         approved_by: Option<Approver>,
         approved: &BTreeSet<String>,
         token: &CancellationToken,
-    ) -> (CallResult, bool) {
+    ) -> (Executed, bool) {
         let Some((index, tool)) = self
             .0
             .registry
@@ -1717,13 +1910,19 @@ impl Runtime {
                 ErrorCode::UnknownTool,
                 format!("tool `{}` is no longer registered", call.tool),
             );
-            return (CallResult::failed(&call.call_id, &call.tool, error), false);
+            return (
+                Executed::Done(CallResult::failed(&call.call_id, &call.tool, error)),
+                false,
+            );
         };
         let input = match tool.validate(call.input.clone()) {
             Ok(input) => input,
             Err(error) => {
                 let error = error.into_tool_error();
-                return (CallResult::failed(&call.call_id, &call.tool, error), false);
+                return (
+                    Executed::Done(CallResult::failed(&call.call_id, &call.tool, error)),
+                    false,
+                );
             }
         };
         if let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) {
@@ -1742,7 +1941,10 @@ impl Runtime {
                         reason.unwrap_or_else(|| "no reason given".into())
                     ),
                 );
-                return (CallResult::failed(&call.call_id, &call.tool, error), false);
+                return (
+                    Executed::Done(CallResult::failed(&call.call_id, &call.tool, error)),
+                    false,
+                );
             }
         }
         if turn.caller.is_model() && tool.descriptor().effect != Effect::Read {
@@ -1815,6 +2017,65 @@ fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
 fn start_label(tool: &Tool, input: &Value) -> String {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.start_label(input)))
         .unwrap_or_else(|_| names::humanize(tool.descriptor().name))
+}
+
+/// The answer to a workflow body's question: an option by id (or label), or free text when the
+/// question allows it (or has no options).
+fn workflow_answer(request: &InputRequest, response: &InputResponse) -> Result<AskAnswer, String> {
+    if response.decision == ResponseDecision::Cancel {
+        return Ok(AskAnswer::Cancelled);
+    }
+    let ask: AskRequest = request
+        .input
+        .clone()
+        .and_then(|input| serde_json::from_value(input).ok())
+        .ok_or_else(|| "the question's record cannot be read".to_owned())?;
+    let pick = |wanted: &str| {
+        ask.options
+            .iter()
+            .find(|o| o.id == wanted || o.label == wanted)
+            .map(|o| o.id.clone())
+    };
+    if let Some(option) = &response.option {
+        return match pick(option) {
+            Some(id) => Ok(AskAnswer::Answered {
+                option_id: Some(id),
+                text: None,
+            }),
+            None => Err(format!(
+                "`{option}` is not one of the options: {}",
+                ask.options
+                    .iter()
+                    .map(|o| o.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+    }
+    let text = response.text.as_deref().map(str::trim).unwrap_or_default();
+    if text.is_empty() {
+        return Err("an answer needs an option or some text".into());
+    }
+    if let Some(id) = pick(text) {
+        return Ok(AskAnswer::Answered {
+            option_id: Some(id),
+            text: None,
+        });
+    }
+    if ask.options.is_empty() || ask.allow_freeform {
+        return Ok(AskAnswer::Answered {
+            option_id: None,
+            text: Some(text.to_owned()),
+        });
+    }
+    Err(format!(
+        "choose one of the options: {}",
+        ask.options
+            .iter()
+            .map(|o| o.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// The answer to question `request`: a chosen option (by label) or free text.

@@ -272,6 +272,10 @@ pub struct InputRequest {
     /// The `once` memory key a grant is recorded under, when the policy is `once`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_key: Option<String>,
+    /// For a question asked by a workflow body (`ctx.ask`): the position in the call's journal
+    /// where the answer is recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_position: Option<u32>,
     /// Where the request is.
     pub status: RequestStatus,
 }

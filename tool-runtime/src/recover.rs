@@ -2,7 +2,6 @@
 
 use crate::record::{Approver, CallState, TurnStatus};
 use crate::runtime::{Runtime, RuntimeError, StepOutcome};
-use toolwright_core::ToolKind;
 
 impl Runtime {
     /// Settles turns left `running` by a process that stopped while their calls ran. A `durable`
@@ -37,7 +36,7 @@ impl Runtime {
                         && self
                             .registry()
                             .get(&call.tool)
-                            .is_some_and(|t| t.descriptor().kind == ToolKind::Durable)
+                            .is_some_and(|t| t.descriptor().kind.is_journaled())
                 })
                 .map(|call| (call.call_id.clone(), None))
                 .collect();

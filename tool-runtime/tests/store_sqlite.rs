@@ -47,6 +47,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
                     reasons: Vec::new(),
                     requester: None,
                     approval_key: None,
+                    journal_position: None,
                     status: RequestStatus::Pending,
                 })
                 .collect(),

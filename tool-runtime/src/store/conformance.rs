@@ -725,6 +725,7 @@ fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str]) -> TurnR
                     reasons: Vec::new(),
                     requester: None,
                     approval_key: None,
+                    journal_position: None,
                     status: RequestStatus::Pending,
                 })
                 .collect(),
@@ -882,6 +883,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
         ],
         requester: Some(user.clone()),
         approval_key: Some("input:sha256:abc".to_owned()),
+        journal_position: None,
         status,
     };
     let bare = |n: usize, kind: RequestKind, status: RequestStatus| InputRequest {
@@ -896,6 +898,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
         reasons: Vec::new(),
         requester: None,
         approval_key: None,
+        journal_position: None,
         status,
     };
     let requests = vec![

@@ -1,0 +1,240 @@
+//! Workflow tools (`workflow = execute`): the body's steps are journaled, `ctx.ask` parks the
+//! call on a question through the input protocol, and the answer resumes the body by replay,
+//! from any process sharing the store.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use toolwright::prelude::*;
+use toolwright::runtime::{
+    InputResponse, RequestKind, RespondOutcome, Runtime, SessionSpec, SqliteStore, StepOutcome,
+    ToolCall,
+};
+use toolwright::{Caller, OptionStyle, Principal, Registry};
+
+fn alice() -> Principal {
+    Principal::user("oidc", "alice")
+}
+
+/// Where steps record their side effects.
+struct Effects(PathBuf);
+
+impl Effects {
+    fn append(&self, line: &str) -> Result<(), ToolError> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.0)?;
+        file.write_all(format!("{line}\n").as_bytes())?;
+        Ok(())
+    }
+
+    fn count(&self, line: &str) -> usize {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == line)
+            .count()
+    }
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct DeployArgs {
+    service: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Deployed {
+    deployed: bool,
+    plan: String,
+    note: Option<String>,
+}
+
+/// Deploys one service after showing the operator the plan.
+#[tool(effect = write, workflow = execute)]
+async fn deploy(
+    args: DeployArgs,
+    ctx: WorkflowContext,
+    effects: State<Effects>,
+) -> Result<Deployed, ToolError> {
+    let plan: String = ctx
+        .step("plan", async {
+            effects.append("plan")?;
+            Ok(format!("roll {} in 3 waves", args.service))
+        })
+        .await?;
+    let go = ctx
+        .ask(
+            AskRequest::new(format!("Plan: {plan}. Start?"))
+                .display(AskDisplay::Confirmation)
+                .option(AskOption::new("go", "Start").style(OptionStyle::Primary))
+                .option(AskOption::new("stop", "Cancel").style(OptionStyle::Danger)),
+        )
+        .await?;
+    if !go.chose("go") {
+        return Ok(Deployed {
+            deployed: false,
+            plan,
+            note: None,
+        });
+    }
+    ctx.step("apply", async { effects.append("apply") }).await?;
+    let note = ctx
+        .ask(AskRequest::new("Anything for the change log?").allow_freeform())
+        .await?;
+    let note = match note {
+        AskAnswer::Answered { text, .. } => text,
+        _ => None,
+    };
+    Ok(Deployed {
+        deployed: true,
+        plan,
+        note,
+    })
+}
+
+fn runtime(store: SqliteStore, effects: PathBuf) -> Runtime {
+    Runtime::builder(Registry::from_tools([deploy::TOOL]).unwrap())
+        .store(store)
+        .state(Effects(effects))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_workflow_parks_on_each_question_and_replays_to_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
+    let effects = Effects(log.clone());
+
+    // Process one: the call runs until its first question, then parks.
+    let first = runtime(SqliteStore::open(&db).unwrap(), log.clone());
+    let session = first
+        .open_session(SessionSpec::new("wf").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let turn_id = turn.id().to_owned();
+    let StepOutcome::Waiting { requests, .. } = turn
+        .step(vec![ToolCall::new("c1", "deploy", r#"{"service":"api"}"#)])
+        .await
+        .unwrap()
+    else {
+        panic!("expected waiting")
+    };
+    assert_eq!(requests[0].kind, RequestKind::Question);
+    assert_eq!(requests[0].prompt, "Plan: roll api in 3 waves. Start?");
+    assert_eq!(effects.count("plan"), 1);
+    drop(first);
+
+    // Process two (a fresh runtime on the same file) answers: the body replays `plan` from the
+    // journal, gets "go", applies, and parks on the second question.
+    let second = runtime(SqliteStore::open(&db).unwrap(), log.clone());
+    let outcome = second
+        .respond(InputResponse::choose(
+            &requests[0].request_id,
+            Some(alice()),
+            "go",
+        ))
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Waiting { requests, .. }) = outcome else {
+        panic!("expected the second question: {outcome:?}")
+    };
+    assert_eq!(requests[0].prompt, "Anything for the change log?");
+    assert_eq!(effects.count("plan"), 1, "recorded steps do not run again");
+    assert_eq!(effects.count("apply"), 1);
+
+    // A plain message answers the free-form question; the body finishes.
+    let third = runtime(SqliteStore::open(&db).unwrap(), log.clone());
+    let outcome = third
+        .turn(&turn_id)
+        .await
+        .unwrap()
+        .message("rolled during the quiet hour")
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
+        panic!("expected completed: {outcome:?}")
+    };
+    assert_eq!(
+        results[0].output,
+        json!({ "deployed": true, "plan": "roll api in 3 waves", "note": "rolled during the quiet hour" })
+    );
+    assert_eq!(effects.count("plan"), 1);
+    assert_eq!(effects.count("apply"), 1);
+}
+
+#[tokio::test]
+async fn an_answer_outside_the_options_keeps_the_question_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("effects");
+    let rt = runtime(SqliteStore::in_memory().unwrap(), log.clone());
+    let session = rt
+        .open_session(SessionSpec::new("wf2").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let StepOutcome::Waiting { requests, .. } = turn
+        .step(vec![ToolCall::new("c1", "deploy", r#"{"service":"db"}"#)])
+        .await
+        .unwrap()
+    else {
+        panic!("expected waiting")
+    };
+    let rejected = rt
+        .respond(InputResponse::answer(
+            &requests[0].request_id,
+            Some(alice()),
+            "maybe later",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        matches!(rejected, RespondOutcome::Rejected { .. }),
+        "{rejected:?}"
+    );
+    // The option's label works as well as its id; "Cancel" picks `stop`.
+    let outcome = rt
+        .respond(InputResponse::answer(
+            &requests[0].request_id,
+            Some(alice()),
+            "Cancel",
+        ))
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
+        panic!("expected completed: {outcome:?}")
+    };
+    assert_eq!(results[0].output["deployed"], false);
+    assert_eq!(Effects(log).count("apply"), 0);
+}
+
+#[tokio::test]
+async fn nobody_to_ask_means_unavailable_and_the_default_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("effects");
+    let rt = runtime(SqliteStore::in_memory().unwrap(), log.clone());
+    let session = rt
+        .open_session(SessionSpec::new("wf3").non_interactive())
+        .await
+        .unwrap();
+    let turn = session.begin_turn(None, Caller::Schedule).await.unwrap();
+    let StepOutcome::Completed { results, .. } = turn
+        .step(vec![ToolCall::new("c1", "deploy", r#"{"service":"db"}"#)])
+        .await
+        .unwrap()
+    else {
+        panic!("a schedule never parks")
+    };
+    assert_eq!(results[0].output["deployed"], false, "{results:?}");
+}
