@@ -98,9 +98,9 @@ pub mod runtime {
     pub use toolwright_runtime::store::conformance;
     #[doc(inline)]
     pub use toolwright_runtime::{
-        AutoRequest, AutoVerdict, CandidateStatus, CompletionReason, Decider, Event, InputResponse,
-        Options, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec,
-        SqliteStore, StepOutcome, Store, StoreError, ToolCall, Turn,
+        AutoRequest, AutoVerdict, CandidateStatus, Clock, CompletionReason, Decider, Event,
+        InputResponse, Options, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
+        SessionSpec, SqliteStore, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn,
     };
 }
 

@@ -238,3 +238,101 @@ async fn nobody_to_ask_means_unavailable_and_the_default_path() {
     };
     assert_eq!(results[0].output["deployed"], false, "{results:?}");
 }
+
+/// A clock the test moves by hand.
+#[derive(Clone, Default)]
+struct ManualClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl toolwright::runtime::Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct WatchArgs {
+    service: String,
+}
+
+/// Deploys, then watches the service for five minutes before reporting.
+#[tool(effect = write, workflow = execute)]
+async fn deploy_and_watch(
+    args: WatchArgs,
+    ctx: WorkflowContext,
+    effects: State<Effects>,
+) -> Result<String, ToolError> {
+    ctx.step("deploy", async { effects.append("deploy") })
+        .await?;
+    ctx.sleep(std::time::Duration::from_secs(300)).await?;
+    let health: String = ctx
+        .step("check", async {
+            effects.append("check")?;
+            Ok(format!("{} healthy", args.service))
+        })
+        .await?;
+    Ok(health)
+}
+
+fn watching_runtime(store: SqliteStore, effects: PathBuf, clock: ManualClock) -> Runtime {
+    Runtime::builder(Registry::from_tools([deploy_and_watch::TOOL]).unwrap())
+        .store(store)
+        .state(Effects(effects))
+        .options(toolwright::runtime::Options {
+            clock: std::sync::Arc::new(clock),
+            ..Default::default()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_durable_sleep_holds_no_task_and_wakes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
+    let effects = Effects(log.clone());
+    let clock = ManualClock::default();
+    clock
+        .0
+        .store(1_000_000, std::sync::atomic::Ordering::SeqCst);
+
+    let first = watching_runtime(SqliteStore::open(&db).unwrap(), log.clone(), clock.clone());
+    let session = first.open_session(SessionSpec::new("watch")).await.unwrap();
+    let turn = session.begin_turn(None, Caller::Model).await.unwrap();
+    let outcome = turn
+        .step(vec![ToolCall::new(
+            "c1",
+            "deploy_and_watch",
+            r#"{"service":"api"}"#,
+        )])
+        .await
+        .unwrap();
+    let StepOutcome::Waiting { requests, .. } = outcome else {
+        panic!("expected parked: {outcome:?}")
+    };
+    assert!(requests.is_empty(), "a sleep asks nobody");
+    assert_eq!(effects.count("deploy"), 1);
+    assert!(first.wake_due().await.unwrap().is_empty(), "not due yet");
+    drop(first);
+
+    // Five minutes later, a new process wakes it.
+    clock
+        .0
+        .fetch_add(300_000, std::sync::atomic::Ordering::SeqCst);
+    let second = watching_runtime(SqliteStore::open(&db).unwrap(), log.clone(), clock.clone());
+    let woken = second.wake_due().await.unwrap();
+    assert_eq!(woken.len(), 1);
+    let StepOutcome::Completed { results, .. } = &woken[0].1 else {
+        panic!("{woken:?}")
+    };
+    assert_eq!(results[0].output, json!("api healthy"));
+    assert_eq!(
+        effects.count("deploy"),
+        1,
+        "the step before the sleep ran once"
+    );
+    assert_eq!(effects.count("check"), 1);
+    assert!(
+        second.wake_due().await.unwrap().is_empty(),
+        "a timer fires once"
+    );
+}

@@ -40,6 +40,7 @@ pub(crate) struct RuntimeHost {
     /// and the body replays up to it on the next run.
     pub(crate) suspended: std::sync::Mutex<Option<Suspension>>,
     pub(crate) parked: tokio::sync::Notify,
+    pub(crate) clock: Arc<dyn crate::runtime::Clock>,
 }
 
 /// Why a workflow body stopped until later.
@@ -47,6 +48,8 @@ pub(crate) struct RuntimeHost {
 pub(crate) enum Suspension {
     /// `ctx.ask` at this journal position, with no answer recorded yet.
     Ask { position: u32, request: AskRequest },
+    /// `ctx.sleep` until this time (Unix milliseconds).
+    Sleep { until_ms: u64 },
 }
 
 /// A durable call's journal: what earlier runs recorded, and where this run is in it.
@@ -256,12 +259,70 @@ impl CallHost for RuntimeHost {
     }
 
     fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>> {
-        Box::pin(std::future::ready(Err(ToolError::with_code(
-            ErrorCode::Journal,
-            format!(
-                "a durable sleep of {duration:?} needs the workflow journal, which this runtime does not run"
-            ),
-        ))))
+        Box::pin(async move {
+            let Some(journal) = &self.journal else {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    "only a `workflow` tool can sleep durably; a plain tool should return and let the model call again later",
+                ));
+            };
+            let position = journal
+                .cursor
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let name = format!("sleep#{position}");
+            // The end of the sleep is recorded the first time, so every replay waits for the
+            // same moment however late it runs.
+            let until_ms = match journal.recorded.get(position as usize) {
+                Some(entry) => journal.replayed_as(entry, EntryKind::Sleep, &name)?["until_ms"]
+                    .as_u64()
+                    .unwrap_or(0),
+                None => {
+                    let until = self
+                        .clock
+                        .now_ms()
+                        .saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+                    let entry = JournalEntry {
+                        position,
+                        kind: EntryKind::Sleep,
+                        name: name.clone(),
+                        value: serde_json::json!({ "until_ms": until }),
+                    };
+                    match journal.store.append_journal(&journal.run_id, &entry).await {
+                        Ok(()) => until,
+                        Err(StoreError::Conflict(_)) => {
+                            let entries = journal
+                                .store
+                                .journal(&journal.run_id)
+                                .await
+                                .map_err(journal_error)?;
+                            let recorded = entries.iter().find(|e| e.position == position);
+                            match recorded {
+                                Some(entry) => {
+                                    journal.replayed_as(entry, EntryKind::Sleep, &name)?["until_ms"]
+                                        .as_u64()
+                                        .unwrap_or(0)
+                                }
+                                None => {
+                                    return Err(journal_error(StoreError::Conflict(
+                                        journal.run_id.clone(),
+                                    )));
+                                }
+                            }
+                        }
+                        Err(error) => return Err(journal_error(error)),
+                    }
+                }
+            };
+            if self.clock.now_ms() >= until_ms {
+                return Ok(());
+            }
+            if let Ok(mut suspended) = self.suspended.lock() {
+                *suspended = Some(Suspension::Sleep { until_ms });
+            }
+            self.parked.notify_one();
+            // A sleeping run holds no task: the runtime drops the body and its timer wakes it.
+            std::future::pending().await
+        })
     }
 
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {

@@ -20,8 +20,8 @@ pub use record::{
     TurnStatus,
 };
 pub use runtime::{
-    AutoRequest, AutoVerdict, Decider, InputResponse, Options, RespondOutcome, Runtime,
-    RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome, ToolCall, Turn,
+    AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, RespondOutcome, Runtime,
+    RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome, SystemClock, ToolCall, Turn,
 };
 pub use store::{SqliteStore, Store, StoreError};
 pub use toolwright_core::Registry;

@@ -28,6 +28,13 @@ use crate::runtime::{
 };
 use crate::store::StoreError;
 
+/// A workflow call parked on a question or a timer.
+struct Parked {
+    call_id: String,
+    state: CallState,
+    request: Option<InputRequest>,
+}
+
 /// How one execution ended.
 enum Executed {
     /// With a result.
@@ -349,7 +356,7 @@ impl Turn {
             results.push(result);
         }
 
-        let parked: HashSet<String> = suspended.iter().filter_map(|r| r.call_id.clone()).collect();
+        let parked: HashSet<String> = suspended.iter().map(|p| p.call_id.clone()).collect();
         if waiting || !suspended.is_empty() {
             let Some(step) = scope.turn.pending.as_mut() else {
                 return Err(RuntimeError::Store(StoreError::Corrupt {
@@ -364,17 +371,11 @@ impl Turn {
                     };
                 }
             }
-            for request in suspended {
-                if let Some(call) = step
-                    .calls
-                    .iter_mut()
-                    .find(|c| c.call_id.as_str() == request.call_id.as_deref().unwrap_or_default())
-                {
-                    call.state = CallState::Waiting {
-                        request_id: request.request_id.clone(),
-                    };
+            for parked in suspended {
+                if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == parked.call_id) {
+                    call.state = parked.state;
                 }
-                step.requests.push(request);
+                step.requests.extend(parked.request);
             }
             let requests = step.requests.clone();
             scope.turn.status = TurnStatus::Waiting;
@@ -1089,6 +1090,7 @@ impl Runtime {
             journal,
             suspended: std::sync::Mutex::new(None),
             parked: tokio::sync::Notify::new(),
+            clock: self.0.options.clock.clone(),
         });
         let watch = Arc::clone(&host);
         let mut builder = CallContext::builder()
@@ -1165,7 +1167,7 @@ impl Runtime {
         version: u64,
         mut step: PendingStep,
         ran: Vec<(CallResult, bool)>,
-        asked: Vec<InputRequest>,
+        parked: Vec<Parked>,
     ) -> Result<StepOutcome, RuntimeError> {
         let mut results = Vec::new();
         for (result, invoked) in ran {
@@ -1177,17 +1179,15 @@ impl Runtime {
             }
             results.push(result);
         }
-        for request in &asked {
-            if let Some(call) = step
-                .calls
-                .iter_mut()
-                .find(|c| Some(&c.call_id) == request.call_id.as_ref())
-            {
-                call.state = CallState::Waiting {
-                    request_id: request.request_id.clone(),
-                };
+        let mut asked = Vec::new();
+        for parked in parked {
+            if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == parked.call_id) {
+                call.state = parked.state;
             }
-            step.requests.push(request.clone());
+            if let Some(request) = parked.request {
+                step.requests.push(request.clone());
+                asked.push(request);
+            }
         }
         turn.pending = Some(step);
         turn.status = TurnStatus::Waiting;
@@ -1207,7 +1207,7 @@ impl Runtime {
         self.emit(Event::TurnWaiting {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
-            on: "input".into(),
+            on: if asked.is_empty() { "timer" } else { "input" }.into(),
             requests: asked.iter().map(|r| r.request_id.clone()).collect(),
         });
         Ok(StepOutcome::Waiting {
@@ -1217,29 +1217,44 @@ impl Runtime {
         })
     }
 
-    /// The question a suspended workflow call asks, as an input request.
+    /// Where a suspended workflow call parks: on a question (an input request) or a timer.
     fn suspension_request(
         &self,
         turn: &TurnRecord,
         call_id: &str,
         tool: &str,
         suspension: Suspension,
-    ) -> InputRequest {
-        let Suspension::Ask { position, request } = suspension;
-        InputRequest {
-            request_id: new_id("req"),
-            kind: RequestKind::Question,
-            session_id: turn.session_id.clone(),
-            turn_id: turn.id.clone(),
-            call_id: Some(call_id.to_owned()),
-            tool: Some(tool.to_owned()),
-            prompt: request.prompt.clone(),
-            input: serde_json::to_value(&request).ok(),
-            reasons: Vec::new(),
-            requester: turn.current.clone(),
-            approval_key: None,
-            journal_position: Some(position),
-            status: RequestStatus::Pending,
+    ) -> Parked {
+        match suspension {
+            Suspension::Ask { position, request } => {
+                let request = InputRequest {
+                    request_id: new_id("req"),
+                    kind: RequestKind::Question,
+                    session_id: turn.session_id.clone(),
+                    turn_id: turn.id.clone(),
+                    call_id: Some(call_id.to_owned()),
+                    tool: Some(tool.to_owned()),
+                    prompt: request.prompt.clone(),
+                    input: serde_json::to_value(&request).ok(),
+                    reasons: Vec::new(),
+                    requester: turn.current.clone(),
+                    approval_key: None,
+                    journal_position: Some(position),
+                    status: RequestStatus::Pending,
+                };
+                Parked {
+                    call_id: call_id.to_owned(),
+                    state: CallState::Waiting {
+                        request_id: request.request_id.clone(),
+                    },
+                    request: Some(request),
+                }
+            }
+            Suspension::Sleep { until_ms } => Parked {
+                call_id: call_id.to_owned(),
+                state: CallState::Sleeping { until_ms },
+                request: None,
+            },
         }
     }
 
@@ -1514,7 +1529,12 @@ impl Runtime {
                 .filter(|r| r.is_pending())
                 .map(|r| r.request_id.clone())
                 .collect();
-            let claim = pending.is_empty();
+            // A sleeping workflow call holds the step until its timer is due.
+            let claim = pending.is_empty()
+                && !step
+                    .calls
+                    .iter()
+                    .any(|c| matches!(c.state, CallState::Sleeping { .. }));
             let claimed = if claim {
                 claim_step(&mut turn)
             } else {
@@ -1622,6 +1642,10 @@ impl Runtime {
             // `once` grants of requests approved earlier in this step: with nothing pending
             // for their key any more, the memory is written now.
             let grants = settled_grants(step);
+            let sleeping = step
+                .calls
+                .iter()
+                .any(|c| matches!(c.state, CallState::Sleeping { .. }));
             let claimed = claim_step(&mut turn);
             let token = CancellationToken::new();
             let _running = self.track(&turn.id, &token);
@@ -1639,6 +1663,12 @@ impl Runtime {
                     turn_id: turn.id.clone(),
                     request_id,
                     outcome,
+                });
+            }
+            if sleeping {
+                // The step goes on when the timer wakes it.
+                return Ok(RespondOutcome::Settled {
+                    pending: Vec::new(),
                 });
             }
             let result = self
@@ -1756,7 +1786,7 @@ impl Runtime {
         });
         let executed = futures_util::future::join_all(runs).await;
         let mut ran: Vec<(CallResult, bool)> = Vec::new();
-        let mut asked: Vec<InputRequest> = Vec::new();
+        let mut asked: Vec<Parked> = Vec::new();
         for (call, (execution, invoked)) in executed {
             match execution {
                 Executed::Done(result) => ran.push((result, invoked)),
@@ -1994,11 +2024,16 @@ impl Runtime {
 /// Marks every ready call of the parked step as running and the turn as running, returning the
 /// claimed calls with their approvers. Written with the turn's version, so only one process
 /// claims a step.
-fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
+pub(crate) fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
     let Some(step) = turn.pending.as_mut() else {
         return Vec::new();
     };
-    if step.requests.iter().any(InputRequest::is_pending) {
+    if step.requests.iter().any(InputRequest::is_pending)
+        || step
+            .calls
+            .iter()
+            .any(|c| matches!(c.state, CallState::Sleeping { .. }))
+    {
         return Vec::new();
     }
     let mut claimed = Vec::new();

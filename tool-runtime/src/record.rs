@@ -167,6 +167,12 @@ pub enum CallState {
     /// Claimed for execution; found in this state after a crash, the call settles as "result
     /// unknown" and is never run again.
     Running,
+    /// A workflow body sleeps until `until_ms` (Unix milliseconds); the call runs again, replaying
+    /// its journal, when the timer is due.
+    Sleeping {
+        /// When the sleep ends.
+        until_ms: u64,
+    },
     /// Has its result.
     Finished {
         /// The result.

@@ -52,3 +52,72 @@ impl Runtime {
         Ok(recovered)
     }
 }
+
+impl Runtime {
+    /// Wakes workflow calls whose durable sleep is over (by [`crate::Options::clock`]): each runs
+    /// again, replaying its journal past the sleep. Returns the turns whose step went on.
+    ///
+    /// Timers live in the store, so they fire after a restart too; run this periodically (see
+    /// [`Runtime::run_timers`]).
+    pub async fn wake_due(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
+        let now = self.0.options.clock.now_ms();
+        let mut woken = Vec::new();
+        for turn_id in self.0.store.waiting_turns().await? {
+            loop {
+                let Some((mut turn, version)) = self.0.store.turn(&turn_id).await? else {
+                    break;
+                };
+                if turn.status != TurnStatus::Waiting {
+                    break;
+                }
+                let Some(step) = turn.pending.as_mut() else {
+                    break;
+                };
+                let mut due = false;
+                for call in &mut step.calls {
+                    if let CallState::Sleeping { until_ms } = call.state
+                        && until_ms <= now
+                    {
+                        call.state = CallState::Ready { approved_by: None };
+                        due = true;
+                    }
+                }
+                if !due {
+                    break;
+                }
+                let claimed = crate::pipeline::claim_step(&mut turn);
+                let token = tokio_util::sync::CancellationToken::new();
+                let _running = self.track(&turn_id, &token);
+                let version = match self.0.store.put_turn(&turn, Some(version)).await {
+                    Ok(version) => version,
+                    Err(crate::store::StoreError::Conflict(_)) => continue,
+                    Err(error) => return Err(error.into()),
+                };
+                if turn.status == TurnStatus::Running {
+                    let Some((session, _)) = self.0.store.session(&turn.session_id).await? else {
+                        return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
+                    };
+                    let outcome = self.resume(session, turn, version, claimed, token).await?;
+                    woken.push((turn_id.clone(), outcome));
+                }
+                break;
+            }
+        }
+        Ok(woken)
+    }
+
+    /// Calls [`Runtime::wake_due`] every `every` on a task of its own, until the returned handle
+    /// is aborted. One task serves every sleeping run; a sleeping run itself holds none.
+    pub fn run_timers(&self, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(every);
+            loop {
+                interval.tick().await;
+                if let Err(error) = runtime.wake_due().await {
+                    tracing::warn!("waking due timers failed: {error}");
+                }
+            }
+        })
+    }
+}

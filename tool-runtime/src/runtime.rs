@@ -16,9 +16,37 @@ use crate::host::States;
 use crate::record::{CallResult, InputRequest, Permission, SessionRecord, TurnRecord, TurnStatus};
 use crate::store::{SqliteStore, Store, StoreError};
 
+/// The time durable sleeps are measured against (milliseconds since the Unix epoch). Tests
+/// install a clock they control.
+pub trait Clock: Send + Sync + 'static {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+impl std::fmt::Debug for dyn Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Clock({})", self.now_ms())
+    }
+}
+
 /// Limits and timeouts of the runtime.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The clock durable sleeps use (default: the system clock).
+    pub clock: Arc<dyn Clock>,
     /// How long one call may run before it fails with `TIMEOUT` and is cancelled.
     pub call_timeout: Duration,
     /// How many calls run at once across the runtime.
@@ -34,6 +62,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            clock: Arc::new(SystemClock),
             call_timeout: Duration::from_secs(300),
             concurrency: 64,
             decider_timeout: Duration::from_secs(30),
