@@ -126,6 +126,16 @@ pub enum RuntimeError {
     /// No request with that id.
     #[error("no input request `{0}`; it may belong to another store, or never existed")]
     UnknownRequest(String),
+    /// A tool needs something this runtime version does not run yet.
+    #[error(
+        "tool `{tool}` uses {feature}, which this runtime does not run yet; use `workflow = execute` for now"
+    )]
+    Unsupported {
+        /// The tool.
+        tool: String,
+        /// What it uses.
+        feature: &'static str,
+    },
     /// The task running a step or a resumption failed (a panic outside any tool).
     #[error("the runtime task failed: {0}; the turn is left as recorded, see `Runtime::recover`")]
     Task(String),
@@ -191,6 +201,21 @@ impl RuntimeBuilder {
     /// The runtime. Fails when a tool needs state that was not registered.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         for tool in self.registry.tools() {
+            // Refused rather than run as something else: a `task` would block the turn and a
+            // `serve` task would lose its replies.
+            if let toolwright_core::ToolKind::Workflow(
+                entry @ (toolwright_core::Entry::Task | toolwright_core::Entry::Serve),
+            ) = tool.descriptor().kind
+            {
+                return Err(RuntimeError::Unsupported {
+                    tool: tool.name().to_owned(),
+                    feature: if entry == toolwright_core::Entry::Task {
+                        "`workflow = task`"
+                    } else {
+                        "`workflow = serve`"
+                    },
+                });
+            }
             for requirement in tool.descriptor().requirements.iter().flatten() {
                 if !self.states.contains_key(&(requirement.type_id)()) {
                     return Err(RuntimeError::MissingState {
