@@ -56,7 +56,7 @@ pub use toolwright_core::{
     Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput, NeverCancelled,
     NoInput, OptionStyle, PlainParam, Principal, PrincipalType, PromptContext, Registry,
     RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall, ResponseContext,
-    ResponseDecision, ResponseVerdict, ServeCall, ServeCalls, ServeIncoming, ServeInput,
+    ResponseDecision, ResponseVerdict, Retry, ServeCall, ServeCalls, ServeIncoming, ServeInput,
     SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput, ToolKind,
     ToolList, WorkflowContext, WorkflowParam, ask_question,
 };
@@ -110,8 +110,8 @@ pub mod prelude {
     pub use toolwright_core::{
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
-        PromptContext, Registry, ResponseContext, ResponseVerdict, ServeCalls, State, Status,
-        ToolContext, ToolError, ToolInput, WorkflowContext,
+        PromptContext, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls, State,
+        Status, ToolContext, ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_macros::{ToolInput, tool};

@@ -401,3 +401,79 @@ fn a_killed_process_resumes_at_the_first_unrecorded_step() {
     );
     assert_eq!(twice, steps.len());
 }
+
+static FLAKY_ATTEMPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static FATAL_ATTEMPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct FlakyArgs {
+    fatal: bool,
+}
+
+/// Calls an upstream that fails twice before it answers.
+#[tool(effect = write, durable)]
+async fn flaky(args: FlakyArgs, ctx: DurableContext) -> Result<u32, ToolError> {
+    ctx.step_retrying(
+        "upstream",
+        Retry::attempts(3).backoff(std::time::Duration::from_millis(1)),
+        || async {
+            if args.fatal {
+                FATAL_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                return Err(ToolError::fatal(
+                    "the account is closed; retrying cannot help",
+                ));
+            }
+            let attempt = FLAKY_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if attempt < 3 {
+                Err(ToolError::new(format!(
+                    "upstream returned 503 (attempt {attempt})"
+                )))
+            } else {
+                Ok(attempt)
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_step_is_retried_per_its_policy_and_a_fatal_error_is_not() {
+    let rt = Runtime::builder(Registry::from_tools([flaky::TOOL]).unwrap())
+        .build()
+        .unwrap();
+    let session = rt.open_session(SessionSpec::new("retry")).await.unwrap();
+    let turn = session.begin_turn(None, Caller::Model).await.unwrap();
+    let StepOutcome::Completed { results, .. } = turn
+        .step(vec![
+            ToolCall::new("ok", "flaky", r#"{"fatal":false}"#),
+            ToolCall::new("fatal", "flaky", r#"{"fatal":true}"#),
+        ])
+        .await
+        .unwrap()
+    else {
+        panic!("expected completed")
+    };
+    assert_eq!(results[0].output, json!(3), "{results:?}");
+    assert_eq!(FLAKY_ATTEMPTS.load(std::sync::atomic::Ordering::SeqCst), 3);
+    // Only the final value is on record.
+    let journal = rt
+        .store()
+        .journal(&format!("{}/ok", turn.id()))
+        .await
+        .unwrap();
+    assert_eq!(journal.len(), 1);
+    assert_eq!(journal[0].value, json!(3));
+    assert!(results[1].is_error);
+    assert_eq!(
+        FATAL_ATTEMPTS.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "fatal errors skip retries"
+    );
+    assert!(
+        rt.store()
+            .journal(&format!("{}/fatal", turn.id()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -65,6 +65,11 @@ pub trait CallHost: Send + Sync + 'static {
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>>;
     /// Hands back the result of one `serve` call.
     fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>);
+    /// Waits `duration` in memory (between retries of a step). The default returns at once.
+    fn delay(&self, duration: Duration) -> BoxFuture<'_, ()> {
+        let _ = duration;
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// One call delivered to a `serve` task.
@@ -298,6 +303,105 @@ impl CallContext {
     }
 }
 
+/// How often a journaled step is tried before its error fails the call. The default is once
+/// (no retry); an error made with [`ToolError::fatal`] is never retried.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolwright_core::context::Retry;
+/// let retry = Retry::attempts(4).backoff(Duration::from_millis(200));
+/// assert_eq!(retry.delay_before(2), Duration::from_millis(200));
+/// assert_eq!(retry.delay_before(3), Duration::from_millis(400));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry::none()
+    }
+}
+
+impl Retry {
+    /// One attempt.
+    pub const fn none() -> Self {
+        Retry {
+            attempts: 1,
+            backoff: Duration::ZERO,
+        }
+    }
+
+    /// Up to `attempts` attempts (at least one), retrying at once unless a backoff is set.
+    pub const fn attempts(attempts: u32) -> Self {
+        Retry {
+            attempts: if attempts == 0 { 1 } else { attempts },
+            backoff: Duration::ZERO,
+        }
+    }
+
+    /// Waits `initial` before the second attempt, doubling before each later one.
+    pub const fn backoff(mut self, initial: Duration) -> Self {
+        self.backoff = initial;
+        self
+    }
+
+    /// How many attempts at most.
+    pub const fn max_attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The wait before attempt `attempt` (1-based; none before the first).
+    pub fn delay_before(&self, attempt: u32) -> Duration {
+        if attempt <= 1 {
+            return Duration::ZERO;
+        }
+        self.backoff
+            .saturating_mul(1u32.checked_shl(attempt - 2).unwrap_or(u32::MAX))
+    }
+}
+
+impl CallContext {
+    async fn step_retrying<T, F, Fut>(
+        &self,
+        name: &str,
+        retry: Retry,
+        mut work: F,
+    ) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnMut() -> Fut + Send,
+        Fut: Future<Output = Result<T, ToolError>> + Send,
+    {
+        let host = self.host();
+        let attempts = async move {
+            let mut attempt = 1;
+            loop {
+                match work().await {
+                    Ok(value) => return Ok(value),
+                    Err(error) if error.is_fatal() || attempt >= retry.max_attempts() => {
+                        return Err(error);
+                    }
+                    Err(error) => {
+                        host.log(
+                            LogLevel::Warn,
+                            &format!(
+                                "step `{name}` failed (attempt {attempt} of {}): {error}; retrying",
+                                retry.max_attempts()
+                            ),
+                        );
+                        attempt += 1;
+                        host.delay(retry.delay_before(attempt)).await;
+                    }
+                }
+            }
+        };
+        self.step(name, attempts).await
+    }
+}
+
 macro_rules! common_context_methods {
     () => {
         /// The session: ids, lineage and identities.
@@ -443,6 +547,23 @@ impl DurableContext {
     {
         self.tool.cx.step(name.as_ref(), work).await
     }
+
+    /// [`step`](Self::step) with retries: `work` makes the attempt's future, and an error is
+    /// retried per `retry` (a [`ToolError::fatal`] error never is) before it fails the call. Only
+    /// the final value is recorded.
+    pub async fn step_retrying<T, F, Fut>(
+        &self,
+        name: impl AsRef<str>,
+        retry: Retry,
+        work: F,
+    ) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnMut() -> Fut + Send,
+        Fut: Future<Output = Result<T, ToolError>> + Send,
+    {
+        self.tool.cx.step_retrying(name.as_ref(), retry, work).await
+    }
 }
 
 /// The context of a `workflow` tool body. It has no sandbox: run commands through a plain tool.
@@ -461,6 +582,21 @@ impl WorkflowContext {
         F: Future<Output = Result<T, ToolError>> + Send,
     {
         self.cx.step(name.as_ref(), work).await
+    }
+
+    /// [`step`](Self::step) with retries (see [`DurableContext::step_retrying`]).
+    pub async fn step_retrying<T, F, Fut>(
+        &self,
+        name: impl AsRef<str>,
+        retry: Retry,
+        work: F,
+    ) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnMut() -> Fut + Send,
+        Fut: Future<Output = Result<T, ToolError>> + Send,
+    {
+        self.cx.step_retrying(name.as_ref(), retry, work).await
     }
 
     /// Asks a person. An unanswered question parks the run; nothing waits in memory.

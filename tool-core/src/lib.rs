@@ -34,8 +34,8 @@ pub use approval::{
 pub use builtin::ask_question;
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
-    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, ServeIncoming, State, StepNames,
-    ToolContext, WorkflowContext, WorkflowParam,
+    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, Retry, ServeIncoming, State,
+    StepNames, ToolContext, WorkflowContext, WorkflowParam,
 };
 pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};

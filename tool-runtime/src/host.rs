@@ -325,6 +325,15 @@ impl CallHost for RuntimeHost {
         })
     }
 
+    fn delay(&self, duration: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            tokio::select! {
+                () = tokio::time::sleep(duration) => {}
+                () = self.token.cancelled() => {}
+            }
+        })
+    }
+
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {
         Box::pin(std::future::ready(None))
     }
