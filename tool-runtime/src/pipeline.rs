@@ -1427,12 +1427,20 @@ impl Runtime {
                     name: crate::host::ask_name(position),
                     value: serde_json::to_value(&answer).unwrap_or(Value::Null),
                 };
-                match store
-                    .append_journal(&durable_run_id(&turn.id, call_id), &entry)
-                    .await
-                {
+                let run = durable_run_id(&turn.id, call_id);
+                match store.append_journal(&run, &entry).await {
                     Ok(()) => {}
-                    Err(StoreError::Conflict(_)) => return Ok(RespondOutcome::Dropped),
+                    // Already recorded: by this answer on an earlier try of this loop (the turn
+                    // write raced another writer), then settle it; by another answer, which won.
+                    Err(StoreError::Conflict(_)) => {
+                        let recorded = store.journal(&run).await?;
+                        let same = recorded
+                            .iter()
+                            .any(|e| e.position == position && e.value == entry.value);
+                        if !same {
+                            return Ok(RespondOutcome::Dropped);
+                        }
+                    }
                     Err(error) => return Err(error.into()),
                 }
                 match answer {
