@@ -90,9 +90,9 @@ pub mod names {
 pub mod runtime {
     #[doc(inline)]
     pub use toolwright_runtime::record::{
-        Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
-        PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
-        TurnRecord, TurnStatus,
+        Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
+        JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
+        SessionRecord, TurnRecord, TurnStatus,
     };
     /// The store test suite every backend passes.
     pub use toolwright_runtime::store::conformance;

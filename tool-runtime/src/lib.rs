@@ -15,9 +15,9 @@ pub mod store;
 
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use record::{
-    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
-    PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord,
-    TurnStatus,
+    Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest, JournalEntry,
+    Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
+    TurnRecord, TurnStatus,
 };
 pub use runtime::{
     AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, RespondOutcome, Runtime,

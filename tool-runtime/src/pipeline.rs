@@ -18,9 +18,9 @@ use tracing::Instrument;
 use crate::event::{CandidateStatus, CompletionReason, Event};
 use crate::host::{Journal, RuntimeHost, Suspension};
 use crate::record::{
-    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
-    PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord,
-    TurnStatus,
+    Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest, JournalEntry,
+    Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
+    TurnRecord, TurnStatus,
 };
 use crate::runtime::{
     AutoRequest, AutoVerdict, InputResponse, RespondOutcome, Runtime, RuntimeError, StepOutcome,
@@ -433,6 +433,10 @@ impl Turn {
         }
 
         let ends_turn = ends_turn(&scope.turn, &results);
+        scope.turn.last_step = Some(ClosedStep {
+            index: scope.turn.steps,
+            results: results.clone(),
+        });
         scope.turn.steps += 1;
         scope.turn.pending = None;
         scope.turn.status = TurnStatus::Active;
@@ -1416,7 +1420,7 @@ impl Runtime {
             let answer = if let Some(position) = workflow_ask {
                 // A workflow body's question: the answer goes into the call's journal (first
                 // valid answer wins there too) and the body replays up to it.
-                let answer = match workflow_answer(&request, &response) {
+                let mut answer = match workflow_answer(&request, &response) {
                     Ok(answer) => answer,
                     Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
                 };
@@ -1431,14 +1435,18 @@ impl Runtime {
                 match store.append_journal(&run, &entry).await {
                     Ok(()) => {}
                     // Already recorded: by this answer on an earlier try of this loop (the turn
-                    // write raced another writer), then settle it; by another answer, which won.
+                    // write raced another writer), or by another answer, perhaps from a process
+                    // that died before settling the request. The first answer on record wins:
+                    // the request is settled with it, so the body never waits on a question
+                    // the journal has already answered.
                     Err(StoreError::Conflict(_)) => {
                         let recorded = store.journal(&run).await?;
-                        let same = recorded
-                            .iter()
-                            .any(|e| e.position == position && e.value == entry.value);
-                        if !same {
+                        let Some(entry) = recorded.iter().find(|e| e.position == position) else {
                             return Ok(RespondOutcome::Dropped);
+                        };
+                        match serde_json::from_value::<AskAnswer>(entry.value.clone()) {
+                            Ok(recorded) => answer = recorded,
+                            Err(_) => return Ok(RespondOutcome::Dropped),
                         }
                     }
                     Err(error) => return Err(error.into()),
@@ -1893,6 +1901,10 @@ impl Runtime {
         let cancelled = turn.status == TurnStatus::Cancelled;
         let ends = !cancelled && ends_turn(&turn, &results);
         turn.pending = None;
+        turn.last_step = Some(ClosedStep {
+            index: turn.steps,
+            results: results.clone(),
+        });
         turn.steps += 1;
         turn.status = if cancelled {
             TurnStatus::Cancelled

@@ -104,6 +104,19 @@ pub struct TurnRecord {
     /// The step parked on input, or being resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingStep>,
+    /// The results of the last step that closed, written with the close: a host restarted right
+    /// after it can still hand them to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_step: Option<ClosedStep>,
+}
+
+/// The results of a closed step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClosedStep {
+    /// The step's index in the turn.
+    pub index: u32,
+    /// One result per call, in the model's order.
+    pub results: Vec<CallResult>,
 }
 
 impl TurnRecord {

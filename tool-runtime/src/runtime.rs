@@ -654,6 +654,7 @@ impl Session {
             status: TurnStatus::Active,
             steps: 0,
             pending: None,
+            last_step: None,
         };
         self.runtime.0.store.put_turn(&record, None).await?;
         self.runtime.emit(Event::TurnStarted {
@@ -738,6 +739,12 @@ impl Turn {
     /// The session id.
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The results of the last step that closed, as stored with the close: what a host restarted
+    /// after a step (or a resumption, or `wake_due`) hands to the model.
+    pub async fn last_results(&self) -> Result<Option<crate::record::ClosedStep>, RuntimeError> {
+        Ok(self.record().await?.last_step)
     }
 
     /// The stored record.

@@ -30,6 +30,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
         tainted_by: None,
         status,
         steps: 0,
+        last_step: None,
         pending: (!requests.is_empty()).then(|| PendingStep {
             index: 0,
             calls: Vec::new(),

@@ -696,6 +696,7 @@ fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str]) -> TurnR
         tainted_by: None,
         status,
         steps: 1,
+        last_step: None,
         pending: Some(PendingStep {
             index: 0,
             calls: requests
@@ -953,6 +954,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
         tainted_by: Some("web.fetch".to_owned()),
         status: TurnStatus::Waiting,
         steps: u32::MAX,
+        last_step: None,
         pending: Some(PendingStep {
             index: 7,
             calls,
