@@ -246,3 +246,63 @@ async fn a_once_grant_survives_a_message_that_revokes_its_sibling() {
     assert!(results[1].is_error);
     assert!(runtime.approvals("once").await.unwrap().contains("ping"));
 }
+
+fn release_open(cx: &EnabledContext<'_>) -> bool {
+    cx.flag("release_open")
+}
+
+/// Publishes the release.
+#[tool(effect = write, enabled = release_open)]
+async fn publish(_: NoInput) -> &'static str {
+    "published"
+}
+
+/// Reads the release notes.
+#[tool(effect = read)]
+async fn notes(_: NoInput) -> &'static str {
+    "notes"
+}
+
+/// Signs the release off (users only).
+#[tool(effect = write, user_only, enabled = release_open)]
+async fn sign_off(_: NoInput) -> &'static str {
+    "signed"
+}
+
+#[tokio::test]
+async fn alternating_user_and_model_turns_do_not_announce_tools_twice() {
+    let runtime = Runtime::builder(
+        Registry::from_tools([publish::TOOL, notes::TOOL, sign_off::TOOL]).unwrap(),
+    )
+    .build()
+    .unwrap();
+    let session = runtime
+        .open_session(SessionSpec::new("audiences").initiator(alice()))
+        .await
+        .unwrap();
+    let step = |caller: Caller| {
+        let session = session.clone();
+        async move {
+            let turn = session.begin_turn(Some(alice()), caller).await.unwrap();
+            match turn
+                .step(vec![ToolCall::new("n", "notes", "{}")])
+                .await
+                .unwrap()
+            {
+                StepOutcome::Completed { notices, .. } => notices,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    assert!(
+        step(Caller::Model).await.is_empty(),
+        "the first list is not news"
+    );
+    session.set_state("release_open", true).await.unwrap();
+    assert_eq!(step(Caller::Model).await, ["New tool available: publish"]);
+    // The user's view (which also holds the user-only `sign_off`) is its own: its first list is
+    // not news, and going back to the model does not read as `sign_off` going away.
+    assert!(step(Caller::User).await.is_empty());
+    assert!(step(Caller::Model).await.is_empty());
+    assert!(step(Caller::User).await.is_empty());
+}

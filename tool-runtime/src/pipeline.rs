@@ -606,17 +606,22 @@ impl Runtime {
             })
             .map(|(_, t)| t.name().to_owned())
             .collect();
-        let before = session.announced.clone();
+        // Per audience: a user's list and a model's list differ, and alternating between them
+        // must not read as tools coming and going.
+        let key = match audience {
+            Audience::Model => "model",
+            Audience::Subagent => "subagent",
+            Audience::User => "user",
+        };
+        let before = session.announced.get(key).cloned();
         if before.as_ref() == Some(&now) {
             return Ok(Vec::new());
         }
-        let mut record = session.clone();
-        record.announced = Some(now.clone());
         loop {
             let Some((mut stored, version)) = self.0.store.session(&session.id).await? else {
                 return Err(RuntimeError::UnknownSession(session.id.clone()));
             };
-            stored.announced = Some(now.clone());
+            stored.announced.insert(key.to_owned(), now.clone());
             match self.0.store.put_session(&stored, Some(version)).await {
                 Ok(_) => break,
                 Err(StoreError::Conflict(_)) => continue,

@@ -38,9 +38,10 @@ pub struct SessionRecord {
     /// Persistent key-value state, read by `enabled` predicates.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub state: Map<String, Value>,
-    /// The conditional tools the model was last told about (`None` before the first step).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub announced: Option<Vec<String>>,
+    /// The conditional tools each audience (`model`, `subagent`, `user`) was last told about;
+    /// an audience without an entry has not taken a step yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub announced: BTreeMap<String, Vec<String>>,
 }
 
 impl SessionRecord {
@@ -53,7 +54,7 @@ impl SessionRecord {
             interactive: true,
             permissions: BTreeMap::new(),
             state: Map::new(),
-            announced: None,
+            announced: BTreeMap::new(),
         }
     }
 

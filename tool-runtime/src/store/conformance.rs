@@ -523,7 +523,7 @@ pub async fn round_trip(store: &dyn Store) {
     let minimal = SessionRecord::new(part.id("minimal"));
     let full = full_session(part.id("full, with 'quotes'; -- and ünïcødé"));
     let mut empty_list = SessionRecord::new(part.id("announced-empty"));
-    empty_list.announced = Some(Vec::new());
+    empty_list.announced.insert("model".to_owned(), Vec::new());
     for record in [minimal, full, empty_list] {
         part.ok(
             "inserting a session",
@@ -780,7 +780,10 @@ fn full_session(id: String) -> SessionRecord {
     .collect();
     record.state.insert("awkward".into(), awkward_json());
     record.state.insert("count".into(), json!(3));
-    record.announced = Some(vec!["wallet.pay".to_owned(), "todo.add".to_owned()]);
+    record.announced.insert(
+        "model".to_owned(),
+        vec!["wallet.pay".to_owned(), "todo.add".to_owned()],
+    );
     record
 }
 
