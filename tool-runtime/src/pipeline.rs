@@ -160,7 +160,13 @@ impl Turn {
             .session(&turn.session_id)
             .await?
             .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
-        let approved = store.approvals(&session.id).await?;
+        // Only `once` and custom policies read the session's approvals: skip the store read
+        // when no tool has one.
+        let approved = if rt.0.reads_approvals {
+            store.approvals(&session.id).await?
+        } else {
+            BTreeSet::new()
+        };
         let audience = audience_of(&turn);
         let disabled = rt.disabled_tools(&session, &turn);
         let notices = rt.announce(&session, &turn, &disabled).await?;
@@ -1093,7 +1099,12 @@ impl Runtime {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
             call_id: call_id.to_owned(),
-            input: input.clone(),
+            // Only delta labels read the input back; other calls need not copy it.
+            input: if tool.descriptor().label.delta.is_some() {
+                input.clone()
+            } else {
+                Value::Null
+            },
             interactive: info.interactive,
             steps: toolwright_core::StepNames::default(),
             journal,
@@ -1798,7 +1809,11 @@ impl Runtime {
             }));
         };
         let token = &token;
-        let approved = self.0.store.approvals(&session.id).await?;
+        let approved = if self.0.reads_approvals {
+            self.0.store.approvals(&session.id).await?
+        } else {
+            BTreeSet::new()
+        };
         let runs = step.calls.iter().filter_map(|call| {
             let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
             let run =

@@ -232,6 +232,15 @@ impl RuntimeBuilder {
         let (events, _) = broadcast::channel(1024);
         Ok(Runtime(Arc::new(Inner {
             semaphore: Semaphore::new(self.options.concurrency.max(1)),
+            reads_approvals: self.registry.tools().iter().any(|t| {
+                matches!(
+                    t.descriptor().approval.map(|a| a.request),
+                    Some(
+                        toolwright_core::RequestPolicy::Once
+                            | toolwright_core::RequestPolicy::Custom(_)
+                    )
+                )
+            }),
             active: std::sync::Mutex::new(HashMap::new()),
             registrations: std::sync::atomic::AtomicU64::new(0),
             registry: self.registry,
@@ -252,6 +261,8 @@ pub(crate) struct Inner {
     pub(crate) options: Options,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) semaphore: Semaphore,
+    /// Whether some tool's policy (`once` or custom) reads the session's approvals.
+    pub(crate) reads_approvals: bool,
     /// Cancellation tokens of turns whose calls run in this process now, each with the
     /// registration it came from.
     pub(crate) active: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
