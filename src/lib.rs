@@ -92,7 +92,7 @@ pub mod runtime {
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
         JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
-        SessionRecord, TurnRecord, TurnStatus,
+        SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
     };
     /// The store test suite every backend passes.
     pub use toolwright_runtime::store::conformance;

@@ -610,7 +610,9 @@ fn openai_strict_schemas_use_only_what_strict_mode_supports() {
             "post_status",
             "purge_cdn",
             "read_logs",
-            "tool_search"
+            "tool_search",
+            "task_wait",
+            "task_cancel"
         ]
     );
 }

@@ -56,8 +56,8 @@ use serde_json::{Value, json};
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallState, Clock, EntryKind, InputResponse, JournalEntry, Options, RequestKind, RespondOutcome,
-    Runtime, SessionRecord, SessionSpec, SqliteStore, StepOutcome, Store, StoreError, ToolCall,
-    TurnRecord, TurnStatus,
+    Runtime, SessionRecord, SessionSpec, SqliteStore, StepOutcome, Store, StoreError, TaskRecord,
+    ToolCall, TurnRecord, TurnStatus,
 };
 use toolwright::{Caller, OptionStyle, Principal, Registry};
 
@@ -361,6 +361,30 @@ impl Store for CrashStore {
 
     fn approvals(&self, session_id: &str) -> StoreFuture<'_, std::collections::BTreeSet<String>> {
         self.inner.approvals(session_id)
+    }
+
+    fn task(&self, id: &str) -> StoreFuture<'_, Option<(TaskRecord, u64)>> {
+        self.inner.task(id)
+    }
+
+    fn put_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        expected: Option<u64>,
+    ) -> StoreFuture<'a, u64> {
+        self.inner.put_task(record, expected)
+    }
+
+    fn task_of_request(&self, request_id: &str) -> StoreFuture<'_, Option<String>> {
+        self.inner.task_of_request(request_id)
+    }
+
+    fn session_tasks(&self, session_id: &str) -> StoreFuture<'_, Vec<String>> {
+        self.inner.session_tasks(session_id)
+    }
+
+    fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
+        self.inner.open_tasks()
     }
 }
 

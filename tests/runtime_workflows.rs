@@ -336,29 +336,3 @@ async fn a_durable_sleep_holds_no_task_and_wakes_after_a_restart() {
         "a timer fires once"
     );
 }
-
-#[derive(Deserialize, JsonSchema, ToolInput)]
-struct Draft {
-    request: String,
-}
-
-/// Drafts and revises a plan by task id.
-#[tool(effect = write, workflow = serve)]
-async fn plan_release(mut calls: ServeCalls<Draft, String>, _ctx: WorkflowContext) {
-    while let Some(call) = calls.next().await {
-        let reply = call.input.request.clone();
-        call.reply(reply);
-    }
-}
-
-#[test]
-fn entry_points_the_runtime_does_not_run_yet_are_refused_at_build() {
-    let error = Runtime::builder(Registry::from_tools([plan_release::TOOL]).unwrap())
-        .build()
-        .unwrap_err();
-    let message = error.to_string();
-    assert!(
-        message.contains("plan_release") && message.contains("workflow = serve"),
-        "{message}"
-    );
-}

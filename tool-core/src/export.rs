@@ -153,6 +153,61 @@ pub fn meta_tools(format: Format) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// `task_wait` and `task_cancel` in `format`, for audiences with `task` or `serve` tools.
+pub fn task_meta_tools(format: Format) -> Vec<(&'static str, Value)> {
+    // Strict mode needs every property required, so optional ones are nullable there; other
+    // formats leave them out of `required`.
+    let wait_schema = if format == Format::OpenAiStrict {
+        json!({
+            "type": "object",
+            "properties": {
+                "task_id": { "type": ["string", "null"], "description": "The task to wait for, from its receipt; null waits for any task of this turn." },
+                "timeout_seconds": { "type": ["integer", "null"], "minimum": 1, "maximum": 300, "description": "How long to wait at most, in seconds (null: 30)." }
+            },
+            "required": ["task_id", "timeout_seconds"],
+            "additionalProperties": false
+        })
+    } else {
+        json!({
+            "type": "object",
+            "properties": {
+                "task_id": { "type": "string", "description": "The task to wait for, from its receipt; leave it out to wait for any task of this turn." },
+                "timeout_seconds": { "type": "integer", "minimum": 1, "maximum": 300, "description": "How long to wait at most, in seconds (default 30)." }
+            },
+            "additionalProperties": false
+        })
+    };
+    let cancel_schema = json!({
+        "type": "object",
+        "properties": {
+            "task_id": { "type": "string", "description": "The task to cancel, from its receipt." }
+        },
+        "required": ["task_id"],
+        "additionalProperties": false
+    });
+    let wait_text = "Wait for the result of a task started earlier in this turn (its receipt gave the task_id). Returns the result, or says the task is still running when the wait times out; results also arrive on their own in task_result messages.";
+    let cancel_text = "Cancel a running task by its task_id. The task stops after its cleanup; its result will not arrive.";
+    let render = |name: &str, text: &str, schema: &Value, read_only: bool| match format {
+        Format::OpenAi | Format::OpenAiStrict => {
+            json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": format == Format::OpenAiStrict } })
+        }
+        Format::Anthropic => json!({ "name": name, "description": text, "input_schema": schema }),
+        Format::Mcp => {
+            json!({ "name": name, "description": text, "inputSchema": schema, "annotations": { "readOnlyHint": read_only, "destructiveHint": !read_only } })
+        }
+    };
+    vec![
+        (
+            "task_wait",
+            render("task_wait", wait_text, &wait_schema, true),
+        ),
+        (
+            "task_cancel",
+            render("task_cancel", cancel_text, &cancel_schema, false),
+        ),
+    ]
+}
+
 /// OpenAI's documented limits for strict schemas.
 const STRICT_MAX_PROPERTIES: usize = 5000;
 const STRICT_MAX_DEPTH: usize = 10;

@@ -805,6 +805,18 @@ impl Registry {
                 .any(|t| t.descriptor.deferred && t.visible_to(audience))
     }
 
+    /// Whether `audience` can call `task` or `serve` workflow tools (and so the `task_wait` and
+    /// `task_cancel` meta-tools).
+    pub fn has_tasks(&self, audience: Audience) -> bool {
+        audience != Audience::User
+            && self.0.tools.iter().any(|t| {
+                matches!(
+                    t.descriptor.kind,
+                    ToolKind::Workflow(Entry::Task | Entry::Serve)
+                ) && t.visible_to(audience)
+            })
+    }
+
     /// The tool list for `audience` in `format`, serialized on first use and cached.
     pub fn list(&self, audience: Audience, format: Format) -> &ToolList {
         self.0.lists[audience.index()][format.index()]
@@ -828,8 +840,15 @@ impl Registry {
                 json: serde_json::value::to_raw_value(&value).expect("JSON values serialize"),
             });
         }
+        let mut meta = Vec::new();
         if self.has_deferred(audience) {
-            for (name, value) in export::meta_tools(format) {
+            meta.extend(export::meta_tools(format));
+        }
+        if self.has_tasks(audience) {
+            meta.extend(export::task_meta_tools(format));
+        }
+        {
+            for (name, value) in meta {
                 entries.push(ListEntry {
                     name: name.to_owned(),
                     tool: None,

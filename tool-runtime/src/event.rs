@@ -167,6 +167,40 @@ pub enum Event {
         /// What to know.
         message: String,
     },
+    /// A `task` or `serve` call started a workflow task.
+    #[serde(rename = "task.started")]
+    TaskStarted {
+        /// The session.
+        session_id: String,
+        /// The turn whose call started it.
+        turn_id: String,
+        /// The task.
+        task_id: String,
+        /// The tool.
+        tool: String,
+        /// The starting call.
+        call_id: String,
+    },
+    /// A task produced the result of one of its calls (a `task`'s return value, a `serve`
+    /// reply, or the error that ended it). Hand it to the model with
+    /// [`crate::Turn::task_results`], which marks it delivered.
+    #[serde(rename = "task.result")]
+    TaskResult {
+        /// The session.
+        session_id: String,
+        /// The result.
+        result: crate::record::TaskResult,
+    },
+    /// A task ended (`finished` or `cancelled`).
+    #[serde(rename = "task.ended")]
+    TaskEnded {
+        /// The session.
+        session_id: String,
+        /// The task.
+        task_id: String,
+        /// How it ended.
+        status: crate::record::TaskStatus,
+    },
     /// The turn ended.
     #[serde(rename = "turn.completed")]
     TurnCompleted {

@@ -15,7 +15,7 @@ use toolwright_core::{
 };
 
 use crate::event::Event;
-use crate::record::{EntryKind, JournalEntry};
+use crate::record::{EntryKind, JournalEntry, TaskCall};
 use crate::store::{Store, StoreError};
 
 /// Application state registered on the runtime, by type.
@@ -41,6 +41,22 @@ pub(crate) struct RuntimeHost {
     pub(crate) suspended: std::sync::Mutex<Option<Suspension>>,
     pub(crate) parked: tokio::sync::Notify,
     pub(crate) clock: Arc<dyn crate::runtime::Clock>,
+    /// For the body of a `task` or `serve` workflow: its calls and where its replies go.
+    pub(crate) task: Option<TaskLink>,
+}
+
+/// What the body of a workflow task reaches through its host.
+pub(crate) struct TaskLink {
+    /// The task's calls as stored when this run started. A call that already has its result was
+    /// replied to by an earlier run: replaying it does not send the reply again.
+    pub(crate) calls: Vec<TaskCall>,
+    /// The index of the call `serve_next` hands out next (the first call is the body's input).
+    pub(crate) next: std::sync::atomic::AtomicUsize,
+    /// Replies, recorded by the task's runner in the order they are sent.
+    pub(crate) replies: tokio::sync::mpsc::UnboundedSender<(String, Result<CallOutput, ToolError>)>,
+    /// Set when the runner drops the body (it parked, or its cleanup window ended): calls the
+    /// body held are not failed by being dropped.
+    pub(crate) discarding: std::sync::atomic::AtomicBool,
 }
 
 /// Why a workflow body stopped until later.
@@ -50,6 +66,8 @@ pub(crate) enum Suspension {
     Ask { position: u32, request: AskRequest },
     /// `ctx.sleep` until this time (Unix milliseconds).
     Sleep { until_ms: u64 },
+    /// A `serve` body waits for its call at this index, which has not arrived.
+    Receive { index: usize },
 }
 
 /// A durable call's journal: what earlier runs recorded, and where this run is in it.
@@ -236,6 +254,11 @@ impl CallHost for RuntimeHost {
                     )
                 });
             }
+            if self.token.is_cancelled() {
+                // The call is cancelled: the question is withdrawn, and the body goes on to its
+                // cleanup with `cancelled`.
+                return Ok(AskAnswer::Cancelled);
+            }
             if !self.interactive {
                 // Nobody can answer: `unavailable` is recorded so every replay goes the same way.
                 let entry = JournalEntry {
@@ -316,6 +339,15 @@ impl CallHost for RuntimeHost {
             if self.clock.now_ms() >= until_ms {
                 return Ok(());
             }
+            if self.token.is_cancelled() {
+                return Err(ToolError::with_code(
+                    ErrorCode::Cancelled,
+                    format!(
+                        "the sleep of `{}` was cut short: the call was cancelled",
+                        self.tool_name()
+                    ),
+                ));
+            }
             if let Ok(mut suspended) = self.suspended.lock() {
                 *suspended = Some(Suspension::Sleep { until_ms });
             }
@@ -335,15 +367,48 @@ impl CallHost for RuntimeHost {
     }
 
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {
-        Box::pin(std::future::ready(None))
+        Box::pin(async move {
+            let task = self.task.as_ref()?;
+            if self.token.is_cancelled() {
+                // A cancelled task takes no more calls: the body's loop ends and its cleanup runs.
+                return None;
+            }
+            let index = task.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(call) = task.calls.get(index) {
+                return Some(ServeIncoming {
+                    call_id: call.call_id.clone(),
+                    input: call.input.clone(),
+                });
+            }
+            if let Ok(mut suspended) = self.suspended.lock() {
+                *suspended = Some(Suspension::Receive { index });
+            }
+            self.parked.notify_one();
+            // An idle task holds no task: the runtime drops the body and replays it when the
+            // next call arrives.
+            std::future::pending().await
+        })
     }
 
     fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>) {
-        if let Err(error) = output {
-            self.log(
-                LogLevel::Error,
-                &format!("serve call {call_id} failed: {error}"),
-            );
+        let Some(task) = &self.task else {
+            if let Err(error) = output {
+                self.log(
+                    LogLevel::Error,
+                    &format!("serve call {call_id} failed: {error}"),
+                );
+            }
+            return;
+        };
+        if task.discarding.load(std::sync::atomic::Ordering::SeqCst)
+            || task
+                .calls
+                .iter()
+                .any(|c| c.call_id == call_id && c.result.is_some())
+        {
+            // Dropped with a parked body, or replied to by an earlier run (this is a replay).
+            return;
         }
+        let _ = task.replies.send((call_id.to_owned(), output));
     }
 }

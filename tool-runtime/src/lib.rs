@@ -12,12 +12,13 @@ pub mod record;
 mod recover;
 mod runtime;
 pub mod store;
+mod task;
 
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest, JournalEntry,
     Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
-    TurnRecord, TurnStatus,
+    TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{
     AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, RespondOutcome, Runtime,

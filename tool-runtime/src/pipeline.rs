@@ -53,6 +53,12 @@ enum Prepared {
         tool: usize,
         input: Value,
     },
+    /// A task meta-tool (`task_wait`, `task_cancel`), run with the step's calls.
+    Meta {
+        call_id: String,
+        name: &'static str,
+        arguments: String,
+    },
     /// The call waits for a person.
     Ask {
         call_id: String,
@@ -238,12 +244,16 @@ impl Turn {
                 Prepared::Done(result) => {
                     (result.tool.clone(), Value::String(call.arguments.clone()))
                 }
+                Prepared::Meta {
+                    name, arguments, ..
+                } => ((*name).to_owned(), Value::String(arguments.clone())),
             };
             let label = match prep {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
                     start_label(&rt.0.registry.tools()[*tool], input)
                 }
                 Prepared::Done(result) => names::humanize(&result.tool),
+                Prepared::Meta { name, .. } => names::humanize(name),
             };
             rt.emit(Event::ActionRequested {
                 session_id: scope.session.id.clone(),
@@ -256,9 +266,12 @@ impl Turn {
         }
 
         let waiting = prepared.iter().any(|p| matches!(p, Prepared::Ask { .. }));
-        let runs_something = prepared
-            .iter()
-            .any(|p| matches!(p, Prepared::Run { .. } | Prepared::Ask { .. }));
+        let runs_something = prepared.iter().any(|p| {
+            matches!(
+                p,
+                Prepared::Run { .. } | Prepared::Ask { .. } | Prepared::Meta { .. }
+            )
+        });
         let mut version = version;
         if runs_something {
             // Record the step as running before anything runs: a second handle cannot step the
@@ -285,6 +298,12 @@ impl Turn {
                             call_id: call_id.clone(),
                             tool: rt.0.registry.tools()[*tool].name().to_owned(),
                             input: input.clone(),
+                            state: CallState::Running,
+                        },
+                        Prepared::Meta { call_id, name, .. } => PendingCall {
+                            call_id: call_id.clone(),
+                            tool: (*name).to_owned(),
+                            input: Value::Null,
                             state: CallState::Running,
                         },
                         Prepared::Ask {
@@ -336,6 +355,21 @@ impl Turn {
                     )
                     .await,
                 ),
+                Prepared::Meta {
+                    call_id,
+                    name,
+                    arguments,
+                } => Some(Executed::Done(
+                    rt.task_meta(
+                        &scope.session.id,
+                        &self.id,
+                        call_id,
+                        name,
+                        arguments,
+                        &self.token,
+                    )
+                    .await,
+                )),
                 _ => None,
             }
         });
@@ -438,7 +472,9 @@ impl Turn {
             });
         }
 
-        let ends_turn = ends_turn(&scope.turn, &results);
+        // A turn cannot end while workflow tasks owe it results.
+        let ends_turn = ends_turn(&scope.turn, &results)
+            && rt.owing(&scope.session.id, &self.id).await?.is_empty();
         scope.turn.last_step = Some(ClosedStep {
             index: scope.turn.steps,
             results: results.clone(),
@@ -506,8 +542,22 @@ impl Turn {
     }
 
     /// Ends the turn (the host's model answered without calling tools).
+    ///
+    /// Refused with [`RuntimeError::TasksOpen`] while workflow tasks owe the turn results (not
+    /// produced yet, or not taken with [`Turn::task_results`]).
     pub async fn complete(&self) -> Result<(), RuntimeError> {
         let rt = &self.runtime;
+        let owing = rt.owing(&self.session_id, &self.id).await?;
+        if !owing.is_empty() {
+            return Err(RuntimeError::TasksOpen {
+                turn: self.id.clone(),
+                tasks: owing
+                    .iter()
+                    .map(|t| format!("{} ({})", t.id, t.status.describe()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
         loop {
             let (mut turn, version) =
                 rt.0.store
@@ -538,9 +588,16 @@ impl Turn {
 
     /// Cancels the turn: running calls see their cancellation token fire, pending requests are
     /// revoked (`cancelled`), and a later answer to them approves nothing.
+    ///
+    /// Workflow tasks the turn started are cancelled too, in the background: each body gets its
+    /// cleanup window ([`crate::Options::task_cleanup`]).
     pub async fn cancel(&self) -> Result<(), RuntimeError> {
         self.token.cancel();
-        self.runtime.cancel_turn(&self.id).await
+        self.runtime.cancel_turn(&self.id).await?;
+        self.runtime
+            .cancel_tasks_of_turn(&self.session_id, &self.id)
+            .await;
+        Ok(())
     }
 
     /// A plain message from the turn's caller while the turn waits: it answers the first
@@ -672,6 +729,17 @@ impl Runtime {
             Prepared::Done(CallResult::failed(&call.call_id, tool, error))
         };
 
+        if registry.has_tasks(scope.audience) {
+            for name in [crate::task::TASK_WAIT, crate::task::TASK_CANCEL] {
+                if call.name == name {
+                    return Prepared::Meta {
+                        call_id: call.call_id.clone(),
+                        name,
+                        arguments: call.arguments.clone(),
+                    };
+                }
+            }
+        }
         let deferred = registry.has_deferred(scope.audience);
         if deferred && call.name == "tool_search" {
             return Prepared::Done(self.tool_search(scope, call));
@@ -810,6 +878,7 @@ impl Runtime {
                         requester: scope.turn.current.clone(),
                         approval_key: key,
                         journal_position: None,
+                        task_id: None,
                         status: RequestStatus::Pending,
                     }),
                     input,
@@ -857,6 +926,7 @@ impl Runtime {
                 requester: scope.turn.current.clone(),
                 approval_key: None,
                 journal_position: None,
+                task_id: None,
                 status: RequestStatus::Pending,
             }),
             input,
@@ -1060,6 +1130,16 @@ impl Runtime {
         token: &CancellationToken,
     ) -> Executed {
         let tool = &self.0.registry.tools()[index];
+        if let toolwright_core::ToolKind::Workflow(
+            toolwright_core::Entry::Task | toolwright_core::Entry::Serve,
+        ) = tool.descriptor().kind
+        {
+            // The body runs as a task of its own; the call's result is the receipt.
+            return Executed::Done(
+                self.start_task(session, turn, index, call_id, input, approved_by)
+                    .await,
+            );
+        }
         let _permit = self.0.semaphore.acquire().await;
         let call_token = token.child_token();
         let info = session_info(session, turn);
@@ -1111,6 +1191,7 @@ impl Runtime {
             suspended: std::sync::Mutex::new(None),
             parked: tokio::sync::Notify::new(),
             clock: self.0.options.clock.clone(),
+            task: None,
         });
         let watch = Arc::clone(&host);
         let mut builder = CallContext::builder()
@@ -1145,17 +1226,30 @@ impl Runtime {
                     // The body waits for a person: drop it here; it replays from its journal
                     // once the answer is recorded.
                     let suspension = watch.suspended.lock().ok().and_then(|mut s| s.take());
-                    if let Some(suspension) = suspension {
-                        return Executed::Suspended(suspension);
+                    match suspension {
+                        Some(Suspension::Receive { .. }) | None => {}
+                        Some(suspension) => return Executed::Suspended(suspension),
                     }
                     Err(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why"))
                 }
             }
         };
-        let result = match outcome {
+        Executed::Done(self.call_result(&session.id, &turn.id, tool, call_id, outcome))
+    }
+
+    /// The result of one execution of `tool`, as the model and the events see it.
+    pub(crate) fn call_result(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        tool: &Tool,
+        call_id: &str,
+        outcome: Result<toolwright_core::CallOutput, ToolError>,
+    ) -> CallResult {
+        match outcome {
             Ok(output) => {
                 let model = output.for_model();
-                self.check_files(session, turn, call_id, &model);
+                self.check_files(session_id, turn_id, call_id, &model);
                 let label = output.complete_label.clone().or_else(|| {
                     tool.descriptor()
                         .label
@@ -1174,8 +1268,7 @@ impl Runtime {
                 }
             }
             Err(error) => CallResult::failed(call_id, tool.name(), error),
-        };
-        Executed::Done(result)
+        }
     }
 
     /// A resumed step whose workflow bodies asked again: record what ran, park on the new
@@ -1260,6 +1353,7 @@ impl Runtime {
                     requester: turn.current.clone(),
                     approval_key: None,
                     journal_position: Some(position),
+                    task_id: None,
                     status: RequestStatus::Pending,
                 };
                 Parked {
@@ -1275,17 +1369,17 @@ impl Runtime {
                 state: CallState::Sleeping { until_ms },
                 request: None,
             },
+            // Only a task's body waits for calls; `execute` never reports it.
+            Suspension::Receive { .. } => Parked {
+                call_id: call_id.to_owned(),
+                state: CallState::Running,
+                request: None,
+            },
         }
     }
 
     /// Warns about files sent to the model that are large or not base64.
-    fn check_files(
-        &self,
-        session: &SessionRecord,
-        turn: &TurnRecord,
-        call_id: &str,
-        model: &ModelOutput,
-    ) {
+    fn check_files(&self, session_id: &str, turn_id: &str, call_id: &str, model: &ModelOutput) {
         let ModelOutput::Content(parts) = model else {
             return;
         };
@@ -1312,8 +1406,8 @@ impl Runtime {
             if let Some(message) = message {
                 tracing::warn!(call_id, "{message}");
                 self.emit(Event::Warning {
-                    session_id: session.id.clone(),
-                    turn_id: turn.id.clone(),
+                    session_id: session_id.to_owned(),
+                    turn_id: turn_id.to_owned(),
                     call_id: Some(call_id.to_owned()),
                     message,
                 });
@@ -1353,10 +1447,13 @@ impl Runtime {
 
     async fn settle(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
         let store = &self.0.store;
-        let turn_id = store
-            .turn_of_request(&response.request_id)
-            .await?
-            .ok_or_else(|| RuntimeError::UnknownRequest(response.request_id.clone()))?;
+        let Some(turn_id) = store.turn_of_request(&response.request_id).await? else {
+            // A question asked by a workflow task's body parks the task, not a turn.
+            return match store.task_of_request(&response.request_id).await? {
+                Some(task_id) => self.settle_task(&task_id, response).await,
+                None => Err(RuntimeError::UnknownRequest(response.request_id.clone())),
+            };
+        };
         loop {
             let (mut turn, version) = store
                 .turn(&turn_id)
@@ -1919,7 +2016,9 @@ impl Runtime {
             self.note_taint(&mut turn, result, invoked.contains(&result.call_id));
         }
         let cancelled = turn.status == TurnStatus::Cancelled;
-        let ends = !cancelled && ends_turn(&turn, &results);
+        let ends = !cancelled
+            && ends_turn(&turn, &results)
+            && self.owing(&session.id, &turn.id).await?.is_empty();
         turn.pending = None;
         turn.last_step = Some(ClosedStep {
             index: turn.steps,
@@ -2096,7 +2195,10 @@ fn start_label(tool: &Tool, input: &Value) -> String {
 
 /// The answer to a workflow body's question: an option by id (or label), or free text when the
 /// question allows it (or has no options).
-fn workflow_answer(request: &InputRequest, response: &InputResponse) -> Result<AskAnswer, String> {
+pub(crate) fn workflow_answer(
+    request: &InputRequest,
+    response: &InputResponse,
+) -> Result<AskAnswer, String> {
     if response.decision == ResponseDecision::Cancel {
         return Ok(AskAnswer::Cancelled);
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolwright_core::{Caller, Effect, ModelOutput, Principal, ToolError};
+use toolwright_core::{Caller, Effect, Entry, ModelOutput, Principal, ToolError};
 
 /// Whether a session lets calls of an effect run without asking.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,6 +42,9 @@ pub struct SessionRecord {
     /// an audience without an entry has not taken a step yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub announced: BTreeMap<String, Vec<String>>,
+    /// Whether the session has ended ([`crate::Session::end`]): it takes no new turns.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended: bool,
 }
 
 impl SessionRecord {
@@ -55,6 +58,7 @@ impl SessionRecord {
             permissions: BTreeMap::new(),
             state: Map::new(),
             announced: BTreeMap::new(),
+            ended: false,
         }
     }
 
@@ -296,6 +300,10 @@ pub struct InputRequest {
     /// where the answer is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_position: Option<u32>,
+    /// For a question asked by the body of a `task` or `serve` workflow: the task, which parks on
+    /// it instead of the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// Where the request is.
     pub status: RequestStatus,
 }
@@ -371,4 +379,178 @@ pub struct JournalEntry {
     pub name: String,
     /// The recorded value.
     pub value: Value,
+}
+
+/// Where a workflow task (`workflow = task` or `serve`) is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Its body runs (or, found in this state after a crash, runs again from its journal).
+    Running,
+    /// Parked on a question (one of `requests`); holds no task.
+    Waiting,
+    /// Parked on a durable timer until `until_ms` (Unix milliseconds); holds no task.
+    Sleeping {
+        /// When the sleep ends.
+        until_ms: u64,
+    },
+    /// A `serve` task that replied and waits for its next call; holds no task.
+    Idle,
+    /// Cancelled: its body runs with its cancellation token fired, for at most the cleanup
+    /// window ([`crate::Options::task_cleanup`]), then the task ends.
+    Cancelling,
+    /// Its body returned (or failed); every call has its result.
+    Finished,
+    /// Cancelled, and its cleanup is over.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Whether the task has ended (`finished` or `cancelled`).
+    pub fn is_over(self) -> bool {
+        matches!(self, TaskStatus::Finished | TaskStatus::Cancelled)
+    }
+
+    /// What the task waits on, in words for the model.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Waiting => "waiting for a person's answer",
+            TaskStatus::Sleeping { .. } => "sleeping until a timer",
+            TaskStatus::Idle => "idle, waiting for its next call",
+            TaskStatus::Cancelling => "being cancelled",
+            TaskStatus::Finished => "finished",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A workflow task: the durable run of a `task` or `serve` tool, outliving the step (and, for
+/// `serve`, the turn) that started it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The task id the model sees (`deploy_service-4hd8sa2k1x`).
+    pub id: String,
+    /// The tool.
+    pub tool: String,
+    /// `task` or `serve`.
+    pub entry: Entry,
+    /// The session; only calls from it may reach the task.
+    pub session_id: String,
+    /// The turn whose call started the task.
+    pub turn_id: String,
+    /// Who issued the starting call.
+    pub caller: Caller,
+    /// Who was acting in the starting turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<Principal>,
+    /// Who approved the starting call, when a person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<Approver>,
+    /// Where the task is.
+    #[serde(flatten)]
+    pub status: TaskStatus,
+    /// Whether a cancel was asked for while another process ran the body.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
+    /// The calls the task serves, in arrival order: the starting call first, then (for `serve`)
+    /// the calls that carried its `task_id`.
+    pub calls: Vec<TaskCall>,
+    /// The questions its body asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<InputRequest>,
+}
+
+impl TaskRecord {
+    /// The journal its body replays from (the starting call's).
+    pub fn run_id(&self) -> String {
+        format!(
+            "{}/{}",
+            self.turn_id,
+            self.calls.first().map_or("", |c| c.call_id.as_str())
+        )
+    }
+
+    /// Ids of the requests (the store indexes them).
+    pub fn request_ids(&self) -> Vec<&str> {
+        self.requests
+            .iter()
+            .map(|r| r.request_id.as_str())
+            .collect()
+    }
+
+    /// Whether the task still owes turn `turn_id` something: a result not produced yet, or one
+    /// not delivered yet.
+    pub fn owes(&self, turn_id: &str) -> bool {
+        self.calls
+            .iter()
+            .any(|c| c.turn_id == turn_id && (c.result.is_none() || !c.delivered))
+    }
+}
+
+/// One call a task serves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskCall {
+    /// The call id.
+    pub call_id: String,
+    /// The turn that made the call; its result is delivered there.
+    pub turn_id: String,
+    /// The validated input, without `task_id`.
+    pub input: Value,
+    /// The result, once the body replied (or returned, or the task ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+    /// Whether the result reached the model (as a `task_result` message or through
+    /// `task_wait`/`task_cancel`).
+    #[serde(default)]
+    pub delivered: bool,
+}
+
+/// A task's result for one call, delivered to the turn that made the call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    /// The task.
+    pub task_id: String,
+    /// The call it answers.
+    pub call_id: String,
+    /// The turn that made the call.
+    pub turn_id: String,
+    /// The result.
+    pub result: CallResult,
+}
+
+impl TaskResult {
+    /// The message to add to the model's history: `<task_result task_id="…" tool="…">…</task_result>`.
+    pub fn message(&self) -> String {
+        let status = if self.result.is_error {
+            "failed"
+        } else {
+            "finished"
+        };
+        format!(
+            "<task_result task_id=\"{}\" tool=\"{}\" call_id=\"{}\" status=\"{status}\">\n{}\n</task_result>",
+            self.task_id,
+            self.result.tool,
+            self.call_id,
+            model_text(&self.result.model)
+        )
+    }
+}
+
+/// `model` as text for a message.
+pub(crate) fn model_text(model: &ModelOutput) -> String {
+    match model {
+        ModelOutput::Text(text) => text.clone(),
+        ModelOutput::Json(value) => value.to_string(),
+        ModelOutput::Content(parts) => parts
+            .iter()
+            .map(|part| match part {
+                toolwright_core::ContentPart::Text { text } => text.clone(),
+                toolwright_core::ContentPart::File { media_type, .. } => {
+                    format!("[{media_type} file]")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }

@@ -11,6 +11,9 @@ impl Runtime {
     /// Each turn becomes active again so the model can decide what to do. Returns the recovered
     /// turns with the outcome of their step.
     ///
+    /// Workflow tasks left `running` (or `cancelling`) run again from their journals, on tasks
+    /// of their own.
+    ///
     /// Call it at startup when this process is the only one using the store; with several
     /// instances on one database, a claimed step may still be running elsewhere.
     pub async fn recover(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
@@ -49,6 +52,8 @@ impl Runtime {
                 Err(error) => return Err(error),
             }
         }
+        // Workflow tasks a stopped process was running go on from their journals.
+        self.recover_tasks().await?;
         Ok(recovered)
     }
 }
@@ -59,8 +64,12 @@ impl Runtime {
     ///
     /// Timers live in the store, so they fire after a restart too; run this periodically (see
     /// [`Runtime::run_timers`]).
+    ///
+    /// Workflow tasks whose sleep is over run again too, on tasks of their own (their results
+    /// arrive as `task.result` events and through [`crate::Turn::task_results`]).
     pub async fn wake_due(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
         let now = self.0.options.clock.now_ms();
+        self.wake_tasks(now).await?;
         let mut woken = Vec::new();
         for turn_id in self.0.store.waiting_turns().await? {
             loop {

@@ -57,6 +57,9 @@ pub struct Options {
     pub decider_max_input: usize,
     /// Files sent to the model above this size (decoded) raise a warning event.
     pub file_warning_bytes: usize,
+    /// How long a cancelled workflow task's body may run its cleanup (its token fired) before
+    /// it is dropped.
+    pub task_cleanup: Duration,
 }
 
 impl Default for Options {
@@ -68,6 +71,7 @@ impl Default for Options {
             decider_timeout: Duration::from_secs(30),
             decider_max_input: 64 * 1024,
             file_warning_bytes: 3 * 1024 * 1024,
+            task_cleanup: Duration::from_secs(30),
         }
     }
 }
@@ -126,16 +130,22 @@ pub enum RuntimeError {
     /// No request with that id.
     #[error("no input request `{0}`; it may belong to another store, or never existed")]
     UnknownRequest(String),
-    /// A tool needs something this runtime version does not run yet.
+    /// No workflow task with that id.
+    #[error("no task `{0}`")]
+    UnknownTask(String),
+    /// The turn cannot end while workflow tasks owe it results.
     #[error(
-        "tool `{tool}` uses {feature}, which this runtime does not run yet; use `workflow = execute` for now"
+        "turn `{turn}` cannot end while its tasks run: {tasks}; wait for their results with `Turn::wait_task_results` (or let the model call `task_wait`), or cancel them (`task_cancel`, `Runtime::cancel_task`)"
     )]
-    Unsupported {
-        /// The tool.
-        tool: String,
-        /// What it uses.
-        feature: &'static str,
+    TasksOpen {
+        /// The turn.
+        turn: String,
+        /// The tasks and what each waits on.
+        tasks: String,
     },
+    /// The session has ended.
+    #[error("session `{0}` has ended; open a new session")]
+    SessionEnded(String),
     /// The task running a step or a resumption failed (a panic outside any tool).
     #[error("the runtime task failed: {0}; the turn is left as recorded, see `Runtime::recover`")]
     Task(String),
@@ -201,21 +211,6 @@ impl RuntimeBuilder {
     /// The runtime. Fails when a tool needs state that was not registered.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         for tool in self.registry.tools() {
-            // Refused rather than run as something else: a `task` would block the turn and a
-            // `serve` task would lose its replies.
-            if let toolwright_core::ToolKind::Workflow(
-                entry @ (toolwright_core::Entry::Task | toolwright_core::Entry::Serve),
-            ) = tool.descriptor().kind
-            {
-                return Err(RuntimeError::Unsupported {
-                    tool: tool.name().to_owned(),
-                    feature: if entry == toolwright_core::Entry::Task {
-                        "`workflow = task`"
-                    } else {
-                        "`workflow = serve`"
-                    },
-                });
-            }
             for requirement in tool.descriptor().requirements.iter().flatten() {
                 if !self.states.contains_key(&(requirement.type_id)()) {
                     return Err(RuntimeError::MissingState {
@@ -242,6 +237,8 @@ impl RuntimeBuilder {
                 )
             }),
             active: std::sync::Mutex::new(HashMap::new()),
+            tasks: std::sync::Mutex::new(HashMap::new()),
+            task_changed: tokio::sync::Notify::new(),
             registrations: std::sync::atomic::AtomicU64::new(0),
             registry: self.registry,
             states: Arc::new(self.states),
@@ -267,6 +264,10 @@ pub(crate) struct Inner {
     /// registration it came from.
     pub(crate) active: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
     pub(crate) registrations: std::sync::atomic::AtomicU64,
+    /// Cancellation tokens of workflow tasks whose bodies run in this process now.
+    pub(crate) tasks: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// Notified whenever this process records something about a task (a result, an end).
+    pub(crate) task_changed: tokio::sync::Notify,
 }
 
 /// Removes a turn's token from [`Inner::active`] when its calls are done; only its own
@@ -492,6 +493,12 @@ pub enum RespondOutcome {
     },
     /// Settled, and the turn resumed: the parked step ran to completion.
     Resumed(StepOutcome),
+    /// Settled a question of a workflow task, which now runs again on a task of its own; its
+    /// results arrive as `task.result` events and through [`Turn::task_results`].
+    TaskResumed {
+        /// The task.
+        task_id: String,
+    },
 }
 
 impl Runtime {
@@ -647,6 +654,9 @@ impl Session {
             .session(&self.id)
             .await?
             .ok_or_else(|| RuntimeError::UnknownSession(self.id.clone()))?;
+        if session.ended {
+            return Err(RuntimeError::SessionEnded(self.id.clone()));
+        }
         let caller = match caller {
             Caller::Model if session.parent.is_some() => Caller::Subagent,
             other => other,
@@ -704,6 +714,21 @@ impl Session {
             record.state.insert(key.clone(), value.clone());
         })
         .await
+    }
+
+    /// Ends the session: it takes no new turns, and its workflow tasks (including idle `serve`
+    /// tasks) are cancelled, each body getting its cleanup window. Returns when they have ended.
+    pub async fn end(&self) -> Result<(), RuntimeError> {
+        self.update(|record| record.ended = true).await?;
+        let tasks = self.runtime.tasks(&self.id).await?;
+        let cancels = tasks
+            .iter()
+            .filter(|t| !t.status.is_over())
+            .map(|t| self.runtime.cancel_task(&t.id));
+        for result in futures_util::future::join_all(cancels).await {
+            result?;
+        }
+        Ok(())
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {

@@ -49,6 +49,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
                     requester: None,
                     approval_key: None,
                     journal_position: None,
+                    task_id: None,
                     status: RequestStatus::Pending,
                 })
                 .collect(),
@@ -213,10 +214,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), 2);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 1);
+    assert_eq!(user_version(&path), 2);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -248,17 +249,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 2)
+        .pragma_update(None, "user_version", 3)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 2") && message.contains("newer toolwright"),
+        message.contains("schema version 3") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        2,
+        3,
         "the refused file must not be changed"
     );
 }
@@ -339,4 +340,26 @@ async fn ten_thousand_waiting_turns() {
         Some("turn-04321")
     );
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
+}
+
+#[tokio::test]
+async fn a_version_1_file_is_migrated_to_version_2_keeping_its_records() {
+    let (_dir, path) = temp_db();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .put_session(&toolwright_runtime::SessionRecord::new("kept"), None)
+            .await
+            .unwrap();
+    }
+    // What a file written by the first release looks like: no task tables, version 1.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE tasks; DROP TABLE task_requests; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(conn);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 2);
+    assert!(store.session("kept").await.unwrap().is_some());
+    assert!(store.open_tasks().await.unwrap().is_empty());
 }

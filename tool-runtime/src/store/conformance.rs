@@ -39,7 +39,8 @@ use toolwright_core::{
 use super::{Store, StoreError};
 use crate::record::{
     Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
-    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+    Permission, RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskStatus,
+    TurnRecord, TurnStatus,
 };
 
 /// Runs every part of the suite on `store`, in order.
@@ -51,6 +52,7 @@ pub async fn run(store: &dyn Store) {
     approvals(store).await;
     round_trip(store).await;
     races(store).await;
+    tasks(store).await;
 }
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
@@ -644,6 +646,123 @@ pub async fn races(store: &dyn Store) {
     );
 }
 
+/// Workflow tasks: versioned writes, the request index, listing by session (oldest first) and
+/// of open tasks (neither finished nor cancelled), and a full round trip.
+pub async fn tasks(store: &dyn Store) {
+    let part = Part::new("tasks");
+    let session = part.id("session");
+    let (a, b) = (part.id("task-a"), part.id("task-b"));
+    let request = part.id("question");
+    let user = principal(PrincipalType::User, "u_42");
+    let mut task_a = TaskRecord {
+        id: a.clone(),
+        tool: "render".to_owned(),
+        entry: toolwright_core::Entry::Serve,
+        session_id: session.clone(),
+        turn_id: part.id("turn"),
+        caller: Caller::Model,
+        current: Some(user.clone()),
+        approved_by: Some(Approver {
+            principal: Some(user),
+        }),
+        status: TaskStatus::Running,
+        cancel_requested: false,
+        calls: vec![TaskCall {
+            call_id: "call-1".to_owned(),
+            turn_id: part.id("turn"),
+            input: awkward_json(),
+            result: None,
+            delivered: false,
+        }],
+        requests: Vec::new(),
+    };
+    assert!(
+        part.ok("reading a missing task", store.task(&a).await)
+            .is_none(),
+        "{part}: a task never written is absent"
+    );
+    let v1 = part.ok("inserting a task", store.put_task(&task_a, None).await);
+    part.refused(
+        "inserting a task twice",
+        store.put_task(&task_a, None).await,
+    );
+    let (read, version) = part
+        .ok("reading a task", store.task(&a).await)
+        .expect("just written");
+    assert_eq!((&read, version), (&task_a, v1), "{part}: round trip");
+
+    // Parked on a question: the request resolves to the task, not to a turn.
+    task_a.status = TaskStatus::Waiting;
+    let mut question = turn(&part.id("t"), &session, TurnStatus::Waiting, &[&request])
+        .pending
+        .expect("a pending step")
+        .requests
+        .remove(0);
+    question.kind = RequestKind::Question;
+    question.task_id = Some(a.clone());
+    question.journal_position = Some(3);
+    task_a.requests.push(question);
+    let v2 = part.ok(
+        "writing a task with a question",
+        store.put_task(&task_a, Some(v1)).await,
+    );
+    part.refused(
+        "writing a task with a stale version",
+        store.put_task(&task_a, Some(v1)).await,
+    );
+    assert_eq!(
+        part.ok(
+            "looking up a task request",
+            store.task_of_request(&request).await
+        ),
+        Some(a.clone()),
+        "{part}: the question belongs to the task"
+    );
+    assert_eq!(
+        part.ok(
+            "looking up a task request as a turn's",
+            store.turn_of_request(&request).await
+        ),
+        None,
+        "{part}: a task's question is not a turn's"
+    );
+
+    let mut task_b = task_a.clone();
+    task_b.id = b.clone();
+    task_b.requests.clear();
+    task_b.status = TaskStatus::Sleeping { until_ms: 42 };
+    part.ok(
+        "inserting a second task",
+        store.put_task(&task_b, None).await,
+    );
+    assert_eq!(
+        part.ok(
+            "listing a session's tasks",
+            store.session_tasks(&session).await
+        ),
+        [a.clone(), b.clone()],
+        "{part}: a session's tasks, oldest first"
+    );
+    let open = part.ok("listing open tasks", store.open_tasks().await);
+    assert!(
+        open.contains(&a) && open.contains(&b),
+        "{part}: waiting and sleeping tasks are open"
+    );
+
+    task_a.status = TaskStatus::Finished;
+    task_a.calls[0].delivered = true;
+    part.ok("finishing a task", store.put_task(&task_a, Some(v2)).await);
+    let open = part.ok("listing open tasks", store.open_tasks().await);
+    assert!(
+        !open.contains(&a) && open.contains(&b),
+        "{part}: a finished task is not open"
+    );
+    let (read, _) = part
+        .ok("reading a finished task", store.task(&a).await)
+        .expect("written");
+    assert_eq!(read, task_a, "{part}: round trip of a finished task");
+}
+
 /// One part of the suite: its name for messages and a prefix that keeps its ids its own.
 struct Part {
     name: &'static str,
@@ -727,6 +846,7 @@ fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str]) -> TurnR
                     requester: None,
                     approval_key: None,
                     journal_position: None,
+                    task_id: None,
                     status: RequestStatus::Pending,
                 })
                 .collect(),
@@ -780,6 +900,7 @@ fn full_session(id: String) -> SessionRecord {
     .collect();
     record.state.insert("awkward".into(), awkward_json());
     record.state.insert("count".into(), json!(3));
+    record.ended = true;
     record.announced.insert(
         "model".to_owned(),
         vec!["wallet.pay".to_owned(), "todo.add".to_owned()],
@@ -888,6 +1009,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
         requester: Some(user.clone()),
         approval_key: Some("input:sha256:abc".to_owned()),
         journal_position: None,
+        task_id: None,
         status,
     };
     let bare = |n: usize, kind: RequestKind, status: RequestStatus| InputRequest {
@@ -903,6 +1025,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
         requester: None,
         approval_key: None,
         journal_position: None,
+        task_id: None,
         status,
     };
     let requests = vec![

@@ -14,7 +14,7 @@ mod sqlite;
 
 pub use sqlite::SqliteStore;
 
-use crate::record::{JournalEntry, SessionRecord, TurnRecord};
+use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -100,4 +100,28 @@ pub trait Store: Send + Sync + 'static {
 
     /// The approval keys remembered in session `session_id`.
     fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>>;
+
+    /// The task `id`, with its version.
+    fn task(&self, id: &str) -> BoxFuture<'_, Result<Option<(TaskRecord, u64)>, StoreError>>;
+
+    /// Writes a task (versions as for turns) and indexes its requests by id, like
+    /// [`Store::put_turn`]. Returns the new version.
+    fn put_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// The id of the task that holds request `request_id`.
+    fn task_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+
+    /// Ids of the tasks of session `session_id`, oldest first.
+    fn session_tasks(&self, session_id: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Ids of the tasks that have not ended (neither `finished` nor `cancelled`), oldest first:
+    /// what recovery and timers look at.
+    fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
 }

@@ -15,7 +15,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use serde::de::DeserializeOwned;
 
 use super::{Store, StoreError};
-use crate::record::{JournalEntry, SessionRecord, TurnRecord, TurnStatus};
+use crate::record::{JournalEntry, SessionRecord, TaskRecord, TaskStatus, TurnRecord, TurnStatus};
 
 /// How long an operation waits for another connection (usually another process) that holds the
 /// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
@@ -27,7 +27,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
 
 /// Version 1.
 ///
@@ -68,6 +68,24 @@ CREATE TABLE approvals (
     key        TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
 ) WITHOUT ROWID;
+";
+
+/// Version 2: workflow tasks, and the index of the questions their bodies ask.
+const SCHEMA_V2: &str = "
+CREATE TABLE tasks (
+    id         TEXT PRIMARY KEY NOT NULL,
+    session_id TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    json       TEXT NOT NULL,
+    created    INTEGER NOT NULL
+);
+CREATE INDEX tasks_by_session ON tasks (session_id, created);
+CREATE INDEX tasks_open ON tasks (created, id) WHERE status NOT IN ('finished', 'cancelled');
+CREATE TABLE task_requests (
+    request_id TEXT PRIMARY KEY NOT NULL,
+    task_id    TEXT NOT NULL
+);
 ";
 
 /// The embedded store: one SQLite file in WAL mode, every commit synced to disk.
@@ -439,6 +457,119 @@ impl Store for SqliteStore {
             },
         )
     }
+
+    fn task(&self, id: &str) -> BoxFuture<'_, Result<Option<(TaskRecord, u64)>, StoreError>> {
+        let id = id.to_owned();
+        self.call(format!("reading task `{id}`"), move |conn| {
+            let row = conn
+                .prepare_cached("SELECT json, version FROM tasks WHERE id = ?1")?
+                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            Ok(row
+                .map(|(json, version): (String, i64)| decode(&id, &json, version))
+                .transpose()?)
+        })
+    }
+
+    fn put_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let json = match encode(&record.id, record) {
+            Ok(json) => json,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let id = record.id.clone();
+        let session_id = record.session_id.clone();
+        let status = task_status_name(record.status);
+        let requests: Vec<String> = record
+            .request_ids()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.call(format!("writing task `{id}`"), move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version = match expected {
+                None => {
+                    let created: i64 = tx
+                        .prepare_cached("SELECT coalesce(max(created), 0) + 1 FROM tasks")?
+                        .query_row([], |row| row.get(0))?;
+                    let inserted = tx
+                        .prepare_cached(
+                            "INSERT INTO tasks (id, session_id, status, version, json, created) \
+                             VALUES (?1, ?2, ?3, 1, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                        )?
+                        .execute(params![id, session_id, status, json, created])?;
+                    written(inserted, &id)?;
+                    1
+                }
+                Some(expected) => {
+                    let (stored, next) = stored_versions(&id, expected)?;
+                    let updated = tx
+                        .prepare_cached(
+                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4 \
+                             WHERE id = ?1 AND version = ?5",
+                        )?
+                        .execute(params![id, status, next, json, stored])?;
+                    written(updated, &id)?;
+                    expected + 1
+                }
+            };
+            let mut index = tx.prepare_cached(
+                "INSERT INTO task_requests (request_id, task_id) VALUES (?1, ?2) \
+                 ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
+            )?;
+            for request in &requests {
+                index.execute([request, &id])?;
+            }
+            drop(index);
+            tx.commit()?;
+            Ok(version)
+        })
+    }
+
+    fn task_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
+        let request_id = request_id.to_owned();
+        self.call(format!("looking up request `{request_id}`"), move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT task_id FROM task_requests WHERE request_id = ?1")?
+                .query_row([&request_id], |row| row.get(0))
+                .optional()?)
+        })
+    }
+
+    fn session_tasks(&self, session_id: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let session_id = session_id.to_owned();
+        self.call(
+            format!("listing the tasks of session `{session_id}`"),
+            move |conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT id FROM tasks WHERE session_id = ?1 ORDER BY created",
+                )?;
+                let ids = statement
+                    .query_map([&session_id], |row| row.get(0))?
+                    .collect::<Result<Vec<String>, _>>()?;
+                Ok(ids)
+            },
+        )
+    }
+
+    fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing open tasks".to_owned(), |conn| {
+            // The literal statuses match the partial index `tasks_open`.
+            let mut statement = conn.prepare_cached(
+                "SELECT id FROM tasks WHERE status NOT IN ('finished', 'cancelled') ORDER BY created",
+            )?;
+            let ids = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })
+    }
 }
 
 /// Why an operation inside [`SqliteStore::call`] failed.
@@ -482,6 +613,19 @@ fn status_name(status: TurnStatus) -> &'static str {
         TurnStatus::Running => "running",
         TurnStatus::Completed => "completed",
         TurnStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The column value of a task status (part of the file format, like [`status_name`]).
+fn task_status_name(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Running => "running",
+        TaskStatus::Waiting => "waiting",
+        TaskStatus::Sleeping { .. } => "sleeping",
+        TaskStatus::Idle => "idle",
+        TaskStatus::Cancelling => "cancelling",
+        TaskStatus::Finished => "finished",
+        TaskStatus::Cancelled => "cancelled",
     }
 }
 

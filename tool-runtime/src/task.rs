@@ -1,0 +1,1342 @@
+//! Workflow tasks: the bodies of `workflow = task` and `workflow = serve` tools run as tasks of
+//! their own, outside the step that started them.
+//!
+//! A task is a [`TaskRecord`] in the store. Its body replays from its journal like any workflow
+//! body; when it waits (a question, a durable sleep, a `serve` task between calls) the body is
+//! dropped and the record says what it waits on, so a waiting task holds no tokio task and
+//! survives a restart. Results go to the turn that made the call: as `task.result` events, through
+//! [`Turn::task_results`] (the `task_result` messages for the model) and through the `task_wait`
+//! meta-tool.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{
+    AskAnswer, CallContext, CallOutput, Caller, Entry, ErrorCode, ModelOutput, ResponseCall,
+    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
+    approval::requester_only,
+};
+
+use crate::event::Event;
+use crate::host::{Journal, RuntimeHost, Suspension, TaskLink};
+use crate::record::{
+    Approver, CallResult, Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind,
+    RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
+};
+use crate::runtime::{InputResponse, RespondOutcome, Runtime, RuntimeError, Turn};
+use crate::store::StoreError;
+
+/// The longest `task_wait` may wait, in seconds, and how long it waits when not told.
+const WAIT_MAX_SECONDS: u64 = 300;
+const WAIT_DEFAULT_SECONDS: u64 = 30;
+/// How often waiters look at the store, for results recorded by another process.
+const POLL: Duration = Duration::from_millis(200);
+
+/// The model-facing name of the meta-tool that waits for task results.
+pub(crate) const TASK_WAIT: &str = "task_wait";
+/// The model-facing name of the meta-tool that cancels a task.
+pub(crate) const TASK_CANCEL: &str = "task_cancel";
+
+/// The id of the task started by call `call_id` of turn `turn_id`: the tool's name and a digest,
+/// the same on every run of the call, so a call re-run after a crash finds its task instead of
+/// starting a second one.
+fn task_id(tool: &str, turn_id: &str, call_id: &str) -> String {
+    let digest = toolwright_core::registry::input_digest(&json!([turn_id, call_id]));
+    let mut n = u64::from_str_radix(&digest[..16], 16).unwrap_or_default();
+    let mut suffix = String::new();
+    while suffix.len() < 10 {
+        let digit = u32::try_from(n % 36).unwrap_or_default();
+        suffix.push(char::from_digit(digit, 36).unwrap_or('0'));
+        n /= 36;
+    }
+    format!("{tool}-{suffix}")
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// How one run of a task's body ended.
+enum RunEnd {
+    /// The body returned.
+    Returned(CallResult),
+    /// The body waits for something that outlives the run.
+    Parked(Suspension),
+    /// Cancelled, and the body did not finish its cleanup within the window.
+    CleanupTimedOut,
+    /// The run could not start.
+    Broken(ToolError),
+}
+
+impl Runtime {
+    /// A `task` or `serve` call: starts its task (or, for a `serve` call carrying `task_id`,
+    /// hands the call to that task) and returns the receipt.
+    pub(crate) async fn start_task(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        index: usize,
+        call_id: &str,
+        mut input: Value,
+        approved_by: Option<Approver>,
+    ) -> CallResult {
+        let tool = &self.0.registry.tools()[index];
+        let entry = match tool.descriptor().kind {
+            ToolKind::Workflow(entry) => entry,
+            _ => Entry::Task,
+        };
+        if entry == Entry::Serve {
+            let target = input.as_object_mut().and_then(|map| map.remove("task_id"));
+            if let Some(Value::String(target)) = target {
+                return self
+                    .route_call(session, turn, tool, call_id, input, &target)
+                    .await;
+            }
+        }
+        let id = task_id(tool.name(), &turn.id, call_id);
+        let record = TaskRecord {
+            id: id.clone(),
+            tool: tool.name().to_owned(),
+            entry,
+            session_id: session.id.clone(),
+            turn_id: turn.id.clone(),
+            caller: turn.caller,
+            current: turn.current.clone(),
+            approved_by,
+            status: TaskStatus::Running,
+            cancel_requested: false,
+            calls: vec![TaskCall {
+                call_id: call_id.to_owned(),
+                turn_id: turn.id.clone(),
+                input,
+                result: None,
+                delivered: false,
+            }],
+            requests: Vec::new(),
+        };
+        match self.0.store.put_task(&record, None).await {
+            Ok(_) => {
+                self.emit(Event::TaskStarted {
+                    session_id: session.id.clone(),
+                    turn_id: turn.id.clone(),
+                    task_id: id.clone(),
+                    tool: tool.name().to_owned(),
+                    call_id: call_id.to_owned(),
+                });
+                self.spawn_task(&id);
+            }
+            // An earlier run of this call started it (the call ran again after a crash): the
+            // task goes on, and recovery runs it if nothing does.
+            Err(StoreError::Conflict(_)) => {}
+            Err(error) => {
+                return CallResult::failed(
+                    call_id,
+                    tool.name(),
+                    ToolError::with_code(
+                        ErrorCode::Journal,
+                        format!(
+                            "the task of `{}` could not be recorded: {error}; call it again",
+                            tool.name()
+                        ),
+                    ),
+                );
+            }
+        }
+        let text = match entry {
+            Entry::Serve => format!(
+                "Started task {id}. Its result will arrive in a task_result message. To send it more, call `{}` again with \"task_id\": \"{id}\".",
+                tool.name()
+            ),
+            _ => format!("Started task {id}. Its result will arrive in a task_result message."),
+        };
+        receipt(tool, call_id, &id, "started", text)
+    }
+
+    /// A `serve` call carrying `task_id`: queued on the task, which receives it in order.
+    async fn route_call(
+        &self,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+        tool: &Tool,
+        call_id: &str,
+        input: Value,
+        target: &str,
+    ) -> CallResult {
+        let unknown = |why: &str| {
+            CallResult::failed(
+                call_id,
+                tool.name(),
+                ToolError::with_code(
+                    ErrorCode::UnknownTask,
+                    format!(
+                        "`{}` has no running task `{target}` in this session ({why}); leave `task_id` out to start a new task",
+                        tool.name()
+                    ),
+                ),
+            )
+        };
+        loop {
+            let (mut task, version) = match self.0.store.task(target).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return unknown("no task has that id"),
+                Err(error) => return store_failure(call_id, tool.name(), &error),
+            };
+            if task.session_id != session.id || task.tool != tool.name() {
+                return unknown("no task has that id");
+            }
+            if task.status.is_over() || task.status == TaskStatus::Cancelling {
+                return unknown("it has ended");
+            }
+            let text =
+                format!("Sent to task {target}. Its result will arrive in a task_result message.");
+            if task
+                .calls
+                .iter()
+                .any(|c| c.call_id == call_id && c.turn_id == turn.id)
+            {
+                // This call was queued by an earlier run of it.
+                return receipt(tool, call_id, target, "sent", text);
+            }
+            task.calls.push(TaskCall {
+                call_id: call_id.to_owned(),
+                turn_id: turn.id.clone(),
+                input: input.clone(),
+                result: None,
+                delivered: false,
+            });
+            let wake = task.status == TaskStatus::Idle;
+            if wake {
+                task.status = TaskStatus::Running;
+            }
+            match self.0.store.put_task(&task, Some(version)).await {
+                Ok(_) => {
+                    if wake {
+                        self.spawn_task(target);
+                    }
+                    return receipt(tool, call_id, target, "sent", text);
+                }
+                Err(StoreError::Conflict(_)) => {}
+                Err(error) => return store_failure(call_id, tool.name(), &error),
+            }
+        }
+    }
+
+    /// Runs task `id` on a tokio task of its own. The caller has claimed it (written it
+    /// `running` or `cancelling`), so exactly one runner works on each claim.
+    pub(crate) fn spawn_task(&self, id: &str) {
+        let token = CancellationToken::new();
+        let registration = self.0.registrations.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut running) = self.0.tasks.lock() {
+            running.insert(id.to_owned(), (registration, token.clone()));
+        }
+        let runtime = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            runtime.run_task(&id, &token).await;
+            if let Ok(mut running) = runtime.0.tasks.lock()
+                && running.get(&id).is_some_and(|(r, _)| *r == registration)
+            {
+                running.remove(&id);
+            }
+            runtime.0.task_changed.notify_waiters();
+        });
+    }
+
+    /// Runs the body of task `id` until it ends or parks, replaying its journal each time.
+    async fn run_task(&self, id: &str, token: &CancellationToken) {
+        loop {
+            let (task, _) = match self.0.store.task(id).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(
+                        task_id = id,
+                        "reading the task failed: {error}; recovery will run it"
+                    );
+                    return;
+                }
+            };
+            if !matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling) {
+                return;
+            }
+            if task.status == TaskStatus::Cancelling || task.cancel_requested {
+                token.cancel();
+            }
+            let end = self.run_body(&task, token).await;
+            let cancelled = token.is_cancelled();
+            match self.settle_run(id, end, cancelled).await {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(error) => {
+                    tracing::warn!(
+                        task_id = id,
+                        "recording the task failed: {error}; recovery will run it"
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One run of a task's body.
+    async fn run_body(&self, task: &TaskRecord, token: &CancellationToken) -> RunEnd {
+        let Some(index) = self.0.registry.index_of(&task.tool) else {
+            return RunEnd::Broken(ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!("tool `{}` is no longer registered", task.tool),
+            ));
+        };
+        let tool = &self.0.registry.tools()[index];
+        let session = match self.0.store.session(&task.session_id).await {
+            Ok(Some((session, _))) => session,
+            Ok(None) => {
+                return RunEnd::Broken(ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!("the session `{}` of the task is gone", task.session_id),
+                ));
+            }
+            Err(error) => return RunEnd::Broken(journal_failure(&error)),
+        };
+        let Some(first) = task.calls.first() else {
+            return RunEnd::Broken(ToolError::with_code(
+                ErrorCode::Journal,
+                "the task has no starting call",
+            ));
+        };
+        let run_id = task.run_id();
+        let recorded = match self.0.store.journal(&run_id).await {
+            Ok(recorded) => recorded,
+            Err(error) => return RunEnd::Broken(journal_failure(&error)),
+        };
+        let info = SessionInfo {
+            id: session.id.clone(),
+            turn_id: task.turn_id.clone(),
+            parent: session.parent.clone(),
+            initiator: session.initiator.clone(),
+            current: task.current.clone(),
+            interactive: session.interactive && task.caller != Caller::Schedule,
+        };
+        let (replies, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+        let host = Arc::new(RuntimeHost {
+            token: token.clone(),
+            events: self.0.events.clone(),
+            states: self.0.states.clone(),
+            registry: self.0.registry.clone(),
+            tool: index,
+            session_id: session.id.clone(),
+            turn_id: task.turn_id.clone(),
+            call_id: first.call_id.clone(),
+            input: if tool.descriptor().label.delta.is_some() {
+                first.input.clone()
+            } else {
+                Value::Null
+            },
+            interactive: info.interactive,
+            steps: toolwright_core::StepNames::default(),
+            journal: Some(Journal {
+                run_id,
+                store: self.0.store.clone(),
+                recorded,
+                cursor: AtomicU32::new(0),
+            }),
+            suspended: std::sync::Mutex::new(None),
+            parked: tokio::sync::Notify::new(),
+            clock: self.0.options.clock.clone(),
+            task: Some(TaskLink {
+                calls: task.calls.clone(),
+                next: AtomicUsize::new(1),
+                replies,
+                discarding: AtomicBool::new(false),
+            }),
+        });
+        let mut builder = CallContext::builder()
+            .session(info)
+            .call_id(first.call_id.clone())
+            .tool_name(tool.name())
+            .caller(task.caller)
+            .host(Arc::clone(&host) as Arc<dyn toolwright_core::CallHost>);
+        if let Some(approver) = &task.approved_by {
+            builder = builder.approved_by(approver.principal.clone());
+        }
+        let span = tracing::info_span!("task", task_id = %task.id, tool = tool.name());
+        let run = tracing::Instrument::instrument(
+            tool.invoke(first.input.clone(), builder.build()),
+            span,
+        );
+        let mut run = std::pin::pin!(run);
+        let mut deadline: Option<tokio::time::Instant> = None;
+        let end = loop {
+            let cleanup_over = tokio::time::sleep_until(deadline.unwrap_or_else(|| {
+                tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600)
+            }));
+            tokio::select! {
+                biased;
+                Some((call_id, output)) = incoming.recv() => {
+                    self.record_reply(&task.id, tool, &call_id, output).await;
+                }
+                outcome = run.as_mut() => {
+                    let result = self.call_result(&session.id, &first.turn_id, tool, &first.call_id, outcome);
+                    break RunEnd::Returned(result);
+                }
+                () = host.parked.notified() => {
+                    let suspension = host.suspended.lock().ok().and_then(|mut s| s.take());
+                    break match suspension {
+                        Some(suspension) => RunEnd::Parked(suspension),
+                        None => RunEnd::Broken(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why")),
+                    };
+                }
+                // Cancelled: the body keeps running, with its token fired, for the cleanup
+                // window; it ends on its own or is dropped when the window closes.
+                () = token.cancelled(), if deadline.is_none() => {
+                    deadline = Some(tokio::time::Instant::now() + self.0.options.task_cleanup);
+                }
+                () = cleanup_over, if deadline.is_some() => break RunEnd::CleanupTimedOut,
+            }
+        };
+        if let Some(link) = &host.task {
+            link.discarding.store(true, Ordering::SeqCst);
+        }
+        // Replies sent before the body stopped are recorded; none is lost with the body.
+        while let Ok((call_id, output)) = incoming.try_recv() {
+            self.record_reply(&task.id, tool, &call_id, output).await;
+        }
+        // The body is dropped as this fn returns, after `discarding` is set.
+        end
+    }
+
+    /// Records a `serve` reply on its call (once) and announces it.
+    async fn record_reply(
+        &self,
+        id: &str,
+        tool: &Tool,
+        call_id: &str,
+        output: Result<CallOutput, ToolError>,
+    ) {
+        let mut output = Some(output);
+        let mut result: Option<CallResult> = None;
+        loop {
+            let (mut task, version) = match self.0.store.task(id).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(task_id = id, "recording a reply failed: {error}");
+                    return;
+                }
+            };
+            let Some(call) = task.calls.iter_mut().find(|c| c.call_id == call_id) else {
+                return;
+            };
+            if call.result.is_some() {
+                return;
+            }
+            let result = match (&result, output.take()) {
+                (Some(result), _) => result.clone(),
+                (None, Some(output)) => {
+                    let made =
+                        self.call_result(&task.session_id, &call.turn_id, tool, call_id, output);
+                    result = Some(made.clone());
+                    made
+                }
+                (None, None) => return,
+            };
+            call.result = Some(result.clone());
+            let turn_id = call.turn_id.clone();
+            match self.0.store.put_task(&task, Some(version)).await {
+                Ok(_) => {
+                    self.emit(Event::TaskResult {
+                        session_id: task.session_id.clone(),
+                        result: TaskResult {
+                            task_id: id.to_owned(),
+                            call_id: call_id.to_owned(),
+                            turn_id,
+                            result,
+                        },
+                    });
+                    self.0.task_changed.notify_waiters();
+                    return;
+                }
+                Err(StoreError::Conflict(_)) => {}
+                Err(error) => {
+                    tracing::warn!(task_id = id, "recording a reply failed: {error}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Records how a run ended. Returns whether the body should run again now (a call or an
+    /// answer arrived meanwhile, a sleep is already over, or a cancel came in).
+    async fn settle_run(
+        &self,
+        id: &str,
+        end: RunEnd,
+        cancelled: bool,
+    ) -> Result<bool, RuntimeError> {
+        loop {
+            let Some((mut task, version)) = self.0.store.task(id).await? else {
+                return Ok(false);
+            };
+            if task.status.is_over() {
+                return Ok(false);
+            }
+            let cancelling =
+                cancelled || task.status == TaskStatus::Cancelling || task.cancel_requested;
+            let mut asked = None;
+            let mut again = false;
+            let ending = match &end {
+                RunEnd::Returned(result) => Some((Some(result), None)),
+                RunEnd::CleanupTimedOut => Some((
+                    None,
+                    Some(format!(
+                        "task {id} was cancelled; its cleanup did not finish within {:?} and was stopped",
+                        self.0.options.task_cleanup
+                    )),
+                )),
+                RunEnd::Broken(error) => Some((None, Some(error.message().to_owned()))),
+                RunEnd::Parked(_) if cancelling => {
+                    // Run again with the token fired: pending waits return at once and the
+                    // body's cleanup runs.
+                    task.status = TaskStatus::Cancelling;
+                    again = true;
+                    None
+                }
+                RunEnd::Parked(Suspension::Ask { position, request }) => {
+                    if let Some(existing) = task
+                        .requests
+                        .iter()
+                        .find(|r| r.journal_position == Some(*position))
+                    {
+                        if existing.is_pending() {
+                            task.status = TaskStatus::Waiting;
+                        } else {
+                            // Answered (and journaled) while the body ran: replay to it.
+                            again = true;
+                        }
+                    } else {
+                        let first = task.calls.first().map(|c| c.call_id.clone());
+                        let made = InputRequest {
+                            request_id: new_id("req"),
+                            kind: RequestKind::Question,
+                            session_id: task.session_id.clone(),
+                            turn_id: task.turn_id.clone(),
+                            call_id: first,
+                            tool: Some(task.tool.clone()),
+                            input: serde_json::to_value(request).ok(),
+                            prompt: request.prompt.clone(),
+                            reasons: Vec::new(),
+                            requester: task.current.clone(),
+                            approval_key: None,
+                            journal_position: Some(*position),
+                            task_id: Some(task.id.clone()),
+                            status: RequestStatus::Pending,
+                        };
+                        task.requests.push(made.clone());
+                        task.status = TaskStatus::Waiting;
+                        asked = Some(made);
+                    }
+                    None
+                }
+                RunEnd::Parked(Suspension::Sleep { until_ms }) => {
+                    if self.0.options.clock.now_ms() >= *until_ms {
+                        again = true;
+                    } else {
+                        task.status = TaskStatus::Sleeping {
+                            until_ms: *until_ms,
+                        };
+                    }
+                    None
+                }
+                RunEnd::Parked(Suspension::Receive { index }) => {
+                    if task.calls.len() > *index {
+                        again = true;
+                    } else {
+                        task.status = TaskStatus::Idle;
+                    }
+                    None
+                }
+            };
+            let mut delivered = Vec::new();
+            let mut revoked = Vec::new();
+            if let Some((returned, failure)) = ending {
+                let tool = task.tool.clone();
+                let entry = task.entry;
+                for (position, call) in task.calls.iter_mut().enumerate() {
+                    if call.result.is_some() {
+                        continue;
+                    }
+                    let result = match (entry, position, returned, &failure) {
+                        (_, _, _, _) if cancelling => CallResult::failed(
+                            &call.call_id,
+                            &tool,
+                            ToolError::with_code(
+                                ErrorCode::Cancelled,
+                                failure.clone().unwrap_or_else(|| {
+                                    format!(
+                                        "task {id} was cancelled before it produced this result"
+                                    )
+                                }),
+                            ),
+                        ),
+                        (Entry::Serve, _, Some(result), _) if result.is_error => {
+                            CallResult::failed(
+                                &call.call_id,
+                                &tool,
+                                ToolError::with_code(
+                                    result
+                                        .error
+                                        .as_ref()
+                                        .map_or(ErrorCode::ToolFailed, |e| e.code()),
+                                    format!(
+                                        "task {id} failed before replying: {}",
+                                        crate::record::model_text(&result.model)
+                                    ),
+                                ),
+                            )
+                        }
+                        (Entry::Serve, _, Some(_), _) => CallResult::failed(
+                            &call.call_id,
+                            &tool,
+                            ToolError::with_code(
+                                ErrorCode::ToolFailed,
+                                format!("task {id} ended without replying to this call"),
+                            ),
+                        ),
+                        (_, 0, Some(result), _) => result.clone(),
+                        (_, _, _, failure) => CallResult::failed(
+                            &call.call_id,
+                            &tool,
+                            ToolError::with_code(
+                                ErrorCode::ToolFailed,
+                                failure
+                                    .clone()
+                                    .unwrap_or_else(|| format!("task {id} ended without a result")),
+                            ),
+                        ),
+                    };
+                    let mut result = result;
+                    result.call_id.clone_from(&call.call_id);
+                    call.result = Some(result.clone());
+                    delivered.push(TaskResult {
+                        task_id: id.to_owned(),
+                        call_id: call.call_id.clone(),
+                        turn_id: call.turn_id.clone(),
+                        result,
+                    });
+                }
+                for request in task.requests.iter_mut().filter(|r| r.is_pending()) {
+                    request.status = RequestStatus::Revoked {
+                        outcome: Outcome::Cancelled,
+                    };
+                    revoked.push(request.request_id.clone());
+                }
+                task.status = if cancelling {
+                    TaskStatus::Cancelled
+                } else {
+                    TaskStatus::Finished
+                };
+                task.cancel_requested = false;
+            }
+            match self.0.store.put_task(&task, Some(version)).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+            for request_id in revoked {
+                self.emit(Event::InputResolved {
+                    session_id: task.session_id.clone(),
+                    turn_id: task.turn_id.clone(),
+                    request_id,
+                    outcome: Outcome::Cancelled,
+                });
+            }
+            for result in delivered {
+                self.emit(Event::TaskResult {
+                    session_id: task.session_id.clone(),
+                    result,
+                });
+            }
+            if let Some(request) = asked {
+                self.emit(Event::InputRequested { request });
+            }
+            if task.status.is_over() {
+                self.emit(Event::TaskEnded {
+                    session_id: task.session_id.clone(),
+                    task_id: id.to_owned(),
+                    status: task.status,
+                });
+            }
+            self.0.task_changed.notify_waiters();
+            return Ok(again);
+        }
+    }
+
+    /// Answers a question asked by a task's body: the answer is journaled (the first valid one
+    /// wins) and the task, if nothing else is pending, runs again.
+    pub(crate) async fn settle_task(
+        &self,
+        id: &str,
+        response: InputResponse,
+    ) -> Result<RespondOutcome, RuntimeError> {
+        loop {
+            let Some((mut task, version)) = self.0.store.task(id).await? else {
+                return Ok(RespondOutcome::Dropped);
+            };
+            let Some(request) = task
+                .requests
+                .iter()
+                .find(|r| r.request_id == response.request_id)
+                .cloned()
+            else {
+                return Ok(RespondOutcome::Dropped);
+            };
+            if !request.is_pending() || task.status != TaskStatus::Waiting {
+                return Ok(RespondOutcome::Dropped);
+            }
+            let Some((session, _)) = self.0.store.session(&task.session_id).await? else {
+                return Err(RuntimeError::UnknownSession(task.session_id.clone()));
+            };
+            let info = SessionInfo {
+                id: session.id.clone(),
+                turn_id: task.turn_id.clone(),
+                parent: session.parent.clone(),
+                initiator: session.initiator.clone(),
+                current: task.current.clone(),
+                interactive: session.interactive,
+            };
+            let input = request.input.clone().unwrap_or(Value::Null);
+            let call = ResponseCall::new(
+                &info,
+                &request.request_id,
+                request.call_id.as_deref().unwrap_or_default(),
+                &task.tool,
+                &input,
+                request.requester.as_ref(),
+                response.decision,
+                response.principal.as_ref(),
+            );
+            let policy = self
+                .0
+                .registry
+                .get(&task.tool)
+                .and_then(|t| t.descriptor().approval)
+                .and_then(|a| a.response);
+            let verdict = match policy {
+                Some(policy) => {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
+                        .unwrap_or_else(|_| {
+                            ResponseVerdict::rejected(format!(
+                                "the response policy of `{}` failed; the request stays pending",
+                                task.tool
+                            ))
+                        })
+                }
+                None => requester_only(&call),
+            };
+            if let ResponseVerdict::Rejected(reason) = verdict {
+                return Ok(RespondOutcome::Rejected { reason });
+            }
+            let mut answer = match crate::pipeline::workflow_answer(&request, &response) {
+                Ok(answer) => answer,
+                Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
+            };
+            let position = request.journal_position.unwrap_or_default();
+            let entry = JournalEntry {
+                position,
+                kind: EntryKind::Ask,
+                name: crate::host::ask_name(position),
+                value: serde_json::to_value(&answer).unwrap_or(Value::Null),
+            };
+            let run = task.run_id();
+            match self.0.store.append_journal(&run, &entry).await {
+                Ok(()) => {}
+                // The first answer on record wins, even one journaled by a process that died
+                // before it settled the request.
+                Err(StoreError::Conflict(_)) => {
+                    let recorded = self.0.store.journal(&run).await?;
+                    match recorded
+                        .iter()
+                        .find(|e| e.position == position)
+                        .and_then(|e| serde_json::from_value::<AskAnswer>(e.value.clone()).ok())
+                    {
+                        Some(recorded) => answer = recorded,
+                        None => return Ok(RespondOutcome::Dropped),
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+            let decision = match response.decision {
+                ResponseDecision::Approve => Decision::Approved,
+                ResponseDecision::Cancel => Decision::Cancelled,
+            };
+            let text = match answer {
+                AskAnswer::Answered { option_id, text } => option_id.or(text),
+                _ => None,
+            };
+            if let Some(settled) = task
+                .requests
+                .iter_mut()
+                .find(|r| r.request_id == response.request_id)
+            {
+                settled.status = RequestStatus::Settled {
+                    decision,
+                    responder: response.principal.clone(),
+                    note: text.or_else(|| response.note.clone()),
+                };
+            }
+            let pending: Vec<String> = task
+                .requests
+                .iter()
+                .filter(|r| r.is_pending())
+                .map(|r| r.request_id.clone())
+                .collect();
+            let resume = pending.is_empty();
+            if resume {
+                task.status = TaskStatus::Running;
+            }
+            match self.0.store.put_task(&task, Some(version)).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+            self.emit(Event::InputResolved {
+                session_id: task.session_id.clone(),
+                turn_id: task.turn_id.clone(),
+                request_id: request.request_id.clone(),
+                outcome: Outcome::Answered,
+            });
+            if !resume {
+                return Ok(RespondOutcome::Settled { pending });
+            }
+            self.spawn_task(id);
+            return Ok(RespondOutcome::TaskResumed {
+                task_id: id.to_owned(),
+            });
+        }
+    }
+
+    /// The task `id`.
+    pub async fn task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {
+        self.0
+            .store
+            .task(id)
+            .await?
+            .map(|(task, _)| task)
+            .ok_or_else(|| RuntimeError::UnknownTask(id.to_owned()))
+    }
+
+    /// The tasks of session `session_id`, oldest first.
+    pub async fn tasks(&self, session_id: &str) -> Result<Vec<TaskRecord>, RuntimeError> {
+        let mut tasks = Vec::new();
+        for id in self.0.store.session_tasks(session_id).await? {
+            if let Some((task, _)) = self.0.store.task(&id).await? {
+                tasks.push(task);
+            }
+        }
+        Ok(tasks)
+    }
+
+    /// Cancels task `id`: its body's token fires and the body gets up to
+    /// [`crate::Options::task_cleanup`] to run its cleanup (a parked body is run again for it,
+    /// with every wait returning at once: `ask` answers `cancelled`, `sleep` fails, a `serve`
+    /// body's `next` returns `None`). Its pending questions are revoked and calls still waiting
+    /// for a result fail with `CANCELLED`. Returns the task as it is after the cleanup (or when
+    /// the window has passed, if another process runs it).
+    pub async fn cancel_task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {
+        loop {
+            let Some((mut task, version)) = self.0.store.task(id).await? else {
+                return Err(RuntimeError::UnknownTask(id.to_owned()));
+            };
+            if task.status.is_over() {
+                return Ok(task);
+            }
+            match task.status {
+                TaskStatus::Running | TaskStatus::Cancelling => {
+                    let local = self
+                        .0
+                        .tasks
+                        .lock()
+                        .ok()
+                        .and_then(|running| running.get(id).map(|(_, token)| token.clone()));
+                    if let Some(token) = local {
+                        token.cancel();
+                    } else if !task.cancel_requested {
+                        // Run elsewhere (or by nobody since a crash): the runner, or recovery,
+                        // sees the request when it records the run.
+                        task.cancel_requested = true;
+                        match self.0.store.put_task(&task, Some(version)).await {
+                            Ok(_) => {}
+                            Err(StoreError::Conflict(_)) => continue,
+                            Err(error) => return Err(error.into()),
+                        }
+                    }
+                }
+                _ => {
+                    task.status = TaskStatus::Cancelling;
+                    let mut revoked = Vec::new();
+                    for request in task.requests.iter_mut().filter(|r| r.is_pending()) {
+                        request.status = RequestStatus::Revoked {
+                            outcome: Outcome::Cancelled,
+                        };
+                        revoked.push(request.request_id.clone());
+                    }
+                    match self.0.store.put_task(&task, Some(version)).await {
+                        Ok(_) => {}
+                        Err(StoreError::Conflict(_)) => continue,
+                        Err(error) => return Err(error.into()),
+                    }
+                    for request_id in revoked {
+                        self.emit(Event::InputResolved {
+                            session_id: task.session_id.clone(),
+                            turn_id: task.turn_id.clone(),
+                            request_id,
+                            outcome: Outcome::Cancelled,
+                        });
+                    }
+                    self.spawn_task(id);
+                }
+            }
+            break;
+        }
+        let deadline =
+            tokio::time::Instant::now() + self.0.options.task_cleanup + Duration::from_secs(1);
+        loop {
+            let notified = self.0.task_changed.notified();
+            let task = self.task(id).await?;
+            if task.status.is_over() || tokio::time::Instant::now() >= deadline {
+                return Ok(task);
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// Cancels, in the background, the tasks turn `turn_id` started.
+    pub(crate) async fn cancel_tasks_of_turn(&self, session_id: &str, turn_id: &str) {
+        let Ok(tasks) = self.tasks(session_id).await else {
+            return;
+        };
+        for task in tasks {
+            if task.turn_id == turn_id && !task.status.is_over() {
+                let runtime = self.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = runtime.cancel_task(&task.id).await {
+                        tracing::warn!(task_id = %task.id, "cancelling the task failed: {error}");
+                    }
+                });
+            }
+        }
+    }
+
+    /// Results of the calls turn `turn_id` made to tasks, not yet delivered; marks them
+    /// delivered. With `only`, the results of that task alone.
+    pub(crate) async fn take_results(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        only: Option<&str>,
+    ) -> Result<Vec<TaskResult>, RuntimeError> {
+        let ids = match only {
+            Some(id) => vec![id.to_owned()],
+            None => self.0.store.session_tasks(session_id).await?,
+        };
+        let mut taken = Vec::new();
+        for id in ids {
+            loop {
+                let Some((mut task, version)) = self.0.store.task(&id).await? else {
+                    break;
+                };
+                let mut found = Vec::new();
+                for call in &mut task.calls {
+                    if call.turn_id == turn_id
+                        && !call.delivered
+                        && let Some(result) = &call.result
+                    {
+                        call.delivered = true;
+                        found.push(TaskResult {
+                            task_id: id.clone(),
+                            call_id: call.call_id.clone(),
+                            turn_id: call.turn_id.clone(),
+                            result: result.clone(),
+                        });
+                    }
+                }
+                if found.is_empty() {
+                    break;
+                }
+                match self.0.store.put_task(&task, Some(version)).await {
+                    Ok(_) => {
+                        taken.extend(found);
+                        break;
+                    }
+                    Err(StoreError::Conflict(_)) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Tasks that still owe turn `turn_id` a result (not produced or not delivered yet).
+    pub(crate) async fn owing(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<TaskRecord>, RuntimeError> {
+        Ok(self
+            .tasks(session_id)
+            .await?
+            .into_iter()
+            .filter(|t| t.owes(turn_id))
+            .collect())
+    }
+
+    /// Waits until turn `turn_id` has task results, `timeout` passes, `cancel` fires, or no
+    /// task owes the turn anything; returns the results taken.
+    pub(crate) async fn wait_results(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        only: Option<&str>,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<TaskResult>, RuntimeError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.0.task_changed.notified();
+            let results = self.take_results(session_id, turn_id, only).await?;
+            if !results.is_empty() {
+                return Ok(results);
+            }
+            let owing = self.owing(session_id, turn_id).await?;
+            if !owing.iter().any(|t| only.is_none_or(|id| t.id == id))
+                || tokio::time::Instant::now() >= deadline
+            {
+                return Ok(Vec::new());
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                () = cancel.cancelled() => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// The `task_wait` and `task_cancel` meta-tools.
+    pub(crate) async fn task_meta(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+        cancel: &CancellationToken,
+    ) -> CallResult {
+        let fail = |code: ErrorCode, message: String| {
+            CallResult::failed(call_id, name, ToolError::with_code(code, message))
+        };
+        let input = match toolwright_core::json::parse_arguments(name, arguments) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => {
+                return fail(ErrorCode::InvalidInput, format!("`{name}` takes an object"));
+            }
+            Err(error) => return CallResult::failed(call_id, name, error.into_tool_error()),
+        };
+        let allowed: &[&str] = if name == TASK_WAIT {
+            &["task_id", "timeout_seconds"]
+        } else {
+            &["task_id"]
+        };
+        if let Some(key) = input.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return fail(
+                ErrorCode::InvalidInput,
+                format!(
+                    "`{name}` has no field `{key}`; it takes {}",
+                    allowed
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            );
+        }
+        let target = match input.get("task_id") {
+            None | Some(Value::Null) if name == TASK_WAIT => None,
+            Some(Value::String(id)) => Some(id.clone()),
+            _ => {
+                return fail(
+                    ErrorCode::InvalidInput,
+                    format!("`{name}` needs `task_id`, the id from a task's receipt (a string)"),
+                );
+            }
+        };
+        if let Some(id) = &target {
+            match self.0.store.task(id).await {
+                Ok(Some((task, _))) if task.session_id == session_id => {}
+                Ok(_) => {
+                    return fail(
+                        ErrorCode::UnknownTask,
+                        format!(
+                            "there is no task `{id}` in this session; use the id from a task's receipt"
+                        ),
+                    );
+                }
+                Err(error) => return store_failure(call_id, name, &error),
+            }
+        }
+        if name == TASK_CANCEL {
+            let Some(id) = target else {
+                return fail(
+                    ErrorCode::InvalidInput,
+                    "`task_cancel` needs `task_id`".into(),
+                );
+            };
+            let before = match self.task(&id).await {
+                Ok(task) => task.status,
+                Err(error) => return fail(ErrorCode::Journal, error.to_string()),
+            };
+            if before.is_over() {
+                return meta_result(
+                    call_id,
+                    name,
+                    json!({ "task_id": id, "status": before }),
+                    format!(
+                        "Task {id} had already ended ({}); nothing to cancel.",
+                        before.describe()
+                    ),
+                );
+            }
+            let after = match self.cancel_task(&id).await {
+                Ok(task) => task,
+                Err(error) => return fail(ErrorCode::Journal, error.to_string()),
+            };
+            // The model cancelled it itself: the cancellation results need no message.
+            let _ = self.take_results(session_id, turn_id, Some(&id)).await;
+            let text = if after.status.is_over() {
+                format!("Task {id} was cancelled; its cleanup ran.")
+            } else {
+                format!("Task {id} is being cancelled; its cleanup is still running.")
+            };
+            return meta_result(
+                call_id,
+                name,
+                json!({ "task_id": id, "status": after.status }),
+                text,
+            );
+        }
+        let seconds = match input.get("timeout_seconds") {
+            None | Some(Value::Null) => WAIT_DEFAULT_SECONDS,
+            Some(value) => match value.as_u64() {
+                Some(s) if (1..=WAIT_MAX_SECONDS).contains(&s) => s,
+                _ => {
+                    return fail(
+                        ErrorCode::InvalidInput,
+                        format!(
+                            "`timeout_seconds` must be a whole number from 1 to {WAIT_MAX_SECONDS}, not {value}"
+                        ),
+                    );
+                }
+            },
+        };
+        let results = match self
+            .wait_results(
+                session_id,
+                turn_id,
+                target.as_deref(),
+                Duration::from_secs(seconds),
+                cancel,
+            )
+            .await
+        {
+            Ok(results) => results,
+            Err(error) => return fail(ErrorCode::Journal, error.to_string()),
+        };
+        if cancel.is_cancelled() {
+            return fail(
+                ErrorCode::Cancelled,
+                "`task_wait` was cancelled with its turn".into(),
+            );
+        }
+        if !results.is_empty() {
+            let text = results
+                .iter()
+                .map(TaskResult::message)
+                .collect::<Vec<_>>()
+                .join("\n");
+            return meta_result(call_id, name, json!({ "results": results }), text);
+        }
+        let owing = self.owing(session_id, turn_id).await.unwrap_or_default();
+        let owing: Vec<&TaskRecord> = owing
+            .iter()
+            .filter(|t| target.as_deref().is_none_or(|id| t.id == id))
+            .collect();
+        if owing.is_empty() {
+            let text = match &target {
+                Some(id) => {
+                    format!("Task {id} owes this turn nothing: its results were already delivered.")
+                }
+                None => "No task of this turn is running; there is nothing to wait for.".to_owned(),
+            };
+            return meta_result(
+                call_id,
+                name,
+                json!({ "status": "none", "tasks": [] }),
+                text,
+            );
+        }
+        let tasks: Vec<Value> = owing
+            .iter()
+            .map(|t| json!({ "task_id": t.id, "status": t.status }))
+            .collect();
+        let text = format!(
+            "Still running after {seconds} s: {}. Call task_wait again, or continue with other work; results will arrive in task_result messages.",
+            owing
+                .iter()
+                .map(|t| format!("task {} ({})", t.id, t.status.describe()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        meta_result(
+            call_id,
+            name,
+            json!({ "status": "running", "tasks": tasks }),
+            text,
+        )
+    }
+
+    /// Runs tasks a stopped process left `running` or `cancelling` again from their journals.
+    pub(crate) async fn recover_tasks(&self) -> Result<Vec<String>, RuntimeError> {
+        let mut recovered = Vec::new();
+        for id in self.0.store.open_tasks().await? {
+            let local = self
+                .0
+                .tasks
+                .lock()
+                .is_ok_and(|running| running.contains_key(&id));
+            if local {
+                continue;
+            }
+            if let Some((task, _)) = self.0.store.task(&id).await?
+                && matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling)
+            {
+                self.spawn_task(&id);
+                recovered.push(id);
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Wakes tasks whose durable sleep is over.
+    pub(crate) async fn wake_tasks(&self, now: u64) -> Result<Vec<String>, RuntimeError> {
+        let mut woken = Vec::new();
+        for id in self.0.store.open_tasks().await? {
+            loop {
+                let Some((mut task, version)) = self.0.store.task(&id).await? else {
+                    break;
+                };
+                match task.status {
+                    TaskStatus::Sleeping { until_ms } if until_ms <= now => {}
+                    _ => break,
+                }
+                task.status = TaskStatus::Running;
+                match self.0.store.put_task(&task, Some(version)).await {
+                    Ok(_) => {
+                        self.spawn_task(&id);
+                        woken.push(id.clone());
+                        break;
+                    }
+                    Err(StoreError::Conflict(_)) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        Ok(woken)
+    }
+}
+
+impl Turn {
+    /// Results of this turn's task calls that have not reached the model yet, marked delivered
+    /// as they are returned. Add each [`TaskResult::message`] to the model's history.
+    pub async fn task_results(&self) -> Result<Vec<TaskResult>, RuntimeError> {
+        self.runtime
+            .take_results(&self.session_id, &self.id, None)
+            .await
+    }
+
+    /// Waits up to `timeout` for task results of this turn and takes them (see
+    /// [`Turn::task_results`]). Returns an empty list at the timeout, or at once when no task
+    /// owes the turn anything.
+    pub async fn wait_task_results(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<TaskResult>, RuntimeError> {
+        self.runtime
+            .wait_results(&self.session_id, &self.id, None, timeout, &self.token)
+            .await
+    }
+
+    /// Tasks that still owe this turn a result: while there are any, the turn cannot end.
+    pub async fn open_tasks(&self) -> Result<Vec<TaskRecord>, RuntimeError> {
+        self.runtime.owing(&self.session_id, &self.id).await
+    }
+}
+
+fn receipt(tool: &Tool, call_id: &str, task_id: &str, status: &str, text: String) -> CallResult {
+    CallResult {
+        call_id: call_id.to_owned(),
+        tool: tool.name().to_owned(),
+        is_error: false,
+        output: json!({ "task_id": task_id, "status": status }),
+        model: ModelOutput::Text(text),
+        error: None,
+        ends_turn: false,
+        label: None,
+    }
+}
+
+fn meta_result(call_id: &str, name: &str, output: Value, text: String) -> CallResult {
+    CallResult {
+        call_id: call_id.to_owned(),
+        tool: name.to_owned(),
+        is_error: false,
+        output,
+        model: ModelOutput::Text(text),
+        error: None,
+        ends_turn: false,
+        label: None,
+    }
+}
+
+fn store_failure(call_id: &str, tool: &str, error: &StoreError) -> CallResult {
+    CallResult::failed(call_id, tool, journal_failure(error))
+}
+
+fn journal_failure(error: &StoreError) -> ToolError {
+    ToolError::with_code(
+        ErrorCode::Journal,
+        format!("the task store failed: {error}; try again"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_stable_per_call_and_differ_between_calls() {
+        let a = task_id("deploy", "turn_1", "call_1");
+        assert_eq!(a, task_id("deploy", "turn_1", "call_1"));
+        assert_ne!(a, task_id("deploy", "turn_1", "call_2"));
+        assert_ne!(a, task_id("deploy", "turn_2", "call_1"));
+        assert!(
+            a.starts_with("deploy-") && a.len() == "deploy-".len() + 10,
+            "{a}"
+        );
+    }
+}
