@@ -336,3 +336,78 @@ async fn a_durable_sleep_holds_no_task_and_wakes_after_a_restart() {
         "a timer fires once"
     );
 }
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct BackfillArgs {
+    table: String,
+}
+
+/// Backfills a table, asking before it commits; undoes the work when cancelled.
+#[tool(effect = write, workflow = execute)]
+async fn backfill(
+    args: BackfillArgs,
+    ctx: WorkflowContext,
+    effects: State<Effects>,
+) -> Result<String, ToolError> {
+    ctx.step("start", async { effects.append("start") }).await?;
+    let answer = ctx
+        .ask(
+            AskRequest::new(format!("Commit the backfill of {}?", args.table))
+                .option(AskOption::new("commit", "Commit")),
+        )
+        .await?;
+    if matches!(answer, AskAnswer::Cancelled) {
+        // Cleanup: runs even though the body was parked when the turn was cancelled.
+        ctx.step("rollback", async { effects.append("rollback") })
+            .await?;
+        return Err(ToolError::new("cancelled"));
+    }
+    Ok("committed".into())
+}
+
+#[tokio::test]
+async fn cancelling_a_turn_runs_the_cleanup_of_a_parked_workflow_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
+    let effects = Effects(log.clone());
+    let rt = Runtime::builder(Registry::from_tools([backfill::TOOL]).unwrap())
+        .store(SqliteStore::open(&db).unwrap())
+        .state(Effects(log))
+        .build()
+        .unwrap();
+    let session = rt
+        .open_session(SessionSpec::new("backfill").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let outcome = turn
+        .step(vec![ToolCall::new(
+            "b1",
+            "backfill",
+            r#"{"table":"orders"}"#,
+        )])
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, StepOutcome::Waiting { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(effects.count("start"), 1);
+
+    turn.cancel().await.unwrap();
+    for _ in 0..500 {
+        if effects.count("rollback") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(effects.count("rollback"), 1, "the cleanup ran once");
+    assert_eq!(
+        effects.count("start"),
+        1,
+        "the recorded step did not run again"
+    );
+}

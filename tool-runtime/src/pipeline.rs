@@ -352,6 +352,7 @@ impl Turn {
                         input.clone(),
                         None,
                         &self.token,
+                        false,
                     )
                     .await,
                 ),
@@ -1128,6 +1129,7 @@ impl Runtime {
         input: Value,
         approved_by: Option<Approver>,
         token: &CancellationToken,
+        cleanup: bool,
     ) -> Executed {
         let tool = &self.0.registry.tools()[index];
         if let toolwright_core::ToolKind::Workflow(
@@ -1142,6 +1144,13 @@ impl Runtime {
         }
         let _permit = self.0.semaphore.acquire().await;
         let call_token = token.child_token();
+        // A cancelled parked body runs once more with its token fired, only for its cleanup.
+        let limit = if cleanup {
+            call_token.cancel();
+            self.0.options.task_cleanup.min(self.0.options.call_timeout)
+        } else {
+            self.0.options.call_timeout
+        };
         let info = session_info(session, turn);
         let journal = if tool.descriptor().kind.is_journaled() {
             let run_id = durable_run_id(&turn.id, call_id);
@@ -1211,13 +1220,13 @@ impl Runtime {
             // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
             let mut run = std::pin::pin!(run);
             tokio::select! {
-                result = tokio::time::timeout(self.0.options.call_timeout, run.as_mut()) => match result {
+                result = tokio::time::timeout(limit, run.as_mut()) => match result {
                     Ok(result) => result,
                     Err(_) => {
                         call_token.cancel();
                         Err(ToolError::with_code(
                             ErrorCode::Timeout,
-                            format!("`{}` did not finish within {:?} and was cancelled; try a narrower request", tool.name(), self.0.options.call_timeout),
+                            format!("`{}` did not finish within {limit:?} and was cancelled; try a narrower request", tool.name()),
                         ))
                     }
                 },
@@ -1824,9 +1833,27 @@ impl Runtime {
             let mut closed = Vec::new();
             // A parked step: revoking fails the calls that waited; approved calls of a cancelled
             // turn do not run. (A `running` step's calls are running: they finish on their own.)
+            let mut bodies = Vec::new();
             if turn.status == TurnStatus::Waiting
                 && let Some(step) = turn.pending.as_mut()
             {
+                // Workflow bodies parked mid-run (on a question, a timer, or answered and
+                // waiting for the step to resume) get to run their cleanup.
+                for call in &step.calls {
+                    let mid_run = match &call.state {
+                        CallState::Sleeping { .. } => true,
+                        CallState::Waiting { .. } | CallState::Ready { .. } => {
+                            step.requests.iter().any(|r| {
+                                r.journal_position.is_some()
+                                    && r.call_id.as_deref() == Some(call.call_id.as_str())
+                            })
+                        }
+                        _ => false,
+                    };
+                    if mid_run {
+                        bodies.push((call.call_id.clone(), call.tool.clone(), call.input.clone()));
+                    }
+                }
                 for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
                     request.status = RequestStatus::Revoked {
                         outcome: Outcome::Cancelled,
@@ -1877,6 +1904,11 @@ impl Runtime {
                     }
                     // A resumption that registered after the first look still sees the cancel.
                     self.cancel_running(turn_id);
+                    if !bodies.is_empty() {
+                        let runtime = self.clone();
+                        let turn = turn.clone();
+                        tokio::spawn(async move { runtime.clean_up(turn, bodies).await });
+                    }
                     self.emit(Event::TurnCompleted {
                         session_id: turn.session_id.clone(),
                         turn_id: turn.id.clone(),
@@ -2128,6 +2160,7 @@ impl Runtime {
                 input,
                 approved_by,
                 token,
+                false,
             )
             .await;
         (result, true)
@@ -2135,6 +2168,35 @@ impl Runtime {
 }
 
 impl Runtime {
+    /// Runs the cleanup of cancelled workflow bodies that were parked: each replays its journal
+    /// with its token fired (`ask` answers `cancelled`, `sleep` fails at once) for at most
+    /// [`crate::Options::task_cleanup`]. What they return is dropped: their calls are cancelled.
+    async fn clean_up(&self, turn: TurnRecord, bodies: Vec<(String, String, Value)>) {
+        let Ok(Some((session, _))) = self.0.store.session(&turn.session_id).await else {
+            return;
+        };
+        let runs = bodies.into_iter().filter_map(|(call_id, tool, input)| {
+            let index = self.0.registry.index_of(&tool)?;
+            let (session, turn) = (&session, &turn);
+            Some(async move {
+                let token = CancellationToken::new();
+                if let Executed::Done(result) = self
+                    .execute(session, turn, index, &call_id, input, None, &token, true)
+                    .await
+                    && result.is_error
+                {
+                    tracing::debug!(
+                        call_id,
+                        tool,
+                        "cleanup of a cancelled body: {}",
+                        crate::record::model_text(&result.model)
+                    );
+                }
+            })
+        });
+        futures_util::future::join_all(runs).await;
+    }
+
     /// After a write lost to a concurrent writer: whether that writer cancelled turn `turn_id`.
     /// If so, the step the calls belonged to is closed in the cancelled record too, so none of
     /// its calls stays `running` (the results went to the caller; the turn takes no more steps).
