@@ -161,7 +161,9 @@ async fn plan_release(
         plan.steps.push(step);
         call.reply(plan.clone());
     }
-    effects.append("serve-ended")?;
+    // Cleanup, journaled like any step: it must land after every replayed revision.
+    ctx.step("serve-ended", async { effects.append("serve-ended") })
+        .await?;
     Ok(())
 }
 
@@ -765,7 +767,8 @@ async fn a_serve_task_is_revised_three_times_by_task_id_in_order() {
     let turn = turn(&rt, "plan").await;
     call(
         &turn,
-        "r4",
+        // Call ids repeat across turns (providers number them per response): `r1` again.
+        "r1",
         "plan_release",
         json!({ "request": "announce", "task_id": id }),
     )
@@ -900,4 +903,27 @@ fn the_task_meta_tools_are_listed_only_beside_task_tools() {
     assert_eq!(names(&without), ["weather"]);
     // The user's own calls never see them.
     assert!(!with.has_tasks(toolwright::Audience::User));
+}
+
+#[tokio::test]
+async fn task_cancel_hands_over_results_the_task_produced_before_the_cancel() {
+    let fx = Fixture::new();
+    let rt = fx.runtime(0);
+    let turn = turn(&rt, "produced").await;
+    let id = task_id(&call(&turn, "r1", "plan_release", json!({ "request": "draft" })).await);
+    until_status(&rt, &id, |s| s == TaskStatus::Idle).await;
+    // The reply is recorded but not delivered yet; cancelling must not swallow it.
+    let cancelled = call(&turn, "x1", "task_cancel", json!({ "task_id": id })).await;
+    assert!(!cancelled.is_error, "{cancelled:?}");
+    assert_eq!(
+        cancelled.output["results"][0]["result"]["output"],
+        json!({ "steps": ["draft"] })
+    );
+    assert!(
+        text(&cancelled).contains("<task_result"),
+        "{}",
+        text(&cancelled)
+    );
+    assert!(turn.task_results().await.unwrap().is_empty());
+    turn.complete().await.unwrap();
 }

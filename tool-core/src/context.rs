@@ -63,8 +63,9 @@ pub trait CallHost: Send + Sync + 'static {
     fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<(), ToolError>>;
     /// The next call of a `serve` task after the first, in order; `None` when the task ends.
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>>;
-    /// Hands back the result of one `serve` call.
-    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>);
+    /// Hands back the result of one `serve` call, named by its [`ServeIncoming::key`] (`"#0"` for
+    /// the call that started the task).
+    fn serve_reply(&self, key: &str, output: Result<CallOutput, ToolError>);
     /// Waits `duration` in memory (between retries of a step). The default returns at once.
     fn delay(&self, duration: Duration) -> BoxFuture<'_, ()> {
         let _ = duration;
@@ -77,6 +78,9 @@ pub trait CallHost: Send + Sync + 'static {
 pub struct ServeIncoming {
     /// The call id.
     pub call_id: String,
+    /// What names the call to the host: unique within the task, where call ids (chosen by the
+    /// model) may repeat across turns.
+    pub key: String,
     /// The validated input, without `task_id`.
     pub input: Value,
 }

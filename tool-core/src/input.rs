@@ -75,6 +75,7 @@ pub struct ServeCall<A, T = Value> {
     /// The validated input of this call.
     pub input: A,
     call_id: String,
+    key: String,
     cx: CallContext,
     finish: fn(T) -> Result<CallOutput, ToolError>,
     replied: bool,
@@ -98,13 +99,13 @@ impl<A, T> ServeCall<A, T> {
     pub fn reply(mut self, output: T) {
         self.replied = true;
         let result = (self.finish)(output);
-        self.cx.host().serve_reply(&self.call_id, result);
+        self.cx.host().serve_reply(&self.key, result);
     }
 
     /// Fails this call with `error`; the task keeps serving.
     pub fn fail(mut self, error: ToolError) {
         self.replied = true;
-        self.cx.host().serve_reply(&self.call_id, Err(error));
+        self.cx.host().serve_reply(&self.key, Err(error));
     }
 }
 
@@ -112,7 +113,7 @@ impl<A, T> Drop for ServeCall<A, T> {
     fn drop(&mut self) {
         if !self.replied {
             self.cx.host().serve_reply(
-                &self.call_id,
+                &self.key,
                 Err(ToolError::new(
                     "the serve task finished this call without replying; call `reply` once per call",
                 )),
@@ -134,13 +135,14 @@ impl<A: ToolInput + DeserializeOwned, T> ServeCalls<A, T> {
                     return Some(ServeCall {
                         input,
                         call_id: incoming.call_id,
+                        key: incoming.key,
                         cx: self.cx.clone(),
                         finish: self.finish,
                         replied: false,
                     });
                 }
                 Err(error) => self.cx.host().serve_reply(
-                    &incoming.call_id,
+                    &incoming.key,
                     Err(ToolError::with_code(
                         crate::ErrorCode::InvalidInput,
                         format!("invalid input: {error}"),
@@ -178,6 +180,7 @@ impl<A: ToolInput + DeserializeOwned, T: Serialize> ServeInput for ServeCalls<A,
         let call = ServeCall {
             input: first,
             call_id: cx.call_id().to_owned(),
+            key: "#0".to_owned(),
             cx: cx.clone(),
             finish,
             replied: false,

@@ -52,8 +52,11 @@ pub(crate) struct TaskLink {
     pub(crate) calls: Vec<TaskCall>,
     /// The index of the call `serve_next` hands out next (the first call is the body's input).
     pub(crate) next: std::sync::atomic::AtomicUsize,
-    /// Replies, recorded by the task's runner in the order they are sent.
-    pub(crate) replies: tokio::sync::mpsc::UnboundedSender<(String, Result<CallOutput, ToolError>)>,
+    /// Replies (by call index), recorded by the task's runner in the order they are sent.
+    pub(crate) replies: tokio::sync::mpsc::UnboundedSender<(usize, Result<CallOutput, ToolError>)>,
+    /// Answers settled on the task record but perhaps not journaled yet (the process that
+    /// settled them may have stopped in between), by journal position.
+    pub(crate) answers: std::collections::BTreeMap<u32, AskAnswer>,
     /// Set when the runner drops the body (it parked, or its cleanup window ended): calls the
     /// body held are not failed by being dropped.
     pub(crate) discarding: std::sync::atomic::AtomicBool,
@@ -254,21 +257,54 @@ impl CallHost for RuntimeHost {
                     )
                 });
             }
-            if self.token.is_cancelled() {
-                // The call is cancelled: the question is withdrawn, and the body goes on to its
-                // cleanup with `cancelled`.
-                return Ok(AskAnswer::Cancelled);
-            }
-            if !self.interactive {
-                // Nobody can answer: `unavailable` is recorded so every replay goes the same way.
+            // Settled on the task, not journaled yet: the answer goes into the journal now.
+            let settled = self
+                .task
+                .as_ref()
+                .and_then(|task| task.answers.get(&position).cloned());
+            // The call is cancelled: the question is withdrawn, and the body goes on to its
+            // cleanup with `cancelled`. Nobody can answer: `unavailable`, and the body continues
+            // on its default path. Either is recorded, so every replay goes the same way.
+            let decided = settled.or_else(|| {
+                if self.token.is_cancelled() {
+                    Some(AskAnswer::Cancelled)
+                } else if !self.interactive {
+                    Some(AskAnswer::Unavailable)
+                } else {
+                    None
+                }
+            });
+            if let Some(answer) = decided {
                 let entry = JournalEntry {
                     position,
                     kind: EntryKind::Ask,
-                    name,
-                    value: serde_json::to_value(AskAnswer::Unavailable).unwrap_or(Value::Null),
+                    name: name.clone(),
+                    value: serde_json::to_value(&answer).unwrap_or(Value::Null),
                 };
                 return match journal.store.append_journal(&journal.run_id, &entry).await {
-                    Ok(()) | Err(StoreError::Conflict(_)) => Ok(AskAnswer::Unavailable),
+                    Ok(()) => Ok(answer),
+                    // Another run recorded this position first: its answer stands.
+                    Err(StoreError::Conflict(_)) => {
+                        let entries = journal
+                            .store
+                            .journal(&journal.run_id)
+                            .await
+                            .map_err(journal_error)?;
+                        let recorded =
+                            entries
+                                .iter()
+                                .find(|e| e.position == position)
+                                .ok_or_else(|| {
+                                    journal_error(StoreError::Conflict(journal.run_id.clone()))
+                                })?;
+                        let value = journal.replayed_as(recorded, EntryKind::Ask, &name)?;
+                        serde_json::from_value(value).map_err(|error| {
+                            ToolError::with_code(
+                                ErrorCode::Journal,
+                                format!("the answer recorded at position {position} cannot be read: {error}"),
+                            )
+                        })
+                    }
                     Err(error) => Err(journal_error(error)),
                 };
             }
@@ -369,14 +405,17 @@ impl CallHost for RuntimeHost {
     fn serve_next(&self) -> BoxFuture<'_, Option<ServeIncoming>> {
         Box::pin(async move {
             let task = self.task.as_ref()?;
-            if self.token.is_cancelled() {
-                // A cancelled task takes no more calls: the body's loop ends and its cleanup runs.
+            let index = task.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let call = task.calls.get(index);
+            // A cancelled task still replays the calls it answered (so the body reaches the
+            // same state), then takes no more: its loop ends and its cleanup runs.
+            if self.token.is_cancelled() && call.is_none_or(|c| c.result.is_none()) {
                 return None;
             }
-            let index = task.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if let Some(call) = task.calls.get(index) {
+            if let Some(call) = call {
                 return Some(ServeIncoming {
                     call_id: call.call_id.clone(),
+                    key: format!("#{index}"),
                     input: call.input.clone(),
                 });
             }
@@ -390,25 +429,23 @@ impl CallHost for RuntimeHost {
         })
     }
 
-    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>) {
-        let Some(task) = &self.task else {
+    fn serve_reply(&self, key: &str, output: Result<CallOutput, ToolError>) {
+        let index = key.strip_prefix('#').and_then(|n| n.parse::<usize>().ok());
+        let (Some(task), Some(index)) = (&self.task, index) else {
             if let Err(error) = output {
                 self.log(
                     LogLevel::Error,
-                    &format!("serve call {call_id} failed: {error}"),
+                    &format!("serve call {key} failed: {error}"),
                 );
             }
             return;
         };
         if task.discarding.load(std::sync::atomic::Ordering::SeqCst)
-            || task
-                .calls
-                .iter()
-                .any(|c| c.call_id == call_id && c.result.is_some())
+            || task.calls.get(index).is_some_and(|c| c.result.is_some())
         {
             // Dropped with a parked body, or replied to by an earlier run (this is a replay).
             return;
         }
-        let _ = task.replies.send((call_id.to_owned(), output));
+        let _ = task.replies.send((index, output));
     }
 }

@@ -459,6 +459,10 @@ pub struct TaskRecord {
     /// The questions its body asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<InputRequest>,
+    /// Answers to those questions by journal position, written when a question is settled (the
+    /// journal records them when the body next runs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<u32, toolwright_core::AskAnswer>,
 }
 
 impl TaskRecord {
@@ -495,6 +499,9 @@ pub struct TaskCall {
     pub call_id: String,
     /// The turn that made the call; its result is delivered there.
     pub turn_id: String,
+    /// The index of the turn's step that made the call (call ids are unique only within one).
+    #[serde(default)]
+    pub step: u32,
     /// The validated input, without `task_id`.
     pub input: Value,
     /// The result, once the body replied (or returned, or the task ended).

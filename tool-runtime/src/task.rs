@@ -40,11 +40,12 @@ pub(crate) const TASK_WAIT: &str = "task_wait";
 /// The model-facing name of the meta-tool that cancels a task.
 pub(crate) const TASK_CANCEL: &str = "task_cancel";
 
-/// The id of the task started by call `call_id` of turn `turn_id`: the tool's name and a digest,
+/// The id of the task started by call `call_id` of step `step` of turn `turn_id`: the tool's name
+/// and a digest,
 /// the same on every run of the call, so a call re-run after a crash finds its task instead of
 /// starting a second one.
-fn task_id(tool: &str, turn_id: &str, call_id: &str) -> String {
-    let digest = toolwright_core::registry::input_digest(&json!([turn_id, call_id]));
+fn task_id(tool: &str, turn_id: &str, step: u32, call_id: &str) -> String {
+    let digest = toolwright_core::registry::input_digest(&json!([turn_id, step, call_id]));
     let mut n = u64::from_str_radix(&digest[..16], 16).unwrap_or_default();
     let mut suffix = String::new();
     while suffix.len() < 10 {
@@ -69,6 +70,31 @@ enum RunEnd {
     CleanupTimedOut,
     /// The run could not start.
     Broken(ToolError),
+    /// The store failed; the run is tried again.
+    StoreFailed(StoreError),
+}
+
+/// How many times a runner retries after a store failure before it leaves the task `running`
+/// for [`Runtime::recover`] at the next start.
+const STORE_RETRIES: u32 = 8;
+
+/// Waits before retry `attempt` (from 1) after a store failure; `false` when retries are over.
+async fn back_off(id: &str, attempt: &mut u32, error: &(dyn std::fmt::Display + Sync)) -> bool {
+    *attempt += 1;
+    if *attempt > STORE_RETRIES {
+        tracing::error!(
+            task_id = id,
+            "the store keeps failing ({error}); the task is left running and `Runtime::recover` runs it at the next start"
+        );
+        return false;
+    }
+    tracing::warn!(
+        task_id = id,
+        attempt = *attempt,
+        "the store failed ({error}); retrying"
+    );
+    tokio::time::sleep(Duration::from_millis(100 << (*attempt).min(6))).await;
+    true
 }
 
 impl Runtime {
@@ -96,7 +122,20 @@ impl Runtime {
                     .await;
             }
         }
-        let id = task_id(tool.name(), &turn.id, call_id);
+        if session.ended {
+            return CallResult::failed(
+                call_id,
+                tool.name(),
+                ToolError::with_code(
+                    ErrorCode::Cancelled,
+                    format!(
+                        "the session has ended; `{}` starts no task in it",
+                        tool.name()
+                    ),
+                ),
+            );
+        }
+        let id = task_id(tool.name(), &turn.id, turn.steps, call_id);
         let record = TaskRecord {
             id: id.clone(),
             tool: tool.name().to_owned(),
@@ -111,11 +150,13 @@ impl Runtime {
             calls: vec![TaskCall {
                 call_id: call_id.to_owned(),
                 turn_id: turn.id.clone(),
+                step: turn.steps,
                 input,
                 result: None,
                 delivered: false,
             }],
             requests: Vec::new(),
+            answers: std::collections::BTreeMap::new(),
         };
         match self.0.store.put_task(&record, None).await {
             Ok(_) => {
@@ -195,7 +236,7 @@ impl Runtime {
             if task
                 .calls
                 .iter()
-                .any(|c| c.call_id == call_id && c.turn_id == turn.id)
+                .any(|c| c.call_id == call_id && c.turn_id == turn.id && c.step == turn.steps)
             {
                 // This call was queued by an earlier run of it.
                 return receipt(tool, call_id, target, "sent", text);
@@ -203,6 +244,7 @@ impl Runtime {
             task.calls.push(TaskCall {
                 call_id: call_id.to_owned(),
                 turn_id: turn.id.clone(),
+                step: turn.steps,
                 input: input.clone(),
                 result: None,
                 delivered: false,
@@ -247,15 +289,15 @@ impl Runtime {
 
     /// Runs the body of task `id` until it ends or parks, replaying its journal each time.
     async fn run_task(&self, id: &str, token: &CancellationToken) {
+        let mut failures = 0;
         loop {
             let (task, _) = match self.0.store.task(id).await {
                 Ok(Some(found)) => found,
                 Ok(None) => return,
                 Err(error) => {
-                    tracing::warn!(
-                        task_id = id,
-                        "reading the task failed: {error}; recovery will run it"
-                    );
+                    if back_off(id, &mut failures, &error).await {
+                        continue;
+                    }
                     return;
                 }
             };
@@ -266,16 +308,22 @@ impl Runtime {
                 token.cancel();
             }
             let end = self.run_body(&task, token).await;
+            if let RunEnd::StoreFailed(error) = &end {
+                if back_off(id, &mut failures, error).await {
+                    continue;
+                }
+                return;
+            }
             let cancelled = token.is_cancelled();
             match self.settle_run(id, end, cancelled).await {
-                Ok(true) => continue,
+                Ok(true) => failures = 0,
                 Ok(false) => return,
+                // The body runs again from its journal, reaching the same point, and the run is
+                // recorded then.
                 Err(error) => {
-                    tracing::warn!(
-                        task_id = id,
-                        "recording the task failed: {error}; recovery will run it"
-                    );
-                    return;
+                    if !back_off(id, &mut failures, &error).await {
+                        return;
+                    }
                 }
             }
         }
@@ -298,7 +346,7 @@ impl Runtime {
                     format!("the session `{}` of the task is gone", task.session_id),
                 ));
             }
-            Err(error) => return RunEnd::Broken(journal_failure(&error)),
+            Err(error) => return RunEnd::StoreFailed(error),
         };
         let Some(first) = task.calls.first() else {
             return RunEnd::Broken(ToolError::with_code(
@@ -309,7 +357,7 @@ impl Runtime {
         let run_id = task.run_id();
         let recorded = match self.0.store.journal(&run_id).await {
             Ok(recorded) => recorded,
-            Err(error) => return RunEnd::Broken(journal_failure(&error)),
+            Err(error) => return RunEnd::StoreFailed(error),
         };
         let info = SessionInfo {
             id: session.id.clone(),
@@ -349,6 +397,7 @@ impl Runtime {
                 calls: task.calls.clone(),
                 next: AtomicUsize::new(1),
                 replies,
+                answers: task.answers.clone(),
                 discarding: AtomicBool::new(false),
             }),
         });
@@ -374,8 +423,8 @@ impl Runtime {
             }));
             tokio::select! {
                 biased;
-                Some((call_id, output)) = incoming.recv() => {
-                    self.record_reply(&task.id, tool, &call_id, output).await;
+                Some((call, output)) = incoming.recv() => {
+                    self.record_reply(&task.id, tool, call, output).await;
                 }
                 outcome = run.as_mut() => {
                     let result = self.call_result(&session.id, &first.turn_id, tool, &first.call_id, outcome);
@@ -400,19 +449,19 @@ impl Runtime {
             link.discarding.store(true, Ordering::SeqCst);
         }
         // Replies sent before the body stopped are recorded; none is lost with the body.
-        while let Ok((call_id, output)) = incoming.try_recv() {
-            self.record_reply(&task.id, tool, &call_id, output).await;
+        while let Ok((call, output)) = incoming.try_recv() {
+            self.record_reply(&task.id, tool, call, output).await;
         }
         // The body is dropped as this fn returns, after `discarding` is set.
         end
     }
 
-    /// Records a `serve` reply on its call (once) and announces it.
+    /// Records a `serve` reply on call `index` (once) and announces it.
     async fn record_reply(
         &self,
         id: &str,
         tool: &Tool,
-        call_id: &str,
+        index: usize,
         output: Result<CallOutput, ToolError>,
     ) {
         let mut output = Some(output);
@@ -426,9 +475,10 @@ impl Runtime {
                     return;
                 }
             };
-            let Some(call) = task.calls.iter_mut().find(|c| c.call_id == call_id) else {
+            let Some(call) = task.calls.get_mut(index) else {
                 return;
             };
+            let call_id = call.call_id.clone();
             if call.result.is_some() {
                 return;
             }
@@ -436,7 +486,7 @@ impl Runtime {
                 (Some(result), _) => result.clone(),
                 (None, Some(output)) => {
                     let made =
-                        self.call_result(&task.session_id, &call.turn_id, tool, call_id, output);
+                        self.call_result(&task.session_id, &call.turn_id, tool, &call_id, output);
                     result = Some(made.clone());
                     made
                 }
@@ -450,7 +500,7 @@ impl Runtime {
                         session_id: task.session_id.clone(),
                         result: TaskResult {
                             task_id: id.to_owned(),
-                            call_id: call_id.to_owned(),
+                            call_id,
                             turn_id,
                             result,
                         },
@@ -496,6 +546,8 @@ impl Runtime {
                     )),
                 )),
                 RunEnd::Broken(error) => Some((None, Some(error.message().to_owned()))),
+                // Handled by the runner, which runs the body again.
+                RunEnd::StoreFailed(_) => return Ok(true),
                 RunEnd::Parked(_) if cancelling => {
                     // Run again with the token fired: pending waits return at once and the
                     // body's cleanup runs.
@@ -738,41 +790,23 @@ impl Runtime {
             if let ResponseVerdict::Rejected(reason) = verdict {
                 return Ok(RespondOutcome::Rejected { reason });
             }
-            let mut answer = match crate::pipeline::workflow_answer(&request, &response) {
+            let answer = match crate::pipeline::workflow_answer(&request, &response) {
                 Ok(answer) => answer,
                 Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
             };
             let position = request.journal_position.unwrap_or_default();
-            let entry = JournalEntry {
-                position,
-                kind: EntryKind::Ask,
-                name: crate::host::ask_name(position),
-                value: serde_json::to_value(&answer).unwrap_or(Value::Null),
-            };
-            let run = task.run_id();
-            match self.0.store.append_journal(&run, &entry).await {
-                Ok(()) => {}
-                // The first answer on record wins, even one journaled by a process that died
-                // before it settled the request.
-                Err(StoreError::Conflict(_)) => {
-                    let recorded = self.0.store.journal(&run).await?;
-                    match recorded
-                        .iter()
-                        .find(|e| e.position == position)
-                        .and_then(|e| serde_json::from_value::<AskAnswer>(e.value.clone()).ok())
-                    {
-                        Some(recorded) => answer = recorded,
-                        None => return Ok(RespondOutcome::Dropped),
-                    }
-                }
-                Err(error) => return Err(error.into()),
-            }
+            // The answer is claimed on the task record first (the first valid answer wins
+            // there, and a cancel that revoked the question wins over it); the journal records it
+            // after, or, if this process stops in between, when the body next runs.
+            task.answers.insert(position, answer.clone());
             let decision = match response.decision {
                 ResponseDecision::Approve => Decision::Approved,
                 ResponseDecision::Cancel => Decision::Cancelled,
             };
-            let text = match answer {
-                AskAnswer::Answered { option_id, text } => option_id.or(text),
+            let text = match &answer {
+                AskAnswer::Answered { option_id, text } => {
+                    option_id.clone().or_else(|| text.clone())
+                }
                 _ => None,
             };
             if let Some(settled) = task
@@ -800,6 +834,21 @@ impl Runtime {
                 Ok(_) => {}
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
+            }
+            let entry = JournalEntry {
+                position,
+                kind: EntryKind::Ask,
+                name: crate::host::ask_name(position),
+                value: serde_json::to_value(&answer).unwrap_or(Value::Null),
+            };
+            match self.0.store.append_journal(&task.run_id(), &entry).await {
+                Ok(()) | Err(StoreError::Conflict(_)) => {}
+                Err(error) => {
+                    tracing::warn!(
+                        task_id = id,
+                        "journaling an answer failed: {error}; the body journals it when it runs"
+                    );
+                }
             }
             self.emit(Event::InputResolved {
                 session_id: task.session_id.clone(),
@@ -860,17 +909,19 @@ impl Runtime {
                         .lock()
                         .ok()
                         .and_then(|running| running.get(id).map(|(_, token)| token.clone()));
-                    if let Some(token) = local {
-                        token.cancel();
-                    } else if !task.cancel_requested {
-                        // Run elsewhere (or by nobody since a crash): the runner, or recovery,
-                        // sees the request when it records the run.
+                    // Recorded as well as signalled: a runner that already looked at its token
+                    // (or one in another process, or recovery) sees the request when it records
+                    // the run, and runs the cleanup instead of parking.
+                    if !task.cancel_requested {
                         task.cancel_requested = true;
                         match self.0.store.put_task(&task, Some(version)).await {
                             Ok(_) => {}
                             Err(StoreError::Conflict(_)) => continue,
                             Err(error) => return Err(error.into()),
                         }
+                    }
+                    if let Some(token) = local {
+                        token.cancel();
                     }
                 }
                 _ => {
@@ -1116,17 +1167,34 @@ impl Runtime {
                 Ok(task) => task,
                 Err(error) => return fail(ErrorCode::Journal, error.to_string()),
             };
-            // The model cancelled it itself: the cancellation results need no message.
-            let _ = self.take_results(session_id, turn_id, Some(&id)).await;
-            let text = if after.status.is_over() {
+            // The model cancelled it itself: the cancellation results need no message, but
+            // results the task produced before the cancel are handed over here.
+            let taken = self
+                .take_results(session_id, turn_id, Some(&id))
+                .await
+                .unwrap_or_default();
+            let produced: Vec<TaskResult> = taken
+                .into_iter()
+                .filter(|r| {
+                    r.result
+                        .error
+                        .as_ref()
+                        .is_none_or(|e| e.code() != ErrorCode::Cancelled)
+                })
+                .collect();
+            let mut text = if after.status.is_over() {
                 format!("Task {id} was cancelled; its cleanup ran.")
             } else {
                 format!("Task {id} is being cancelled; its cleanup is still running.")
             };
+            for result in &produced {
+                text.push('\n');
+                text.push_str(&result.message());
+            }
             return meta_result(
                 call_id,
                 name,
-                json!({ "task_id": id, "status": after.status }),
+                json!({ "task_id": id, "status": after.status, "results": produced }),
                 text,
             );
         }
@@ -1330,10 +1398,11 @@ mod tests {
 
     #[test]
     fn task_ids_are_stable_per_call_and_differ_between_calls() {
-        let a = task_id("deploy", "turn_1", "call_1");
-        assert_eq!(a, task_id("deploy", "turn_1", "call_1"));
-        assert_ne!(a, task_id("deploy", "turn_1", "call_2"));
-        assert_ne!(a, task_id("deploy", "turn_2", "call_1"));
+        let a = task_id("deploy", "turn_1", 0, "call_1");
+        assert_eq!(a, task_id("deploy", "turn_1", 0, "call_1"));
+        assert_ne!(a, task_id("deploy", "turn_1", 0, "call_2"));
+        assert_ne!(a, task_id("deploy", "turn_1", 1, "call_1"));
+        assert_ne!(a, task_id("deploy", "turn_2", 0, "call_1"));
         assert!(
             a.starts_with("deploy-") && a.len() == "deploy-".len() + 10,
             "{a}"

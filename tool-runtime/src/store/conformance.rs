@@ -670,11 +670,21 @@ pub async fn tasks(store: &dyn Store) {
         calls: vec![TaskCall {
             call_id: "call-1".to_owned(),
             turn_id: part.id("turn"),
+            step: 7,
             input: awkward_json(),
             result: None,
             delivered: false,
         }],
         requests: Vec::new(),
+        answers: [(
+            2,
+            toolwright_core::AskAnswer::Answered {
+                option_id: Some("go".to_owned()),
+                text: Some(awkward_json().to_string()),
+            },
+        )]
+        .into_iter()
+        .collect(),
     };
     assert!(
         part.ok("reading a missing task", store.task(&a).await)
