@@ -4,14 +4,14 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// The example binary, built beside the tests by `cargo test --all-targets`.
+/// The example binary, built by `cargo build --examples` (which `scripts/test` runs first).
 fn example() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
     let path = dir.join("examples").join("provision");
     assert!(
         path.exists(),
-        "{} is missing; build the examples with `cargo test --all-targets`",
+        "{} is missing; build the examples first with `cargo build --examples` (`scripts/test` does)",
         path.display()
     );
     path

@@ -780,7 +780,8 @@ pub enum HostEvent {
     Partial(Value),
     /// A step that ran.
     Step(String),
-    /// A `serve` reply.
+    /// A `serve` reply: the call's key (`#0` for the first call, see [`ServeIncoming::key`]) and
+    /// its output or error message.
     Reply(String, Result<Value, String>),
 }
 
@@ -881,8 +882,8 @@ impl CallHost for DetachedHost {
         Box::pin(std::future::ready(None))
     }
 
-    fn serve_reply(&self, call_id: &str, output: Result<CallOutput, ToolError>) {
+    fn serve_reply(&self, key: &str, output: Result<CallOutput, ToolError>) {
         let value = output.map(|o| o.value).map_err(|e| e.message().to_owned());
-        self.push(HostEvent::Reply(call_id.to_owned(), value));
+        self.push(HostEvent::Reply(key.to_owned(), value));
     }
 }
