@@ -1,0 +1,609 @@
+//! Serve a toolwright [`Runtime`] over the Model Context Protocol, through `rmcp`.
+//!
+//! [`McpServer`] is an `rmcp` server handler built once from a runtime: the model-facing tool list
+//! (titles, annotations derived from effects, output schemas, the `tool_search`/`tool_call` and
+//! `task_wait`/`task_cancel` meta-tools) is converted once and served in pages; every
+//! `tools/call` runs through the runtime's pipeline with its policies, in one toolwright session
+//! and turn per MCP session, so taint from `untrusted` tools carries across the session's calls.
+//!
+//! - Approvals and questions: a call that needs a person asks the client through elicitation
+//!   (form mode) when the client declared it; accept / decline / cancel become approve / deny /
+//!   cancel through the same input protocol and response policies as in process. A client that
+//!   cannot ask gets an `isError` result naming the policy; nothing runs, nothing is approved
+//!   silently.
+//! - Progress: partial snapshots become `notifications/progress` when the request carries a
+//!   progress token. Cancellation: `notifications/cancelled` cancels the call's turn, which fires
+//!   the tool's cancellation token.
+//! - Identity: over stdio, the principal given to [`McpServer::principal`]; over HTTP, the
+//!   principal a [`TokenVerifier`] returns for the request's bearer token. An MCP session is bound
+//!   to the principal that opened it: a request from another principal is refused.
+//!
+//! ```no_run
+//! # async fn demo(runtime: toolwright_runtime::Runtime) -> Result<(), toolwright_mcp::McpError> {
+//! let server = toolwright_mcp::McpServer::new(runtime);
+//! toolwright_mcp::serve_stdio(server).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod http_server;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use toolwright_core::{Audience, Caller, ContentPart, Format, ModelOutput, Principal};
+use toolwright_runtime::{
+    CallResult, Event, InputRequest, InputResponse, RequestKind, RespondOutcome, Runtime,
+    RuntimeError, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
+};
+
+pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The transport failed (stdio closed, a socket could not be bound).
+    #[error("MCP transport: {0}")]
+    Transport(String),
+    /// The runtime refused something.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// How many tools one `tools/list` page holds by default.
+const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// The toolwright session and turn an MCP session runs in.
+#[derive(Default)]
+struct Binding {
+    /// Who opened the MCP session (`None`: unauthenticated, e.g. stdio without a principal).
+    principal: Option<Option<Principal>>,
+    session_id: Option<String>,
+    turn: Option<Turn>,
+}
+
+/// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
+/// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Runtime,
+    tools: Arc<Vec<Tool>>,
+    by_name: Arc<HashMap<String, usize>>,
+    page_size: usize,
+    principal: Option<Principal>,
+    name: String,
+    /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
+    binding: Arc<Mutex<Binding>>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("tools", &self.tools.len())
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server for `runtime`'s registry, listing what the model audience sees. The list is
+    /// converted here, once.
+    pub fn new(runtime: Runtime) -> Self {
+        let list = runtime.registry().list(Audience::Model, Format::Mcp);
+        let tools: Vec<Tool> = list
+            .entries()
+            .iter()
+            .filter_map(|entry| match serde_json::from_str::<Tool>(entry.json.get()) {
+                Ok(tool) => Some(tool),
+                Err(error) => {
+                    tracing::error!(tool = %entry.name, "cannot express the tool in MCP: {error}");
+                    None
+                }
+            })
+            .collect();
+        let by_name = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.to_string(), i))
+            .collect();
+        McpServer {
+            runtime,
+            tools: Arc::new(tools),
+            by_name: Arc::new(by_name),
+            page_size: DEFAULT_PAGE_SIZE,
+            principal: None,
+            name: "toolwright".to_owned(),
+            binding: Arc::new(Mutex::new(Binding::default())),
+        }
+    }
+
+    /// Who the client acts for when the transport does not say (stdio: the local user).
+    #[must_use]
+    pub fn principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+
+    /// How many tools a `tools/list` page holds (default 100).
+    #[must_use]
+    pub fn page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    /// The server name announced in `initialize`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// A clone with a fresh binding: what each new MCP session gets.
+    pub fn for_new_session(&self) -> Self {
+        McpServer {
+            binding: Arc::new(Mutex::new(Binding::default())),
+            ..self.clone()
+        }
+    }
+
+    /// The principal of this request: the HTTP verifier's, or the server's own.
+    fn caller(&self, cx: &RequestContext<RoleServer>) -> Option<Principal> {
+        cx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+            .or_else(|| self.principal.clone())
+    }
+
+    /// The turn of this MCP session, opening its session and turn on first use; refuses a
+    /// principal other than the one that opened it.
+    async fn turn(
+        &self,
+        binding: &mut Binding,
+        principal: Option<Principal>,
+    ) -> Result<Turn, ErrorData> {
+        match &binding.principal {
+            None => binding.principal = Some(principal.clone()),
+            Some(owner) if *owner != principal => {
+                return Err(ErrorData::invalid_request(
+                    "this MCP session belongs to another client; open a session of your own",
+                    None,
+                ));
+            }
+            Some(_) => {}
+        }
+        if let Some(turn) = &binding.turn {
+            match turn.record().await.map(|r| r.status) {
+                Ok(TurnStatus::Active) => return Ok(turn.clone()),
+                // A cancelled or ended turn: the next call starts another one.
+                Ok(_) | Err(_) => binding.turn = None,
+            }
+        }
+        let session_id = binding
+            .session_id
+            .get_or_insert_with(|| format!("mcp_{}", uuid::Uuid::new_v4().simple()))
+            .clone();
+        let mut spec = SessionSpec::new(&session_id);
+        if let Some(principal) = &principal {
+            spec = spec.initiator(principal.clone());
+        }
+        let session = self.runtime.open_session(spec).await.map_err(internal)?;
+        let turn = session
+            .begin_turn(principal, Caller::Model)
+            .await
+            .map_err(internal)?;
+        binding.turn = Some(turn.clone());
+        Ok(turn)
+    }
+
+    async fn call(
+        &self,
+        params: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let principal = self.caller(&cx);
+        let mut binding = self.binding.lock().await;
+        let turn = self.turn(&mut binding, principal.clone()).await?;
+        let call_id = format!("mcp-{}", cx.id);
+        let arguments = Value::Object(params.arguments.unwrap_or_default()).to_string();
+        let call = ToolCall::new(&call_id, params.name.as_ref(), arguments);
+
+        // Partial snapshots become progress notifications when the client asked for them.
+        let progress = cx.meta.get_progress_token().map(|token| {
+            let mut events = self.runtime.subscribe();
+            let peer = cx.peer.clone();
+            let (turn_id, call_id) = (turn.id().to_owned(), call_id.clone());
+            tokio::spawn(async move {
+                let mut count = 0.0;
+                while let Ok(event) = events.recv().await {
+                    match event {
+                        Event::ActionPartial {
+                            turn_id: t,
+                            call_id: c,
+                            snapshot,
+                            label,
+                            ..
+                        } if t == turn_id && c == call_id => {
+                            count += 1.0;
+                            let mut param = ProgressNotificationParam::new(token.clone(), count);
+                            param.message = Some(label.unwrap_or_else(|| snapshot.to_string()));
+                            if peer.notify_progress(param).await.is_err() {
+                                break;
+                            }
+                        }
+                        Event::ActionResult {
+                            turn_id: t, result, ..
+                        } if t == turn_id && result.call_id == call_id => {
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            })
+        });
+
+        let stepped = tokio::select! {
+            outcome = turn.step(vec![call]) => outcome,
+            () = cx.ct.cancelled() => {
+                // `notifications/cancelled`: the call's token fires with its turn.
+                let _ = turn.cancel().await;
+                binding.turn = None;
+                if let Some(task) = progress { task.abort(); }
+                return Err(ErrorData::internal_error("the call was cancelled by the client", None));
+            }
+        };
+        let result = match stepped {
+            Ok(StepOutcome::Completed { results, .. }) => first(results, &call_id),
+            Ok(StepOutcome::Waiting {
+                results, requests, ..
+            }) => {
+                let done = results.into_iter().find(|r| r.call_id == call_id);
+                match done {
+                    Some(result) => Ok(result),
+                    None => {
+                        self.ask_person(&cx, &turn, principal, requests, &call_id)
+                            .await
+                    }
+                }
+            }
+            Err(error) => Err(internal(error)),
+        };
+        if let Some(task) = progress {
+            task.abort();
+        }
+        let result = result?;
+        Ok(self.to_mcp(&result))
+    }
+
+    /// Settles the requests a parked call waits on by asking the client's user (elicitation),
+    /// until the call has its result.
+    async fn ask_person(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        turn: &Turn,
+        principal: Option<Principal>,
+        mut requests: Vec<InputRequest>,
+        call_id: &str,
+    ) -> Result<CallResult, ErrorData> {
+        let can_elicit = cx
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some();
+        loop {
+            let Some(request) = requests.into_iter().find(InputRequest::is_pending) else {
+                return Err(ErrorData::internal_error(
+                    "the call waits for input, but no request is pending",
+                    None,
+                ));
+            };
+            if !can_elicit {
+                // Never a silent approval: the request is refused and the client told why.
+                let response = InputResponse::cancel(&request.request_id, principal.clone())
+                    .note("this MCP client cannot ask its user");
+                let _ = self.runtime.respond(response).await;
+                return Ok(cannot_ask(&request, call_id));
+            }
+            let response = elicit(cx, &request, principal.clone()).await?;
+            let outcome = self.runtime.respond(response).await.map_err(internal)?;
+            match outcome {
+                RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) => {
+                    return first(results, call_id);
+                }
+                RespondOutcome::Resumed(StepOutcome::Waiting {
+                    results,
+                    requests: next,
+                    ..
+                }) => {
+                    if let Some(result) = results.into_iter().find(|r| r.call_id == call_id) {
+                        return Ok(result);
+                    }
+                    requests = next;
+                }
+                RespondOutcome::Rejected { reason } => {
+                    return Ok(CallResult::failed(
+                        call_id,
+                        request.tool.as_deref().unwrap_or_default(),
+                        toolwright_core::ToolError::with_code(
+                            toolwright_core::ErrorCode::Denied,
+                            format!("the answer was refused: {reason}"),
+                        ),
+                    ));
+                }
+                RespondOutcome::Settled { .. }
+                | RespondOutcome::Dropped
+                | RespondOutcome::TaskResumed { .. } => {
+                    let record = turn.record().await.map_err(internal)?;
+                    requests = record.pending.map(|step| step.requests).unwrap_or_default();
+                    if requests.iter().all(|r| !r.is_pending()) {
+                        return match turn.last_results().await.map_err(internal)? {
+                            Some(step) => first(step.results, call_id),
+                            None => Err(ErrorData::internal_error(
+                                "the call was settled elsewhere",
+                                None,
+                            )),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// A toolwright result as an MCP `CallToolResult`.
+    fn to_mcp(&self, result: &CallResult) -> CallToolResult {
+        let content = content_of(&result.model);
+        if result.is_error {
+            return CallToolResult::error(content);
+        }
+        let has_output_schema = self
+            .by_name
+            .get(&result.tool)
+            .is_some_and(|&i| self.tools[i].output_schema.is_some());
+        let mut mcp = CallToolResult::success(content);
+        if has_output_schema && result.output.is_object() {
+            mcp.structured_content = Some(result.output.clone());
+        }
+        mcp
+    }
+}
+
+fn internal(error: RuntimeError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+fn first(results: Vec<CallResult>, call_id: &str) -> Result<CallResult, ErrorData> {
+    results
+        .into_iter()
+        .find(|r| r.call_id == call_id)
+        .ok_or_else(|| ErrorData::internal_error("the step returned no result for the call", None))
+}
+
+fn content_of(model: &ModelOutput) -> Vec<ContentBlock> {
+    match model {
+        ModelOutput::Text(text) => vec![ContentBlock::text(text.clone())],
+        // A string is its text, not a quoted JSON string.
+        ModelOutput::Json(Value::String(text)) => vec![ContentBlock::text(text.clone())],
+        ModelOutput::Json(value) => vec![ContentBlock::text(value.to_string())],
+        ModelOutput::Content(parts) => parts
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => ContentBlock::text(text.clone()),
+                ContentPart::File { data, media_type } if media_type.starts_with("image/") => {
+                    ContentBlock::image(data.clone(), media_type.clone())
+                }
+                ContentPart::File { media_type, .. } => {
+                    ContentBlock::text(format!("[a {media_type} file]"))
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The result of a call whose approval or question this client cannot put to its user.
+fn cannot_ask(request: &InputRequest, call_id: &str) -> CallResult {
+    let tool = request.tool.clone().unwrap_or_default();
+    let what = match request.kind {
+        RequestKind::Question => format!(
+            "`{tool}` needs an answer from the user (\"{}\")",
+            request.prompt
+        ),
+        _ => {
+            let reasons = if request.reasons.is_empty() {
+                "its approval policy".to_owned()
+            } else {
+                format!("its approval policy ({})", request.reasons.join("; "))
+            };
+            format!(
+                "`{tool}` needs the user's approval ({reasons}): \"{}\"",
+                request.prompt
+            )
+        }
+    };
+    CallResult::failed(
+        call_id,
+        &tool,
+        toolwright_core::ToolError::with_code(
+            toolwright_core::ErrorCode::ApprovalUnavailable,
+            format!(
+                "{what}, and this MCP client supports no elicitation to ask; nothing ran. Use a client that supports elicitation, or have the server's operator grant it out of band (a session permission, or an approval in the host's own interface), then call again"
+            ),
+        ),
+    )
+}
+
+/// Puts one request to the client's user as a form elicitation and maps the answer.
+async fn elicit(
+    cx: &RequestContext<RoleServer>,
+    request: &InputRequest,
+    principal: Option<Principal>,
+) -> Result<InputResponse, ErrorData> {
+    let (message, schema) = form_for(request);
+    let schema = ElicitationSchema::from_json_schema(schema)
+        .map_err(|e| ErrorData::internal_error(format!("elicitation schema: {e}"), None))?;
+    let answer = cx
+        .peer
+        .create_elicitation(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))?;
+    let id = &request.request_id;
+    Ok(match answer.action {
+        ElicitationAction::Accept if request.kind == RequestKind::Question => {
+            let text = answer
+                .content
+                .as_ref()
+                .and_then(|c| c.get("answer"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let options: Vec<String> = question_options(request);
+            if options.contains(&text) {
+                InputResponse::choose(id, principal, text)
+            } else {
+                InputResponse::answer(id, principal, text)
+            }
+        }
+        ElicitationAction::Accept => InputResponse::approve(id, principal),
+        ElicitationAction::Decline => {
+            InputResponse::cancel(id, principal).note("the user declined")
+        }
+        // Cancel, and any action a newer protocol adds: nothing was granted.
+        _ => InputResponse::cancel(id, principal).note("the user dismissed the request"),
+    })
+}
+
+/// The ids (or, for `ask_question`, labels) a question's answer may be.
+fn question_options(request: &InputRequest) -> Vec<String> {
+    let Some(input) = &request.input else {
+        return Vec::new();
+    };
+    input
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|options| {
+            options
+                .iter()
+                .filter_map(|o| o.get("id").or_else(|| o.get("label")))
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The message and form schema of a request.
+fn form_for(request: &InputRequest) -> (String, JsonObject) {
+    let schema = if request.kind == RequestKind::Question {
+        let options = question_options(request);
+        let mut answer = json!({ "type": "string", "title": "Answer" });
+        let freeform = request
+            .input
+            .as_ref()
+            .and_then(|i| i.get("allow_freeform"))
+            .and_then(Value::as_bool)
+            // `ask_question` always lets the user type an answer.
+            .unwrap_or(request.journal_position.is_none());
+        if !options.is_empty() && !freeform {
+            answer["enum"] = json!(options);
+        } else if !options.is_empty() {
+            answer["description"] =
+                json!(format!("One of: {}, or your own words", options.join(", ")));
+        }
+        json!({ "type": "object", "properties": { "answer": answer }, "required": ["answer"] })
+    } else {
+        json!({ "type": "object", "properties": {} })
+    };
+    let mut message = request.prompt.clone();
+    if !request.reasons.is_empty() {
+        message.push_str(&format!("\n({})", request.reasons.join("; ")));
+    }
+    let schema = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    (message, schema)
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    // The 2026-07-28 revision forbids the server-to-client requests approvals use here
+    // (elicitation); until input-required results are supported, peers negotiate 2025-11-25.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25).into()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&i| i < self.tools.len())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!("unknown cursor `{cursor}`; start again without a cursor"),
+                        None,
+                    )
+                })?,
+        };
+        let end = (start + self.page_size).min(self.tools.len());
+        let mut result = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
+        if end < self.tools.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.by_name.get(name).map(|&i| self.tools[i].clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, cx).await.map(Into::into)
+    }
+}
+
+/// Serves `server` over stdin/stdout until the client disconnects.
+pub async fn serve_stdio(server: McpServer) -> Result<(), McpError> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Transport(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError::Transport(e.to_string()))?;
+    Ok(())
+}
