@@ -104,6 +104,14 @@ pub mod runtime {
     };
 }
 
+/// Serving the runtime over the Model Context Protocol (stdio and streamable HTTP), through rmcp.
+pub mod mcp {
+    #[doc(inline)]
+    pub use toolwright_mcp::{
+        HttpHandle, McpError, McpHttp, McpServer, TokenVerifier, serve_stdio,
+    };
+}
+
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.
 pub mod prelude {
     #[doc(inline)]

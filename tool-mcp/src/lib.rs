@@ -483,9 +483,8 @@ async fn elicit(
             }
         }
         ElicitationAction::Accept => InputResponse::approve(id, principal),
-        ElicitationAction::Decline => {
-            InputResponse::cancel(id, principal).note("the user declined")
-        }
+        // The denial already says the user declined.
+        ElicitationAction::Decline => InputResponse::cancel(id, principal),
         // Cancel, and any action a newer protocol adds: nothing was granted.
         _ => InputResponse::cancel(id, principal).note("the user dismissed the request"),
     })
