@@ -73,6 +73,18 @@ struct Binding {
     principal: Option<Option<Principal>>,
     session_id: Option<String>,
     turn: Option<Turn>,
+    /// The conditional tools unavailable in this session when it last listed or called.
+    unavailable: Vec<String>,
+    /// The task telling the client when they change.
+    watching: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        if let Some(watching) = &self.watching {
+            watching.abort();
+        }
+    }
 }
 
 /// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
@@ -85,6 +97,8 @@ pub struct McpServer {
     page_size: usize,
     principal: Option<Principal>,
     name: String,
+    /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
+    conditional: bool,
     /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
     binding: Arc<Mutex<Binding>>,
 }
@@ -119,7 +133,13 @@ impl McpServer {
             .enumerate()
             .map(|(i, t)| (t.name.to_string(), i))
             .collect();
+        let conditional = runtime
+            .registry()
+            .tools()
+            .iter()
+            .any(|t| t.descriptor().enabled.is_some());
         McpServer {
+            conditional,
             runtime,
             tools: Arc::new(tools),
             by_name: Arc::new(by_name),
@@ -178,6 +198,7 @@ impl McpServer {
         &self,
         binding: &mut Binding,
         principal: Option<Principal>,
+        peer: rmcp::Peer<RoleServer>,
     ) -> Result<Turn, ErrorData> {
         match &binding.principal {
             None => binding.principal = Some(principal.clone()),
@@ -209,8 +230,52 @@ impl McpServer {
             .begin_turn(principal, Caller::Model)
             .await
             .map_err(internal)?;
+        if binding.turn.is_none() && self.conditional && binding.watching.is_none() {
+            binding.watching = Some(self.watch_session(&session_id, peer));
+        }
         binding.turn = Some(turn.clone());
         Ok(turn)
+    }
+
+    /// Tells the client to list again whenever the host changes the session's state in a way
+    /// that makes conditional tools come or go.
+    fn watch_session(
+        &self,
+        session_id: &str,
+        peer: rmcp::Peer<RoleServer>,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut events = self.runtime.subscribe();
+        let binding = Arc::downgrade(&self.binding);
+        let session_id = session_id.to_owned();
+        tokio::spawn(async move {
+            loop {
+                let event = events.recv().await;
+                let changed = match event {
+                    Ok(Event::SessionChanged { session_id: s }) => s == session_id,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(_) => break,
+                    Ok(_) => false,
+                };
+                if !changed {
+                    continue;
+                }
+                let Some(binding) = binding.upgrade() else {
+                    break;
+                };
+                let mut binding = binding.lock().await;
+                let Some(turn) = binding.turn.clone() else {
+                    continue;
+                };
+                if let Ok(unavailable) = turn.unavailable_tools().await
+                    && unavailable != binding.unavailable
+                {
+                    binding.unavailable = unavailable;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        })
     }
 
     async fn call(
@@ -220,7 +285,9 @@ impl McpServer {
     ) -> Result<CallToolResult, ErrorData> {
         let principal = self.caller(&cx);
         let mut binding = self.binding.lock().await;
-        let turn = self.turn(&mut binding, principal.clone()).await?;
+        let turn = self
+            .turn(&mut binding, principal.clone(), cx.peer.clone())
+            .await?;
         let call_id = format!("mcp-{}", cx.id);
         let arguments = Value::Object(params.arguments.unwrap_or_default()).to_string();
         let call = ToolCall::new(&call_id, params.name.as_ref(), arguments);
@@ -287,6 +354,14 @@ impl McpServer {
         };
         if let Some(task) = progress {
             task.abort();
+        }
+        // A call that changed which conditional tools are available (through the session's
+        // state) changes the list: the client is told to list again.
+        if let Ok(unavailable) = turn.unavailable_tools().await
+            && unavailable != binding.unavailable
+        {
+            binding.unavailable = unavailable;
+            let _ = cx.peer.notify_tool_list_changed().await;
         }
         let result = result?;
         Ok(self.to_mcp(&result))
@@ -544,9 +619,16 @@ fn form_for(request: &InputRequest) -> (String, JsonObject) {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new(self.name.clone(), env!("CARGO_PKG_VERSION")),
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
         )
+        .with_server_info(Implementation::new(
+            self.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     // The 2026-07-28 revision forbids the server-to-client requests approvals use here
@@ -558,14 +640,31 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // Conditional tools follow the session's state; without any, the list is the same for
+        // every session and every page is a slice of it.
+        let unavailable = if self.conditional {
+            let principal = self.caller(&cx);
+            let mut binding = self.binding.lock().await;
+            let turn = self.turn(&mut binding, principal, cx.peer.clone()).await?;
+            let unavailable = turn.unavailable_tools().await.map_err(internal)?;
+            binding.unavailable.clone_from(&unavailable);
+            unavailable
+        } else {
+            Vec::new()
+        };
+        let tools: Vec<&Tool> = self
+            .tools
+            .iter()
+            .filter(|t| !unavailable.iter().any(|u| t.name == u.as_str()))
+            .collect();
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(cursor) => cursor
                 .parse::<usize>()
                 .ok()
-                .filter(|&i| i < self.tools.len())
+                .filter(|&i| i < tools.len())
                 .ok_or_else(|| {
                     ErrorData::invalid_params(
                         format!("unknown cursor `{cursor}`; start again without a cursor"),
@@ -573,9 +672,11 @@ impl ServerHandler for McpServer {
                     )
                 })?,
         };
-        let end = (start + self.page_size).min(self.tools.len());
-        let mut result = ListToolsResult::with_all_items(self.tools[start..end].to_vec());
-        if end < self.tools.len() {
+        let end = (start + self.page_size).min(tools.len());
+        let mut result = ListToolsResult::with_all_items(
+            tools[start..end].iter().map(|t| (*t).clone()).collect(),
+        );
+        if end < tools.len() {
             result.next_cursor = Some(end.to_string());
         }
         Ok(result)

@@ -77,9 +77,22 @@ async fn export_report(_: NoInput, ctx: ToolContext) -> String {
     "exported".into()
 }
 
+/// Records, when the tool is dropped, whether its cancellation token had fired.
+struct SeesCancel(ToolContext);
+
+impl Drop for SeesCancel {
+    fn drop(&mut self) {
+        if self.0.is_cancelled() {
+            SAW_CANCEL.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Waits until cancelled.
 #[tool(effect = read)]
 async fn wait_forever(_: NoInput, ctx: ToolContext) -> String {
+    // The runtime may drop the body as soon as the token fires: the guard sees it either way.
+    let _guard = SeesCancel(ctx.clone());
     ctx.cancelled().await;
     SAW_CANCEL.store(true, Ordering::SeqCst);
     "cancelled".into()
@@ -97,6 +110,16 @@ async fn export_archive(_: NoInput) -> String {
     "archived".into()
 }
 
+fn approved(cx: &EnabledContext<'_>) -> bool {
+    cx.flag("approved")
+}
+
+/// Publishes the release; exists only once the session says it is approved.
+#[tool(effect = public, approval = never, enabled = approved)]
+async fn publish(_: NoInput) -> String {
+    "published".into()
+}
+
 fn runtime() -> Runtime {
     let registry = Registry::from_tools([
         service_status::TOOL,
@@ -107,6 +130,7 @@ fn runtime() -> Runtime {
         wait_forever::TOOL,
         record_approval::TOOL,
         export_archive::TOOL,
+        publish::TOOL,
         toolwright::ask_question(),
     ])
     .unwrap();
@@ -123,6 +147,7 @@ struct Client {
     elicit: Option<(ElicitationAction, Option<String>)>,
     asked: Arc<Mutex<Vec<String>>>,
     progress: Seen,
+    list_changed: Arc<AtomicUsize>,
 }
 
 impl ClientHandler for Client {
@@ -146,6 +171,10 @@ impl ClientHandler for Client {
         let mut result = ElicitResult::new(action);
         result.content = answer.map(|a| json!({ "answer": a }));
         Ok(result)
+    }
+
+    async fn on_tool_list_changed(&self, _cx: NotificationContext<RoleClient>) {
+        self.list_changed.fetch_add(1, Ordering::SeqCst);
     }
 
     async fn on_progress(
@@ -623,4 +652,49 @@ async fn over_http_the_bearer_token_names_the_caller_and_a_session_cannot_be_bor
         .unwrap();
     assert_eq!(rebound.status(), 403);
     handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn conditional_tools_follow_the_session_and_the_client_is_told_when_they_change() {
+    let rt = runtime();
+    let mut events = rt.subscribe();
+    let watching = Client::default();
+    let changed = watching.list_changed.clone();
+    let client = connect(McpServer::new(rt.clone()), watching).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    assert!(!names(client.list_all_tools().await.unwrap()).contains(&"publish".to_owned()));
+
+    // The host approves the release in the session behind this MCP session.
+    let session_id = loop {
+        if let toolwright::runtime::Event::TurnStarted { session_id, .. } =
+            events.recv().await.unwrap()
+        {
+            break session_id;
+        }
+    };
+    rt.session(&session_id)
+        .await
+        .unwrap()
+        .set_state("approved", true)
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if changed.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        changed.load(Ordering::SeqCst),
+        1,
+        "notifications/tools/list_changed"
+    );
+    assert!(names(client.list_all_tools().await.unwrap()).contains(&"publish".to_owned()));
+    let result = client
+        .call_tool(CallToolRequestParams::new("publish"))
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "published");
 }

@@ -167,6 +167,13 @@ pub enum Event {
         /// What to know.
         message: String,
     },
+    /// The host changed a session's state or permissions ([`crate::Session::set_state`],
+    /// [`crate::Session::set_permission`]): conditional tools may have come or gone.
+    #[serde(rename = "session.changed")]
+    SessionChanged {
+        /// The session.
+        session_id: String,
+    },
     /// A `task` or `serve` call started a workflow task.
     #[serde(rename = "task.started")]
     TaskStarted {

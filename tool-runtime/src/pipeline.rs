@@ -542,6 +542,35 @@ impl Turn {
         Ok(json)
     }
 
+    /// Names of the conditional tools (`enabled = ...`) whose predicate is false for this turn
+    /// now: what [`Turn::tool_list`] leaves out. Empty, without reading the store, when no tool
+    /// is conditional.
+    pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
+        let rt = &self.runtime;
+        if !rt
+            .0
+            .registry
+            .tools()
+            .iter()
+            .any(|t| t.descriptor().enabled.is_some())
+        {
+            return Ok(Vec::new());
+        }
+        let turn = self.record().await?;
+        let (session, _) =
+            rt.0.store
+                .session(&turn.session_id)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
+        let mut names: Vec<String> = rt
+            .disabled_tools(&session, &turn)
+            .into_iter()
+            .map(|i| rt.0.registry.tools()[i].name().to_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Ends the turn (the host's model answered without calling tools).
     ///
     /// Refused with [`RuntimeError::TasksOpen`] while workflow tasks owe the turn results (not

@@ -748,7 +748,12 @@ impl Session {
                 .put_session(&record, Some(version))
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.runtime.emit(Event::SessionChanged {
+                        session_id: self.id.clone(),
+                    });
+                    return Ok(());
+                }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
             }
