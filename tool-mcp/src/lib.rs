@@ -36,8 +36,9 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ElicitResult, ElicitationAction, ElicitationSchema, Implementation, InputRequests,
+    InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, RequestStateCodec, SealOptions, ServerCapabilities,
     ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -58,9 +59,27 @@ pub enum McpError {
     /// The transport failed (stdio closed, a socket could not be bound).
     #[error("MCP transport: {0}")]
     Transport(String),
+    /// The server was configured wrongly.
+    #[error("MCP server configuration: {0}")]
+    Config(String),
     /// The runtime refused something.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+}
+
+/// The key of the one input request an input-required result carries.
+const INPUT_KEY: &str = "input";
+
+/// How long a sealed `requestState` stays valid.
+const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// What a sealed `requestState` carries: the parked call to resume, and who may resume it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Pending {
+    turn_id: String,
+    request_id: String,
+    call_id: String,
+    principal: Option<Principal>,
 }
 
 /// How many tools one `tools/list` page holds by default.
@@ -99,6 +118,8 @@ pub struct McpServer {
     name: String,
     /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
     conditional: bool,
+    /// Seals the `requestState` of input-required results (HMAC with the server's key).
+    states: Arc<RequestStateCodec>,
     /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
     binding: Arc<Mutex<Binding>>,
 }
@@ -138,7 +159,15 @@ impl McpServer {
             .tools()
             .iter()
             .any(|t| t.descriptor().enabled.is_some());
+        // A random key per server: sealed states survive as long as the server does. Servers
+        // that share parked calls share a key (`McpServer::request_state_key`).
+        let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+            .iter()
+            .flat_map(|u| *u.as_bytes())
+            .collect();
         McpServer {
+            // Two random UUIDs: 32 bytes, the length `try_new` asks for.
+            states: Arc::new(RequestStateCodec::new_unchecked(key)),
             conditional,
             runtime,
             tools: Arc::new(tools),
@@ -169,6 +198,16 @@ impl McpServer {
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
+    }
+
+    /// The key that seals `requestState` in input-required results (at least 32 bytes; by
+    /// default a random one per server). Instances that resume each other's parked calls share
+    /// one.
+    pub fn request_state_key(mut self, key: impl Into<Vec<u8>>) -> Result<Self, McpError> {
+        let codec = RequestStateCodec::try_new(key)
+            .map_err(|e| McpError::Config(format!("the request-state key: {e}")))?;
+        self.states = Arc::new(codec);
+        Ok(self)
     }
 
     /// The runtime.
@@ -282,8 +321,11 @@ impl McpServer {
         &self,
         params: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.caller(&cx);
+        if let Some(state) = &params.request_state {
+            return self.resume(&params, state, principal).await;
+        }
         let mut binding = self.binding.lock().await;
         let turn = self
             .turn(&mut binding, principal.clone(), cx.peer.clone())
@@ -344,6 +386,14 @@ impl McpServer {
                 let done = results.into_iter().find(|r| r.call_id == call_id);
                 match done {
                     Some(result) => Ok(result),
+                    // Peers on 2026-07-28 get the question back in the result and answer it by
+                    // calling again; older peers are asked through elicitation.
+                    None if modern(&cx) => {
+                        if let Some(task) = progress {
+                            task.abort();
+                        }
+                        return self.input_required(turn.id(), principal, &requests, &call_id);
+                    }
                     None => {
                         self.ask_person(&cx, &turn, principal, requests, &call_id)
                             .await
@@ -364,7 +414,146 @@ impl McpServer {
             let _ = cx.peer.notify_tool_list_changed().await;
         }
         let result = result?;
-        Ok(self.to_mcp(&result))
+        Ok(self.to_mcp(&result).into())
+    }
+
+    /// An input-required result for the first pending request, with the sealed state that
+    /// resumes the call.
+    fn input_required(
+        &self,
+        turn_id: &str,
+        principal: Option<Principal>,
+        requests: &[InputRequest],
+        call_id: &str,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(request) = requests.iter().find(|r| r.is_pending()) else {
+            return Err(ErrorData::internal_error(
+                "the call waits for input, but no request is pending",
+                None,
+            ));
+        };
+        let (message, schema) = form_for(request);
+        let schema = ElicitationSchema::from_json_schema(schema)
+            .map_err(|e| ErrorData::internal_error(format!("elicitation schema: {e}"), None))?;
+        let elicitation =
+            rmcp::model::ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: schema,
+            });
+        let pending = Pending {
+            turn_id: turn_id.to_owned(),
+            request_id: request.request_id.clone(),
+            call_id: call_id.to_owned(),
+            principal,
+        };
+        let state = self
+            .states
+            .seal_json_with(&pending, &SealOptions::new().ttl(STATE_TTL))
+            .map_err(|e| {
+                ErrorData::internal_error(format!("sealing the request state: {e}"), None)
+            })?;
+        let mut inputs = InputRequests::new();
+        inputs.insert(
+            INPUT_KEY.to_owned(),
+            rmcp::model::InputRequest::Elicitation(elicitation),
+        );
+        Ok(InputRequiredResult::new(Some(inputs), Some(state)).into())
+    }
+
+    /// A retried call carrying `requestState` and the user's answer: settles the request
+    /// through the input protocol and returns the call's result (or the next question).
+    async fn resume(
+        &self,
+        params: &CallToolRequestParams,
+        state: &str,
+        principal: Option<Principal>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let pending: Pending = self.states.open_json(state).map_err(|e| {
+            ErrorData::invalid_params(
+                format!("`requestState` is not one this server issued, or it expired ({e}); call the tool again without it"),
+                None,
+            )
+        })?;
+        if pending.principal != principal {
+            return Err(ErrorData::invalid_request(
+                "this `requestState` belongs to another client",
+                None,
+            ));
+        }
+        let answer: ElicitResult = params
+            .input_responses
+            .as_ref()
+            .and_then(|responses| responses.get(INPUT_KEY))
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| {
+                ErrorData::invalid_params(
+                    format!("`inputResponses.{INPUT_KEY}` is not an elicitation result: {e}"),
+                    None,
+                )
+            })?
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!(
+                        "`inputResponses` needs `{INPUT_KEY}`, the answer to the input request"
+                    ),
+                    None,
+                )
+            })?;
+        let turn = self
+            .runtime
+            .turn(&pending.turn_id)
+            .await
+            .map_err(internal)?;
+        let record = turn.record().await.map_err(internal)?;
+        let Some(request) = record.request(&pending.request_id).cloned() else {
+            return Err(ErrorData::invalid_params(
+                "the input request of this `requestState` is gone; call the tool again",
+                None,
+            ));
+        };
+        let response = response_for(&request, answer, principal.clone());
+        let outcome = self.runtime.respond(response).await.map_err(internal)?;
+        let call_id = &pending.call_id;
+        let result = match outcome {
+            RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) => {
+                first(results, call_id)?
+            }
+            RespondOutcome::Resumed(StepOutcome::Waiting {
+                results, requests, ..
+            }) => match results.into_iter().find(|r| r.call_id == *call_id) {
+                Some(result) => result,
+                None => return self.input_required(turn.id(), principal, &requests, call_id),
+            },
+            RespondOutcome::Rejected { reason } => CallResult::failed(
+                call_id,
+                request.tool.as_deref().unwrap_or_default(),
+                toolwright_core::ToolError::with_code(
+                    toolwright_core::ErrorCode::Denied,
+                    format!("the answer was refused: {reason}"),
+                ),
+            ),
+            _ => {
+                // Already answered (a repeated retry) or other requests still pending.
+                let record = turn.record().await.map_err(internal)?;
+                let requests = record.pending.map(|s| s.requests).unwrap_or_default();
+                if requests.iter().any(InputRequest::is_pending) {
+                    return self.input_required(turn.id(), principal, &requests, call_id);
+                }
+                match turn.last_results().await.map_err(internal)? {
+                    Some(step) => first(step.results, call_id)?,
+                    None => {
+                        return Err(ErrorData::invalid_params(
+                            "this input request was already answered; call the tool again",
+                            None,
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(self.to_mcp(&result).into())
     }
 
     /// Settles the requests a parked call waits on by asking the client's user (elicitation),
@@ -540,8 +729,18 @@ async fn elicit(
         })
         .await
         .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))?;
+    Ok(response_for(request, answer, principal))
+}
+
+/// The input-protocol response for an elicitation answer: accept → approve (or the answer to a
+/// question), decline → deny, cancel → cancel.
+fn response_for(
+    request: &InputRequest,
+    answer: ElicitResult,
+    principal: Option<Principal>,
+) -> InputResponse {
     let id = &request.request_id;
-    Ok(match answer.action {
+    match answer.action {
         ElicitationAction::Accept if request.kind == RequestKind::Question => {
             let text = answer
                 .content
@@ -562,7 +761,14 @@ async fn elicit(
         ElicitationAction::Decline => InputResponse::cancel(id, principal),
         // Cancel, and any action a newer protocol adds: nothing was granted.
         _ => InputResponse::cancel(id, principal).note("the user dismissed the request"),
-    })
+    }
+}
+
+/// Whether the request's peer speaks 2026-07-28 or later (no server-to-client requests; input
+/// goes through input-required results).
+fn modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
 }
 
 /// The ids (or, for `ask_question`, labels) a question's answer may be.
@@ -631,10 +837,8 @@ impl ServerHandler for McpServer {
         ))
     }
 
-    // The 2026-07-28 revision forbids the server-to-client requests approvals use here
-    // (elicitation); until input-required results are supported, peers negotiate 2025-11-25.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25).into()
+        ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28).into()
     }
 
     async fn list_tools(
@@ -691,7 +895,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, cx).await.map(Into::into)
+        self.call(request, cx).await
     }
 }
 

@@ -698,3 +698,131 @@ async fn conditional_tools_follow_the_session_and_the_client_is_told_when_they_c
         .unwrap();
     assert_eq!(text(&result), "published");
 }
+
+/// A client on the 2026-07-28 revision: no server-to-client requests; input goes through
+/// input-required results and retried calls.
+async fn connect_modern(server: McpServer, client: Client) -> RunningService<RoleClient, Client> {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let running = server.serve(a).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    rmcp::service::serve_client_with_lifecycle(
+        client,
+        b,
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn peers_on_2026_07_28_answer_through_input_required_results() {
+    let alice = Principal::user("local", "alice");
+    let accepting = Client {
+        elicit: Some((ElicitationAction::Accept, None)),
+        ..Client::default()
+    };
+    let asked = accepting.asked.clone();
+    let client = connect_modern(
+        McpServer::new(runtime()).principal(alice.clone()),
+        accepting,
+    )
+    .await;
+    let before = RESTARTS.load(Ordering::SeqCst);
+    // rmcp's client answers the input request with its handler and calls again with
+    // `inputResponses` and the sealed `requestState`.
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("restart")
+                .with_arguments(args(json!({ "service": "queue" }))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "queue restarted");
+    assert_eq!(asked.lock().unwrap().as_slice(), ["Restart queue?"]);
+    assert!(RESTARTS.load(Ordering::SeqCst) > before);
+
+    // One round by hand: the first call returns the question and nothing runs yet.
+    let response = client
+        .call_tool_once(
+            CallToolRequestParams::new("restart")
+                .with_arguments(args(json!({ "service": "mail" }))),
+        )
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(required) = response else {
+        panic!("expected an input-required result, got {response:?}");
+    };
+    let state = required.request_state.clone().unwrap();
+    let request =
+        serde_json::to_value(&required.input_requests.as_ref().unwrap()["input"]).unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "Restart mail?");
+
+    // A forged state is refused; a declined answer denies the call.
+    let forged = client
+        .call_tool_once(
+            CallToolRequestParams::new("restart")
+                .with_arguments(args(json!({ "service": "mail" })))
+                .with_request_state("not-a-state")
+                .with_input_responses([("input".to_owned(), json!({ "action": "accept" }))].into()),
+        )
+        .await
+        .unwrap_err();
+    assert!(forged.to_string().contains("requestState"), "{forged}");
+    let declined = client
+        .call_tool_once(
+            CallToolRequestParams::new("restart")
+                .with_arguments(args(json!({ "service": "mail" })))
+                .with_request_state(state.clone())
+                .with_input_responses(
+                    [("input".to_owned(), json!({ "action": "decline" }))].into(),
+                ),
+        )
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::Complete(declined) = declined else {
+        panic!("expected a result, got {declined:?}");
+    };
+    assert_eq!(declined.is_error, Some(true));
+    assert!(text(&declined).contains("declined"), "{}", text(&declined));
+
+    // The state belongs to its principal: another server sharing the key, acting for bob,
+    // refuses it.
+    let key = [7u8; 32];
+    let shared = McpServer::new(runtime())
+        .principal(alice.clone())
+        .request_state_key(key)
+        .unwrap();
+    let alices = connect_modern(shared.clone(), Client::default()).await;
+    let response = alices
+        .call_tool_once(
+            CallToolRequestParams::new("restart").with_arguments(args(json!({ "service": "dns" }))),
+        )
+        .await
+        .unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(required) = response else {
+        panic!("expected an input-required result");
+    };
+    let bobs = connect_modern(
+        McpServer::new(shared.runtime().clone())
+            .principal(Principal::user("local", "bob"))
+            .request_state_key(key)
+            .unwrap(),
+        Client::default(),
+    )
+    .await;
+    let stolen = bobs
+        .call_tool_once(
+            CallToolRequestParams::new("restart")
+                .with_arguments(args(json!({ "service": "dns" })))
+                .with_request_state(required.request_state.unwrap())
+                .with_input_responses([("input".to_owned(), json!({ "action": "accept" }))].into()),
+        )
+        .await
+        .unwrap_err();
+    assert!(stolen.to_string().contains("another client"), "{stolen}");
+}
