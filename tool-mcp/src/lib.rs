@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod http_server;
+mod tasks;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -414,6 +415,10 @@ impl McpServer {
             let _ = cx.peer.notify_tool_list_changed().await;
         }
         let result = result?;
+        // A `task` tool's receipt becomes an MCP task for clients of the tasks extension.
+        if let Some(task) = self.task_receipt(&cx, &result) {
+            return Ok(task);
+        }
         Ok(self.to_mcp(&result).into())
     }
 
@@ -829,6 +834,7 @@ impl ServerHandler for McpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -896,6 +902,30 @@ impl ServerHandler for McpServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(request, cx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.get_task_state(request, cx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task_inputs(request, cx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_run(request, cx).await
     }
 }
 

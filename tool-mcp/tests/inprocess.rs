@@ -110,6 +110,30 @@ async fn export_archive(_: NoInput) -> String {
     "archived".into()
 }
 
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct MigrateArgs {
+    table: String,
+}
+
+/// Migrates a table in the background after the operator confirms.
+#[tool(effect = write, workflow = task)]
+async fn migrate(args: MigrateArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
+    let copied: String = ctx
+        .step("copy", async { Ok(format!("{} copied", args.table)) })
+        .await?;
+    let go = ctx
+        .ask(
+            AskRequest::new(format!("{copied}. Switch over?"))
+                .option(AskOption::new("switch", "Switch")),
+        )
+        .await?;
+    if go.chose("switch") {
+        Ok(format!("{} migrated", args.table))
+    } else {
+        Ok(format!("{} kept", args.table))
+    }
+}
+
 fn approved(cx: &EnabledContext<'_>) -> bool {
     cx.flag("approved")
 }
@@ -131,6 +155,7 @@ fn runtime() -> Runtime {
         record_approval::TOOL,
         export_archive::TOOL,
         publish::TOOL,
+        migrate::TOOL,
         toolwright::ask_question(),
     ])
     .unwrap();
@@ -148,14 +173,21 @@ struct Client {
     asked: Arc<Mutex<Vec<String>>>,
     progress: Seen,
     list_changed: Arc<AtomicUsize>,
+    tasks: bool,
 }
 
 impl ClientHandler for Client {
     fn get_info(&self) -> ClientConfig {
         let mut config = ClientConfig::default();
-        if self.elicit.is_some() {
-            config.capabilities = ClientCapabilities::builder().enable_elicitation().build();
-        }
+        config.capabilities = match (self.elicit.is_some(), self.tasks) {
+            (true, true) => ClientCapabilities::builder()
+                .enable_elicitation()
+                .enable_tasks()
+                .build(),
+            (true, false) => ClientCapabilities::builder().enable_elicitation().build(),
+            (false, true) => ClientCapabilities::builder().enable_tasks().build(),
+            (false, false) => ClientCapabilities::default(),
+        };
         config
     }
 
@@ -825,4 +857,121 @@ async fn peers_on_2026_07_28_answer_through_input_required_results() {
         .await
         .unwrap_err();
     assert!(stolen.to_string().contains("another client"), "{stolen}");
+}
+
+#[tokio::test]
+async fn task_tools_become_mcp_tasks_for_clients_of_the_tasks_extension() {
+    use rmcp::model::{CallToolResponse, GetTaskParams, TaskStatus, UpdateTaskParams};
+    let client = connect(
+        McpServer::new(runtime()).principal(Principal::user("local", "alice")),
+        Client {
+            tasks: true,
+            ..Client::default()
+        },
+    )
+    .await;
+    let response = client
+        .call_tool_once(
+            CallToolRequestParams::new("migrate").with_arguments(args(json!({ "table": "users" }))),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = response else {
+        panic!("expected a CreateTaskResult, got {response:?}");
+    };
+    let id = created.task.task_id.clone();
+    assert!(id.starts_with("migrate-"), "{id}");
+    assert_eq!(created.task.status, TaskStatus::Working);
+
+    // The task asks its question through tasks/get, and tasks/update answers it.
+    let mut waiting = None;
+    for _ in 0..200 {
+        let state = client.get_task(GetTaskParams::new(&id)).await.unwrap();
+        if state.task.task.status == TaskStatus::InputRequired {
+            waiting = Some(state);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waiting = waiting.expect("the task asks");
+    let rmcp::model::TaskPayload::InputRequired { input_requests } = &waiting.task.payload else {
+        panic!("{waiting:?}");
+    };
+    let (key, request) = input_requests.iter().next().unwrap();
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["params"]["message"], "users copied. Switch over?");
+    client
+        .update_task(UpdateTaskParams::new(
+            &id,
+            [(
+                key.clone(),
+                json!({ "action": "accept", "content": { "answer": "switch" } }),
+            )]
+            .into(),
+        ))
+        .await
+        .unwrap();
+    let mut done = None;
+    for _ in 0..200 {
+        let state = client.get_task(GetTaskParams::new(&id)).await.unwrap();
+        if state.task.task.status == TaskStatus::Completed {
+            done = Some(state);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = done.expect("the task completes");
+    let rmcp::model::TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("{done:?}");
+    };
+    assert_eq!(result["content"][0]["text"], "users migrated");
+
+    // tasks/cancel on another task: it ends cancelled.
+    let CallToolResponse::Task(created) = client
+        .call_tool_once(
+            CallToolRequestParams::new("migrate")
+                .with_arguments(args(json!({ "table": "orders" }))),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("a task");
+    };
+    client
+        .cancel_task(rmcp::model::CancelTaskParams::new(&created.task.task_id))
+        .await
+        .unwrap();
+    let mut status = TaskStatus::Working;
+    for _ in 0..300 {
+        status = client
+            .get_task(GetTaskParams::new(&created.task.task_id))
+            .await
+            .unwrap()
+            .task
+            .task
+            .status;
+        if status == TaskStatus::Cancelled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, TaskStatus::Cancelled);
+
+    // Without the extension the same tool answers with the receipt.
+    let plain = connect(
+        McpServer::new(runtime()).principal(Principal::user("local", "alice")),
+        Client::default(),
+    )
+    .await;
+    let receipt = plain
+        .call_tool(
+            CallToolRequestParams::new("migrate").with_arguments(args(json!({ "table": "logs" }))),
+        )
+        .await
+        .unwrap();
+    assert!(
+        text(&receipt).starts_with("Started task migrate-"),
+        "{}",
+        text(&receipt)
+    );
 }

@@ -1337,6 +1337,14 @@ impl Turn {
             .await
     }
 
+    /// Like [`Turn::task_results`], for task `task_id` alone (a host that hands each task's
+    /// result over on its own, e.g. through the MCP tasks extension).
+    pub async fn task_results_of(&self, task_id: &str) -> Result<Vec<TaskResult>, RuntimeError> {
+        self.runtime
+            .take_results(&self.session_id, &self.id, Some(task_id))
+            .await
+    }
+
     /// Waits up to `timeout` for task results of this turn and takes them (see
     /// [`Turn::task_results`]). Returns an empty list at the timeout, or at once when no task
     /// owes the turn anything.
