@@ -194,3 +194,32 @@ fn the_python_sdk_over_streamable_http_declining_an_approval() {
     let message = found["restart"]["content"][0]["text"].as_str().unwrap();
     assert!(message.contains("declined `restart_service`"), "{message}");
 }
+
+#[test]
+fn the_v2_typescript_sdk_on_2026_07_28_answers_through_input_required_results() {
+    let script = node_client().with_file_name("client-v2.mjs");
+    assert!(
+        script
+            .with_file_name("node_modules/@modelcontextprotocol/client")
+            .exists(),
+        "the v2 TypeScript MCP SDK is not installed; run `scripts/setup-clients`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new("node")
+        .arg(script)
+        .arg(server_binary())
+        .args(["--stdio", "--db"])
+        .arg(dir.path().join("db"))
+        .output()
+        .unwrap();
+    let found = findings(&output);
+    // No `initialize`, no server-to-client requests: the approval came back in an
+    // `input_required` result and the SDK called again with the answer.
+    assert_eq!(found["protocol"], "2026-07-28");
+    assert_eq!(
+        found["status"]["structuredContent"]["service"],
+        "payment-api"
+    );
+    assert_eq!(found["asked"].as_array().unwrap().len(), 1);
+    assert_eq!(found["restart"]["structuredContent"]["restarted"], true);
+}
