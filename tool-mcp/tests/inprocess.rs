@@ -98,6 +98,14 @@ async fn wait_forever(_: NoInput, ctx: ToolContext) -> String {
     "cancelled".into()
 }
 
+/// Fails like a backend that is down.
+#[tool(effect = read)]
+async fn flaky(_: NoInput) -> Result<String, ToolError> {
+    Err(ToolError::new(
+        "the metrics API answered 503; try again in a minute",
+    ))
+}
+
 /// The user's own tool: never listed for the model.
 #[tool(effect = write, user_only)]
 async fn record_approval(_: NoInput) -> String {
@@ -156,6 +164,7 @@ fn runtime() -> Runtime {
         export_archive::TOOL,
         publish::TOOL,
         migrate::TOOL,
+        flaky::TOOL,
         toolwright::ask_question(),
     ])
     .unwrap();
@@ -348,6 +357,16 @@ async fn calls_return_structured_content_and_actionable_errors() {
         text(&unknown).contains("no_such_tool"),
         "{}",
         text(&unknown)
+    );
+
+    let failed = client
+        .call_tool(CallToolRequestParams::new("flaky"))
+        .await
+        .unwrap();
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(
+        text(&failed),
+        "the metrics API answered 503; try again in a minute"
     );
 
     // A deferred tool is reached through tool_call, as in process.
