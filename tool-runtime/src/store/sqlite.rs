@@ -784,3 +784,22 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod durability {
+    use super::*;
+
+    #[test]
+    fn a_file_store_syncs_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.db")).unwrap();
+        let conn = store.conn.lock().unwrap();
+        let sync: i64 = conn
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap();
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |row| row.get(0))
+            .unwrap();
+        assert_eq!((sync, mode.as_str()), (2, "wal"), "FULL is 2");
+    }
+}

@@ -1,0 +1,171 @@
+//! Parking, resuming and journaling through the SQLite store, against the floor of the same
+//! durability settings (figures in BENCHMARKS.md):
+//!
+//! - `parking/park`: a step whose one call needs approval (`always`): the turn is recorded as
+//!   waiting, with its request indexed; `parking/resume`: the approval, which claims the turn, runs
+//!   the call and closes the step;
+//! - `journal/durable_step`: one `ctx.step` of a durable tool, recorded before it returns (a call
+//!   of 20 steps, divided by 20), against `journal/rusqlite_insert`: one row inserted in its own
+//!   transaction with rusqlite directly, same file settings (WAL, `synchronous = FULL`).
+//!
+//! All on a file in a temporary directory, every commit synced to disk.
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::prelude::*;
+use toolwright::runtime::{
+    InputResponse, Runtime, SessionSpec, SqliteStore, StepOutcome, ToolCall, Turn,
+};
+use toolwright::{Caller, Principal};
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Args {
+    service: String,
+}
+
+/// Restarts one service.
+#[tool(effect = write, approval = always)]
+async fn restart(args: Args) -> String {
+    format!("{} restarted", args.service)
+}
+
+/// Twenty journaled steps.
+#[tool(effect = write, durable)]
+async fn provision(_: NoInput, ctx: DurableContext) -> Result<u32, ToolError> {
+    let mut total = 0;
+    for i in 0..STEPS {
+        total += ctx.step(format!("step-{i}"), async move { Ok(i) }).await?;
+    }
+    Ok(total)
+}
+
+const STEPS: u32 = 20;
+
+fn alice() -> Principal {
+    Principal::user("bench", "alice")
+}
+
+async fn park(turn: &Turn) -> String {
+    match turn
+        .step(vec![ToolCall::new("c", "restart", r#"{"service":"api"}"#)])
+        .await
+        .expect("step")
+    {
+        StepOutcome::Waiting { requests, .. } => requests[0].request_id.clone(),
+        other => panic!("expected to park, got {other:?}"),
+    }
+}
+
+fn store(c: &mut Criterion) {
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime =
+        Runtime::builder(Registry::from_tools([restart::TOOL, provision::TOOL]).expect("registry"))
+            .store(SqliteStore::open(dir.path().join("bench.db")).expect("store"))
+            .build()
+            .expect("runtime");
+    let session = tokio.block_on(async {
+        runtime
+            .open_session(SessionSpec::new("bench").initiator(alice()))
+            .await
+            .expect("session")
+    });
+
+    let mut parking = c.benchmark_group("parking");
+    parking.bench_function("park", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let turn = session
+                        .begin_turn(Some(alice()), Caller::Model)
+                        .await
+                        .expect("turn");
+                    let start = Instant::now();
+                    park(&turn).await;
+                    total += start.elapsed();
+                }
+                total
+            })
+        })
+    });
+    parking.bench_function("resume", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async {
+                let mut parked = Vec::new();
+                for _ in 0..iters {
+                    let turn = session
+                        .begin_turn(Some(alice()), Caller::Model)
+                        .await
+                        .expect("turn");
+                    parked.push(park(&turn).await);
+                }
+                let start = Instant::now();
+                for request in parked {
+                    runtime
+                        .respond(InputResponse::approve(&request, Some(alice())))
+                        .await
+                        .expect("respond");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    parking.finish();
+
+    let mut journal = c.benchmark_group("journal");
+    let turn = tokio.block_on(async {
+        session
+            .begin_turn(Some(alice()), Caller::Model)
+            .await
+            .expect("turn")
+    });
+    // Call ids never repeat: a repeated id would replay its recorded journal instead of writing.
+    let mut calls = 0u64;
+    journal.bench_function("durable_step", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    calls += 1;
+                    let start = Instant::now();
+                    turn.step(vec![ToolCall::new(format!("p{calls}"), "provision", "{}")])
+                        .await
+                        .expect("step");
+                    total += start.elapsed();
+                }
+                // Per step: the call's fixed cost (two turn writes) spread over its steps.
+                total / STEPS
+            })
+        })
+    });
+    let raw = rusqlite::Connection::open(dir.path().join("raw.db")).expect("raw");
+    let mode: String = raw
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .expect("wal");
+    assert_eq!(mode, "wal", "the floor uses the store's settings");
+    raw.pragma_update(None, "synchronous", "FULL")
+        .expect("sync");
+    raw.execute_batch(
+        "CREATE TABLE journal (run_id TEXT NOT NULL, position INTEGER NOT NULL, json TEXT NOT NULL, PRIMARY KEY (run_id, position)) WITHOUT ROWID",
+    )
+    .expect("table");
+    let mut position = 0i64;
+    journal.bench_function("rusqlite_insert", |b| {
+        b.iter(|| {
+            position += 1;
+            raw.execute(
+                "INSERT INTO journal (run_id, position, json) VALUES ('run', ?1, ?2)",
+                rusqlite::params![position, r#"{"kind":"step","name":"step-1","value":1}"#],
+            )
+            .expect("insert")
+        })
+    });
+    journal.finish();
+}
+
+criterion_group!(benches, store);
+criterion_main!(benches);
