@@ -119,7 +119,7 @@ pub(crate) fn durable_run_id(turn_id: &str, call_id: &str) -> String {
     format!("{turn_id}/{call_id}")
 }
 
-fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
@@ -1520,35 +1520,7 @@ impl Runtime {
                 .tool
                 .as_deref()
                 .and_then(|name| self.0.registry.get(name));
-            let verdict = {
-                let input = request.input.clone().unwrap_or(Value::Null);
-                let call = ResponseCall::new(
-                    &info,
-                    &request.request_id,
-                    request.call_id.as_deref().unwrap_or_default(),
-                    request.tool.as_deref().unwrap_or_default(),
-                    &input,
-                    request.requester.as_ref(),
-                    response.decision,
-                    response.principal.as_ref(),
-                );
-                match tool
-                    .and_then(|t| t.descriptor().approval)
-                    .and_then(|a| a.response)
-                {
-                    // A response policy that panics keeps the request pending: fail closed.
-                    Some(policy) => {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
-                            .unwrap_or_else(|_| {
-                                ResponseVerdict::rejected(format!(
-                                    "the response policy of `{}` failed; the request stays pending",
-                                    call.tool_name
-                                ))
-                            })
-                    }
-                    None => requester_only(&call),
-                }
-            };
+            let verdict = response_verdict(tool, &info, &request, &response);
             if let ResponseVerdict::Rejected(reason) = verdict {
                 self.emit(Event::ApprovalCandidate {
                     session_id: session.id.clone(),
@@ -2275,6 +2247,40 @@ pub(crate) fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>
     }
     turn.status = TurnStatus::Running;
     claimed
+}
+
+/// What the tool's response policy (or, without one, `requester_only`) says of `response` to
+/// `request`. A response policy that panics keeps the request pending: fail closed.
+pub(crate) fn response_verdict(
+    tool: Option<&Tool>,
+    info: &SessionInfo,
+    request: &InputRequest,
+    response: &InputResponse,
+) -> ResponseVerdict {
+    let input = request.input.clone().unwrap_or(Value::Null);
+    let call = ResponseCall::new(
+        info,
+        &request.request_id,
+        request.call_id.as_deref().unwrap_or_default(),
+        request.tool.as_deref().unwrap_or_default(),
+        &input,
+        request.requester.as_ref(),
+        response.decision,
+        response.principal.as_ref(),
+    );
+    match tool
+        .and_then(|t| t.descriptor().approval)
+        .and_then(|a| a.response)
+    {
+        Some(policy) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
+            .unwrap_or_else(|_| {
+                ResponseVerdict::rejected(format!(
+                    "the response policy of `{}` failed; the request stays pending",
+                    call.tool_name
+                ))
+            }),
+        None => requester_only(&call),
+    }
 }
 
 /// The start label of a call with `input`. A label callback that panics is a failing label: like

@@ -237,6 +237,14 @@ impl RuntimeBuilder {
                 )
             }),
             active: std::sync::Mutex::new(HashMap::new()),
+            runs_tasks: self.registry.tools().iter().any(|t| {
+                matches!(
+                    t.descriptor().kind,
+                    toolwright_core::ToolKind::Workflow(
+                        toolwright_core::Entry::Task | toolwright_core::Entry::Serve
+                    )
+                )
+            }),
             tasks: std::sync::Mutex::new(HashMap::new()),
             task_changed: tokio::sync::Notify::new(),
             registrations: std::sync::atomic::AtomicU64::new(0),
@@ -264,6 +272,8 @@ pub(crate) struct Inner {
     /// registration it came from.
     pub(crate) active: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
     pub(crate) registrations: std::sync::atomic::AtomicU64,
+    /// Whether some tool is a `task` or `serve` workflow (else no task can owe a turn anything).
+    pub(crate) runs_tasks: bool,
     /// Cancellation tokens of workflow tasks whose bodies run in this process now.
     pub(crate) tasks: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
     /// Notified whenever this process records something about a task (a result, an end).

@@ -15,9 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, CallContext, CallOutput, Caller, Entry, ErrorCode, ModelOutput, ResponseCall,
-    ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
-    approval::requester_only,
+    AskAnswer, CallContext, CallOutput, Caller, Entry, ErrorCode, ModelOutput, ResponseDecision,
+    ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
 };
 
 use crate::event::Event;
@@ -56,8 +55,16 @@ fn task_id(tool: &str, turn_id: &str, step: u32, call_id: &str) -> String {
     format!("{tool}-{suffix}")
 }
 
-fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+/// What a task's body (and its response policy) sees of its session: the starting turn's.
+fn task_info(session: &SessionRecord, task: &TaskRecord) -> SessionInfo {
+    SessionInfo {
+        id: session.id.clone(),
+        turn_id: task.turn_id.clone(),
+        parent: session.parent.clone(),
+        initiator: session.initiator.clone(),
+        current: task.current.clone(),
+        interactive: session.interactive && task.caller != Caller::Schedule,
+    }
 }
 
 /// How one run of a task's body ended.
@@ -359,14 +366,7 @@ impl Runtime {
             Ok(recorded) => recorded,
             Err(error) => return RunEnd::StoreFailed(error),
         };
-        let info = SessionInfo {
-            id: session.id.clone(),
-            turn_id: task.turn_id.clone(),
-            parent: session.parent.clone(),
-            initiator: session.initiator.clone(),
-            current: task.current.clone(),
-            interactive: session.interactive && task.caller != Caller::Schedule,
-        };
+        let info = task_info(&session, task);
         let (replies, mut incoming) = tokio::sync::mpsc::unbounded_channel();
         let host = Arc::new(RuntimeHost {
             token: token.clone(),
@@ -570,7 +570,7 @@ impl Runtime {
                     } else {
                         let first = task.calls.first().map(|c| c.call_id.clone());
                         let made = InputRequest {
-                            request_id: new_id("req"),
+                            request_id: crate::pipeline::new_id("req"),
                             kind: RequestKind::Question,
                             session_id: task.session_id.clone(),
                             turn_id: task.turn_id.clone(),
@@ -750,43 +750,13 @@ impl Runtime {
             let Some((session, _)) = self.0.store.session(&task.session_id).await? else {
                 return Err(RuntimeError::UnknownSession(task.session_id.clone()));
             };
-            let info = SessionInfo {
-                id: session.id.clone(),
-                turn_id: task.turn_id.clone(),
-                parent: session.parent.clone(),
-                initiator: session.initiator.clone(),
-                current: task.current.clone(),
-                interactive: session.interactive,
-            };
-            let input = request.input.clone().unwrap_or(Value::Null);
-            let call = ResponseCall::new(
-                &info,
-                &request.request_id,
-                request.call_id.as_deref().unwrap_or_default(),
-                &task.tool,
-                &input,
-                request.requester.as_ref(),
-                response.decision,
-                response.principal.as_ref(),
+            let tool = self.0.registry.get(&task.tool);
+            let verdict = crate::pipeline::response_verdict(
+                tool,
+                &task_info(&session, &task),
+                &request,
+                &response,
             );
-            let policy = self
-                .0
-                .registry
-                .get(&task.tool)
-                .and_then(|t| t.descriptor().approval)
-                .and_then(|a| a.response);
-            let verdict = match policy {
-                Some(policy) => {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
-                        .unwrap_or_else(|_| {
-                            ResponseVerdict::rejected(format!(
-                                "the response policy of `{}` failed; the request stays pending",
-                                task.tool
-                            ))
-                        })
-                }
-                None => requester_only(&call),
-            };
             if let ResponseVerdict::Rejected(reason) = verdict {
                 return Ok(RespondOutcome::Rejected { reason });
             }
@@ -1039,6 +1009,10 @@ impl Runtime {
         session_id: &str,
         turn_id: &str,
     ) -> Result<Vec<TaskRecord>, RuntimeError> {
+        // Without task tools no task exists: turns end without reading the store for them.
+        if !self.0.runs_tasks {
+            return Ok(Vec::new());
+        }
         Ok(self
             .tasks(session_id)
             .await?
