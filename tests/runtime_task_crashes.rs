@@ -377,13 +377,20 @@ fn run_child(dir: &Path, plan: &[String], cancel: bool, delay: Duration) -> Resu
         command.env(CANCEL, "1");
     }
     let mut child = command.spawn().unwrap();
-    let kill = plan.iter().find(|p| p.starts_with("kill:")).cloned();
+    let mut kill = plan.iter().find(|p| p.starts_with("kill:")).cloned();
     let mut killed = false;
     let started = Instant::now();
     // A child that runs this long is stuck: an anomaly, not a hang of the suite.
     let mut stuck = false;
     loop {
         if kill.is_some() && dir.join("marker").exists() {
+            // With several kill points armed, the marker names the step that is running: the
+            // kill is that step's, not the first one in the plan.
+            if let Ok(step) = std::fs::read_to_string(dir.join("marker"))
+                && !step.is_empty()
+            {
+                kill = Some(format!("kill:{step}"));
+            }
             std::thread::sleep(delay);
             killed = child.kill().is_ok();
             break;
@@ -438,10 +445,14 @@ fn run_one(index: usize, rng: &mut XorShift, totals: &mut Totals, tokio: &tokio:
         plan.push(point);
     }
     let mut crashes_at: BTreeMap<String, usize> = BTreeMap::new();
+    // What each child did, for the anomaly report.
+    let mut history = Vec::new();
     let mut done = false;
     for _ in 0..16 {
         let delay = Duration::from_micros(u64::try_from(rng.below(6000)).unwrap());
-        match run_child(dir.path(), &plan, cancel, delay) {
+        let ended = run_child(dir.path(), &plan, cancel, delay);
+        history.push(format!("{:?}", ended.as_ref().map(String::as_str)));
+        match ended {
             Ok(point) if point == "normal" => {}
             Ok(point) => {
                 *totals
@@ -497,7 +508,9 @@ fn run_one(index: usize, rng: &mut XorShift, totals: &mut Totals, tokio: &tokio:
         if planned.contains(&step) {
             if n == 0 || n > allowed {
                 totals.anomalies.push(format!(
-                    "run {index}: `{step}` ran {n} times (allowed 1..={allowed})"
+                    "run {index}: `{step}` ran {n} times (allowed 1..={allowed}); children: {}; effects: {}",
+                    history.join(", "),
+                    effects.replace('\n', "; ")
                 ));
             }
             totals.repeated += n.saturating_sub(1);
