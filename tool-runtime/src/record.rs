@@ -141,6 +141,23 @@ impl TurnRecord {
             .flat_map(|p| p.requests.iter().map(|r| r.request_id.as_str()))
             .collect()
     }
+
+    /// When the earliest durable timer of a waiting turn's parked step is due (Unix
+    /// milliseconds); `None` when the turn is not waiting or no call sleeps. Stores index it
+    /// ([`crate::Store::due_turns`]).
+    pub fn wake_at(&self) -> Option<u64> {
+        if self.status != TurnStatus::Waiting {
+            return None;
+        }
+        self.pending
+            .iter()
+            .flat_map(|p| &p.calls)
+            .filter_map(|c| match c.state {
+                CallState::Sleeping { until_ms } => Some(until_ms),
+                _ => None,
+            })
+            .min()
+    }
 }
 
 /// The calls of one step, with the requests some of them wait on.
@@ -481,6 +498,20 @@ impl TaskRecord {
             .iter()
             .map(|r| r.request_id.as_str())
             .collect()
+    }
+
+    /// When a sleeping task's timer is due (Unix milliseconds); stores index it
+    /// ([`crate::Store::due_tasks`]).
+    pub fn wake_at(&self) -> Option<u64> {
+        match self.status {
+            TaskStatus::Sleeping { until_ms } => Some(until_ms),
+            _ => None,
+        }
+    }
+
+    /// Whether a lease covers the task's work: its body runs (`running`, `cancelling`).
+    pub fn is_leased(&self) -> bool {
+        matches!(self.status, TaskStatus::Running | TaskStatus::Cancelling)
     }
 
     /// Whether the task still owes turn `turn_id` something: a result not produced yet, or one

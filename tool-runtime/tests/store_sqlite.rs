@@ -214,10 +214,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -249,17 +249,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 3)
+        .pragma_update(None, "user_version", 4)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 3") && message.contains("newer toolwright"),
+        message.contains("schema version 4") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        3,
+        4,
         "the refused file must not be changed"
     );
 }
@@ -342,8 +342,28 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
+/// Turns a current file back into what release `version` (1 or 2) wrote: version 3 added
+/// leases and timer columns, version 2 the task tables.
+fn downgrade(path: &Path, version: u32) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX turns_due; DROP INDEX turns_by_owner; DROP INDEX tasks_due; \
+         DROP INDEX tasks_leased; \
+         ALTER TABLE turns DROP COLUMN wake_at; ALTER TABLE turns DROP COLUMN lease_owner; \
+         ALTER TABLE turns DROP COLUMN lease_token; ALTER TABLE turns DROP COLUMN lease_expires; \
+         ALTER TABLE tasks DROP COLUMN wake_at; ALTER TABLE tasks DROP COLUMN lease_owner; \
+         ALTER TABLE tasks DROP COLUMN lease_token; ALTER TABLE tasks DROP COLUMN lease_expires; \
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    if version == 1 {
+        conn.execute_batch("DROP TABLE tasks; DROP TABLE task_requests; PRAGMA user_version = 1;")
+            .unwrap();
+    }
+}
+
 #[tokio::test]
-async fn a_version_1_file_is_migrated_to_version_2_keeping_its_records() {
+async fn a_version_1_file_is_migrated_keeping_its_records() {
     let (_dir, path) = temp_db();
     {
         let store = SqliteStore::open(&path).unwrap();
@@ -352,14 +372,38 @@ async fn a_version_1_file_is_migrated_to_version_2_keeping_its_records() {
             .await
             .unwrap();
     }
-    // What a file written by the first release looks like: no task tables, version 1.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE tasks; DROP TABLE task_requests; PRAGMA user_version = 1;")
-        .unwrap();
-    drop(conn);
+    downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), 3);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_version_2_file_gets_its_timers_indexed() {
+    let (_dir, path) = temp_db();
+    let at = 1_700_000_000_000_u64;
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        let mut sleeping = turn("sleeper", TurnStatus::Waiting, &[]);
+        sleeping.pending = Some(PendingStep {
+            index: 0,
+            calls: vec![toolwright_runtime::PendingCall {
+                call_id: "c1".to_owned(),
+                tool: "deploy".to_owned(),
+                input: json!({}),
+                state: toolwright_runtime::CallState::Sleeping { until_ms: at },
+            }],
+            requests: Vec::new(),
+        });
+        store.put_turn(&sleeping, None).await.unwrap();
+    }
+    downgrade(&path, 2);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 3);
+    assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
+    assert!(store.due_turns(at - 1).await.unwrap().is_empty());
+    assert!(store.expired_leases().await.unwrap().is_empty());
 }

@@ -36,7 +36,7 @@ use toolwright_core::{
     Caller, ContentPart, Effect, ErrorCode, ModelOutput, Principal, PrincipalType, ToolError,
 };
 
-use super::{Store, StoreError};
+use super::{Claim, Lease, LeaseKind, Store, StoreError};
 use crate::record::{
     Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
     Permission, RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskStatus,
@@ -53,6 +53,8 @@ pub async fn run(store: &dyn Store) {
     round_trip(store).await;
     races(store).await;
     tasks(store).await;
+    leases(store).await;
+    timers(store).await;
 }
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
@@ -771,6 +773,380 @@ pub async fn tasks(store: &dyn Store) {
         .ok("reading a finished task", store.task(&a).await)
         .expect("written");
     assert_eq!(read, task_a, "{part}: round trip of a finished task");
+}
+
+/// Leases: a taking write gives a new, larger fencing token; a live lease cannot be taken over;
+/// an expired one can, after which every write and journal record under the old token is
+/// refused with [`StoreError::Fenced`] and changes nothing; renewal lists exactly the running
+/// work an owner still holds; expired work is listed until someone takes it over.
+pub async fn leases(store: &dyn Store) {
+    let part = Part::new("leases");
+    let session = part.id("session");
+    let id = part.id("turn");
+    let (a, b) = (part.id("instance-a"), part.id("instance-b"));
+    let live = std::time::Duration::from_secs(300);
+    let gone = std::time::Duration::ZERO;
+    let mine = |leases: Vec<Lease>, id: &str| leases.into_iter().find(|l| l.id == id);
+    let expired = |listed: Vec<(LeaseKind, String)>, id: &str| {
+        listed
+            .iter()
+            .any(|(kind, found)| *kind == LeaseKind::Turn && found == id)
+    };
+
+    let mut record = turn(&id, &session, TurnStatus::Active, &[]);
+    let v1 = part.ok("inserting a turn", store.put_turn(&record, None).await);
+    record.status = TurnStatus::Running;
+    let claimed = part.ok(
+        "claiming a turn",
+        store
+            .write_turn(
+                &record,
+                Some(v1),
+                Claim::Take {
+                    owner: &a,
+                    ttl: live,
+                },
+            )
+            .await,
+    );
+    let first = claimed
+        .lease
+        .clone()
+        .unwrap_or_else(|| panic!("{part}: a taking write must return its lease"));
+    assert_eq!(
+        (
+            first.kind,
+            first.id.as_str(),
+            first.owner.as_str(),
+            claimed.version
+        ),
+        (LeaseKind::Turn, id.as_str(), a.as_str(), v1 + 1),
+        "{part}: the lease names the record and its owner; the version grows as for any write"
+    );
+    assert!(first.token >= 1, "{part}: fencing tokens start at 1");
+    let held = part.ok("renewing", store.renew_leases(&a, live).await);
+    assert_eq!(
+        mine(held, &id).as_ref(),
+        Some(&first),
+        "{part}: renewal lists the lease its owner holds"
+    );
+    assert!(
+        !expired(
+            part.ok("listing expired leases", store.expired_leases().await),
+            &id
+        ),
+        "{part}: a live lease is not expired"
+    );
+    part.refused(
+        "taking over a live lease",
+        store
+            .write_turn(
+                &record,
+                Some(claimed.version),
+                Claim::TakeOver {
+                    owner: &b,
+                    ttl: live,
+                },
+            )
+            .await,
+    );
+    let kept = part.ok(
+        "a write by the holder",
+        store
+            .write_turn(&record, Some(claimed.version), Claim::Keep(&first))
+            .await,
+    );
+    assert_eq!(
+        (kept.version, kept.lease),
+        (claimed.version + 1, None),
+        "{part}: a holder's write keeps the lease"
+    );
+    let run = part.id("run");
+    let entry = |position: u32, value: Value| crate::record::JournalEntry {
+        position,
+        kind: crate::record::EntryKind::Step,
+        name: "charge".to_owned(),
+        value,
+    };
+    part.ok(
+        "recording a journal entry under a live lease",
+        store
+            .record_journal(&run, &entry(0, json!(1)), Some(&first))
+            .await,
+    );
+
+    // The holder stops renewing: a lease written to expire at once.
+    let stale = part.ok(
+        "re-claiming with no time to live",
+        store
+            .write_turn(
+                &record,
+                Some(kept.version),
+                Claim::Take {
+                    owner: &a,
+                    ttl: gone,
+                },
+            )
+            .await,
+    );
+    let old = stale
+        .lease
+        .clone()
+        .expect("a taking write returns its lease");
+    assert!(
+        old.token > first.token,
+        "{part}: every claim gives a larger token"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        expired(
+            part.ok("listing expired leases", store.expired_leases().await),
+            &id
+        ),
+        "{part}: a lease past its time to live is listed as expired"
+    );
+    let taken = part.ok(
+        "taking over an expired lease",
+        store
+            .write_turn(
+                &record,
+                Some(stale.version),
+                Claim::TakeOver {
+                    owner: &b,
+                    ttl: live,
+                },
+            )
+            .await,
+    );
+    let new = taken.lease.clone().expect("a take-over returns its lease");
+    assert!(
+        new.token > old.token && new.owner == b,
+        "{part}: a take-over gives the new owner a larger token"
+    );
+    assert!(
+        !expired(
+            part.ok("listing expired leases", store.expired_leases().await),
+            &id
+        ),
+        "{part}: work taken over is live again"
+    );
+    let before = part.ok("reading the turn", store.turn(&id).await);
+    match store
+        .write_turn(&record, Some(taken.version), Claim::Keep(&old))
+        .await
+    {
+        Err(StoreError::Fenced {
+            kind: LeaseKind::Turn,
+            id: fenced,
+            token,
+        }) => {
+            assert_eq!((fenced.as_str(), token), (id.as_str(), old.token), "{part}")
+        }
+        other => panic!("{part}: a write under a lease taken over must be fenced, got {other:?}"),
+    }
+    assert_eq!(
+        part.ok("reading the turn", store.turn(&id).await),
+        before,
+        "{part}: a fenced write changes nothing"
+    );
+    match store
+        .record_journal(&run, &entry(1, json!(2)), Some(&old))
+        .await
+    {
+        Err(StoreError::Fenced { .. }) => {}
+        other => {
+            panic!("{part}: a journal record under a stale lease must be fenced, got {other:?}")
+        }
+    }
+    assert_eq!(
+        part.ok("reading the journal", store.journal(&run).await)
+            .len(),
+        1,
+        "{part}: a fenced journal record is not stored"
+    );
+    assert!(
+        mine(part.ok("renewing", store.renew_leases(&a, live).await), &id).is_none(),
+        "{part}: the former holder no longer holds the lease"
+    );
+    assert_eq!(
+        mine(part.ok("renewing", store.renew_leases(&b, live).await), &id),
+        Some(new.clone()),
+        "{part}: the new holder does"
+    );
+    part.ok(
+        "recording under the new lease",
+        store
+            .record_journal(&run, &entry(1, json!(3)), Some(&new))
+            .await,
+    );
+    record.status = TurnStatus::Completed;
+    part.ok(
+        "finishing under the new lease",
+        store
+            .write_turn(&record, Some(taken.version), Claim::Keep(&new))
+            .await,
+    );
+    assert!(
+        mine(part.ok("renewing", store.renew_leases(&b, live).await), &id).is_none(),
+        "{part}: a lease covers running work only"
+    );
+
+    // Tasks are fenced the same way.
+    let task_id = part.id("task");
+    let mut task = minimal_task(&task_id, &session);
+    task.status = TaskStatus::Running;
+    let created = part.ok(
+        "creating a claimed task",
+        store
+            .write_task(
+                &task,
+                None,
+                Claim::Take {
+                    owner: &a,
+                    ttl: gone,
+                },
+            )
+            .await,
+    );
+    let task_lease = created.lease.expect("a taking write returns its lease");
+    assert_eq!(task_lease.kind, LeaseKind::Task, "{part}");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        part.ok("listing expired leases", store.expired_leases().await)
+            .iter()
+            .any(|(kind, found)| *kind == LeaseKind::Task && *found == task_id),
+        "{part}: an expired task lease is listed"
+    );
+    let task_taken = part.ok(
+        "taking over a task",
+        store
+            .write_task(
+                &task,
+                Some(created.version),
+                Claim::TakeOver {
+                    owner: &b,
+                    ttl: live,
+                },
+            )
+            .await,
+    );
+    match store
+        .write_task(&task, Some(task_taken.version), Claim::Keep(&task_lease))
+        .await
+    {
+        Err(StoreError::Fenced {
+            kind: LeaseKind::Task,
+            ..
+        }) => {}
+        other => panic!("{part}: a stale task write must be fenced, got {other:?}"),
+    }
+}
+
+/// Durable timers: a waiting turn whose call sleeps, and a sleeping task, are due from their
+/// time on and no longer once written in another state.
+pub async fn timers(store: &dyn Store) {
+    let part = Part::new("timers");
+    let session = part.id("session");
+    let id = part.id("turn");
+    let at = 1_700_000_000_000_u64;
+    let mut record = turn(&id, &session, TurnStatus::Waiting, &[]);
+    if let Some(step) = record.pending.as_mut() {
+        step.calls.push(PendingCall {
+            call_id: "sleeper".to_owned(),
+            tool: "deploy".to_owned(),
+            input: json!({}),
+            state: CallState::Sleeping { until_ms: at + 5 },
+        });
+        step.calls.push(PendingCall {
+            call_id: "early".to_owned(),
+            tool: "deploy".to_owned(),
+            input: json!({}),
+            state: CallState::Sleeping { until_ms: at },
+        });
+    }
+    let version = part.ok(
+        "inserting a sleeping turn",
+        store.put_turn(&record, None).await,
+    );
+    let due = |listed: Vec<String>, id: &str| listed.iter().any(|found| found == id);
+    assert!(
+        !due(
+            part.ok("listing due turns", store.due_turns(at - 1).await),
+            &id
+        ),
+        "{part}: not due before its earliest timer"
+    );
+    assert!(
+        due(part.ok("listing due turns", store.due_turns(at).await), &id),
+        "{part}: due at its earliest timer"
+    );
+    record.status = TurnStatus::Active;
+    part.ok(
+        "waking the turn",
+        store.put_turn(&record, Some(version)).await,
+    );
+    assert!(
+        !due(
+            part.ok("listing due turns", store.due_turns(at + 10).await),
+            &id
+        ),
+        "{part}: a turn that no longer waits is not due"
+    );
+
+    let task_id = part.id("task");
+    let mut task = minimal_task(&task_id, &session);
+    task.status = TaskStatus::Sleeping { until_ms: at };
+    let version = part.ok(
+        "inserting a sleeping task",
+        store.put_task(&task, None).await,
+    );
+    assert!(
+        !due(
+            part.ok("listing due tasks", store.due_tasks(at - 1).await),
+            &task_id
+        ) && due(
+            part.ok("listing due tasks", store.due_tasks(at).await),
+            &task_id
+        ),
+        "{part}: a sleeping task is due from its time on"
+    );
+    task.status = TaskStatus::Running;
+    part.ok(
+        "waking the task",
+        store.put_task(&task, Some(version)).await,
+    );
+    assert!(
+        !due(
+            part.ok("listing due tasks", store.due_tasks(at + 1).await),
+            &task_id
+        ),
+        "{part}: a running task is not due"
+    );
+}
+
+fn minimal_task(id: &str, session: &str) -> TaskRecord {
+    TaskRecord {
+        id: id.to_owned(),
+        tool: "render".to_owned(),
+        entry: toolwright_core::Entry::Task,
+        session_id: session.to_owned(),
+        turn_id: format!("{id}-turn"),
+        caller: Caller::Model,
+        current: None,
+        approved_by: None,
+        status: TaskStatus::Running,
+        cancel_requested: false,
+        calls: vec![TaskCall {
+            call_id: "call-1".to_owned(),
+            turn_id: format!("{id}-turn"),
+            step: 0,
+            input: json!({}),
+            result: None,
+            delivered: false,
+        }],
+        requests: Vec::new(),
+        answers: Default::default(),
+    }
 }
 
 /// One part of the suite: its name for messages and a prefix that keeps its ids its own.

@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde::de::DeserializeOwned;
 
-use super::{Store, StoreError};
+use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{JournalEntry, SessionRecord, TaskRecord, TaskStatus, TurnRecord, TurnStatus};
 
 /// How long an operation waits for another connection (usually another process) that holds the
@@ -27,7 +27,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// Version 1.
 ///
@@ -86,6 +86,26 @@ CREATE TABLE task_requests (
     request_id TEXT PRIMARY KEY NOT NULL,
     task_id    TEXT NOT NULL
 );
+";
+
+/// Version 3: leases with fencing tokens on running work, and the due times of durable timers.
+///
+/// `lease_expires` is Unix milliseconds by the system clock of the writing process (processes
+/// sharing a SQLite file share a machine, hence a clock); `0` means no lease. `wake_at` is set
+/// only while a turn waits or a task sleeps on a timer (and backfilled by the migration).
+const SCHEMA_V3: &str = "
+ALTER TABLE turns ADD COLUMN wake_at INTEGER;
+ALTER TABLE turns ADD COLUMN lease_owner TEXT;
+ALTER TABLE turns ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE turns ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX turns_due ON turns (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX turns_by_owner ON turns (lease_owner) WHERE status = 'running';
+ALTER TABLE tasks ADD COLUMN wake_at INTEGER;
+ALTER TABLE tasks ADD COLUMN lease_owner TEXT;
+ALTER TABLE tasks ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tasks_due ON tasks (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX tasks_leased ON tasks (created, id) WHERE status IN ('running', 'cancelling');
 ";
 
 /// The embedded store: one SQLite file in WAL mode, every commit synced to disk.
@@ -271,11 +291,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn put_turn<'a>(
+    fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,
         expected: Option<u64>,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        claim: Claim<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
         let json = match encode(&record.id, record) {
             Ok(json) => json,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
@@ -283,13 +304,17 @@ impl Store for SqliteStore {
         let id = record.id.clone();
         let session_id = record.session_id.clone();
         let status = status_name(record.status);
+        let wake_at = record.wake_at().map(clamp);
         let requests: Vec<String> = record
             .request_ids()
             .into_iter()
             .map(str::to_owned)
             .collect();
+        let claim = OwnedClaim::from(claim);
         self.call(format!("writing turn `{id}`"), move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let now = now_ms();
+            check_claim(&tx, LeaseKind::Turn, &id, &claim, now)?;
             let sequence: i64 = tx
                 .prepare_cached("SELECT coalesce(max(updated), 0) + 1 FROM turns")?
                 .query_row([], |row| row.get(0))?;
@@ -297,10 +322,10 @@ impl Store for SqliteStore {
                 None => {
                     let inserted = tx
                         .prepare_cached(
-                            "INSERT INTO turns (id, session_id, status, version, json, updated) \
-                             VALUES (?1, ?2, ?3, 1, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                            "INSERT INTO turns (id, session_id, status, version, json, updated, \
+                             wake_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
                         )?
-                        .execute(params![id, session_id, status, json, sequence])?;
+                        .execute(params![id, session_id, status, json, sequence, wake_at])?;
                     written(inserted, &id)?;
                     1
                 }
@@ -309,15 +334,16 @@ impl Store for SqliteStore {
                     let updated = tx
                         .prepare_cached(
                             "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
-                             json = ?5, updated = ?6 WHERE id = ?1 AND version = ?7",
+                             json = ?5, updated = ?6, wake_at = ?8 WHERE id = ?1 AND version = ?7",
                         )?
                         .execute(params![
-                            id, session_id, status, next, json, sequence, stored
+                            id, session_id, status, next, json, sequence, stored, wake_at
                         ])?;
                     written(updated, &id)?;
                     expected + 1
                 }
             };
+            let lease = take_lease(&tx, LeaseKind::Turn, &id, &claim, now)?;
             // The index only grows: a request of a closed step still resolves to its turn, so a
             // late answer is recognised as an answer to a settled request, not an unknown one.
             let mut index = tx.prepare_cached(
@@ -329,7 +355,7 @@ impl Store for SqliteStore {
             }
             drop(index);
             tx.commit()?;
-            Ok(version)
+            Ok(Written { version, lease })
         })
     }
 
@@ -411,14 +437,16 @@ impl Store for SqliteStore {
         })
     }
 
-    fn append_journal<'a>(
+    fn record_journal<'a>(
         &'a self,
         run_id: &'a str,
         entry: &'a JournalEntry,
+        fence: Option<&'a Lease>,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let run_id = run_id.to_owned();
         let position = entry.position;
         let json = serde_json::to_string(entry);
+        let fence = fence.cloned();
         self.call(
             format!("recording position {position} of `{run_id}`"),
             move |conn| {
@@ -427,7 +455,11 @@ impl Store for SqliteStore {
                         "journal entry is not JSON: {error}"
                     )))
                 })?;
-                let inserted = conn
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                if let Some(lease) = &fence {
+                    check_token(&tx, lease)?;
+                }
+                let inserted = tx
                     .prepare_cached(
                         "INSERT INTO journal (run_id, position, json) VALUES (?1, ?2, ?3) \
                          ON CONFLICT DO NOTHING",
@@ -438,6 +470,7 @@ impl Store for SqliteStore {
                         "{run_id}#{position}"
                     ))));
                 }
+                tx.commit()?;
                 Ok(())
             },
         )
@@ -471,11 +504,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn put_task<'a>(
+    fn write_task<'a>(
         &'a self,
         record: &'a TaskRecord,
         expected: Option<u64>,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        claim: Claim<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
         let json = match encode(&record.id, record) {
             Ok(json) => json,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
@@ -483,13 +517,17 @@ impl Store for SqliteStore {
         let id = record.id.clone();
         let session_id = record.session_id.clone();
         let status = task_status_name(record.status);
+        let wake_at = record.wake_at().map(clamp);
         let requests: Vec<String> = record
             .request_ids()
             .into_iter()
             .map(str::to_owned)
             .collect();
+        let claim = OwnedClaim::from(claim);
         self.call(format!("writing task `{id}`"), move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let now = now_ms();
+            check_claim(&tx, LeaseKind::Task, &id, &claim, now)?;
             let version = match expected {
                 None => {
                     let created: i64 = tx
@@ -497,10 +535,10 @@ impl Store for SqliteStore {
                         .query_row([], |row| row.get(0))?;
                     let inserted = tx
                         .prepare_cached(
-                            "INSERT INTO tasks (id, session_id, status, version, json, created) \
-                             VALUES (?1, ?2, ?3, 1, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                            "INSERT INTO tasks (id, session_id, status, version, json, created, \
+                             wake_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
                         )?
-                        .execute(params![id, session_id, status, json, created])?;
+                        .execute(params![id, session_id, status, json, created, wake_at])?;
                     written(inserted, &id)?;
                     1
                 }
@@ -508,14 +546,15 @@ impl Store for SqliteStore {
                     let (stored, next) = stored_versions(&id, expected)?;
                     let updated = tx
                         .prepare_cached(
-                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4 \
+                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4, wake_at = ?6 \
                              WHERE id = ?1 AND version = ?5",
                         )?
-                        .execute(params![id, status, next, json, stored])?;
+                        .execute(params![id, status, next, json, stored, wake_at])?;
                     written(updated, &id)?;
                     expected + 1
                 }
             };
+            let lease = take_lease(&tx, LeaseKind::Task, &id, &claim, now)?;
             let mut index = tx.prepare_cached(
                 "INSERT INTO task_requests (request_id, task_id) VALUES (?1, ?2) \
                  ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
@@ -525,7 +564,7 @@ impl Store for SqliteStore {
             }
             drop(index);
             tx.commit()?;
-            Ok(version)
+            Ok(Written { version, lease })
         })
     }
 
@@ -570,6 +609,228 @@ impl Store for SqliteStore {
             Ok(ids)
         })
     }
+
+    fn renew_leases<'a>(
+        &'a self,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
+        let owner = owner.to_owned();
+        self.call(format!("renewing the leases of `{owner}`"), move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let expires = expiry(now_ms(), ttl);
+            tx.prepare_cached(
+                "UPDATE turns SET lease_expires = ?2 WHERE lease_owner = ?1 AND status = 'running'",
+            )?
+            .execute(params![owner, expires])?;
+            tx.prepare_cached(
+                "UPDATE tasks SET lease_expires = ?2 \
+                 WHERE lease_owner = ?1 AND status IN ('running', 'cancelling')",
+            )?
+            .execute(params![owner, expires])?;
+            let mut leases = Vec::new();
+            for (kind, sql) in [
+                (
+                    LeaseKind::Turn,
+                    "SELECT id, lease_token FROM turns WHERE lease_owner = ?1 AND status = 'running'",
+                ),
+                (
+                    LeaseKind::Task,
+                    "SELECT id, lease_token FROM tasks \
+                     WHERE lease_owner = ?1 AND status IN ('running', 'cancelling')",
+                ),
+            ] {
+                let mut statement = tx.prepare_cached(sql)?;
+                let rows = statement.query_map([&owner], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })?;
+                for row in rows {
+                    let (id, token) = row?;
+                    leases.push(Lease {
+                        kind,
+                        id,
+                        owner: owner.clone(),
+                        token: u64::try_from(token).unwrap_or(0),
+                    });
+                }
+            }
+            tx.commit()?;
+            Ok(leases)
+        })
+    }
+
+    fn expired_leases(&self) -> BoxFuture<'_, Result<Vec<(LeaseKind, String)>, StoreError>> {
+        self.call("listing expired leases".to_owned(), |conn| {
+            let now = now_ms();
+            let mut found = Vec::new();
+            for (kind, sql) in [
+                (
+                    LeaseKind::Turn,
+                    "SELECT id FROM turns WHERE status = 'running' AND lease_expires < ?1 \
+                     ORDER BY updated",
+                ),
+                (
+                    LeaseKind::Task,
+                    "SELECT id FROM tasks WHERE status IN ('running', 'cancelling') \
+                     AND lease_expires < ?1 ORDER BY created",
+                ),
+            ] {
+                let mut statement = conn.prepare_cached(sql)?;
+                for id in statement.query_map([now], |row| row.get::<_, String>(0))? {
+                    found.push((kind, id?));
+                }
+            }
+            Ok(found)
+        })
+    }
+
+    fn due_turns(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing due timers of turns".to_owned(), move |conn| {
+            let mut statement = conn.prepare_cached(
+                "SELECT id FROM turns WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at",
+            )?;
+            let ids = statement
+                .query_map([clamp(now_ms)], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })
+    }
+
+    fn due_tasks(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing due timers of tasks".to_owned(), move |conn| {
+            let mut statement = conn.prepare_cached(
+                "SELECT id FROM tasks WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at",
+            )?;
+            let ids = statement
+                .query_map([clamp(now_ms)], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })
+    }
+}
+
+/// A [`Claim`] moved into a blocking task.
+enum OwnedClaim {
+    None,
+    Take { owner: String, ttl: Duration },
+    TakeOver { owner: String, ttl: Duration },
+    Keep(Lease),
+}
+
+impl From<Claim<'_>> for OwnedClaim {
+    fn from(claim: Claim<'_>) -> Self {
+        match claim {
+            Claim::None => OwnedClaim::None,
+            Claim::Take { owner, ttl } => OwnedClaim::Take {
+                owner: owner.to_owned(),
+                ttl,
+            },
+            Claim::TakeOver { owner, ttl } => OwnedClaim::TakeOver {
+                owner: owner.to_owned(),
+                ttl,
+            },
+            Claim::Keep(lease) => OwnedClaim::Keep(lease.clone()),
+        }
+    }
+}
+
+fn table(kind: LeaseKind) -> &'static str {
+    match kind {
+        LeaseKind::Turn => "turns",
+        LeaseKind::Task => "tasks",
+    }
+}
+
+/// Refuses a write whose claim does not hold: a stale [`Claim::Keep`] is fenced, a
+/// [`Claim::TakeOver`] of a live lease is a conflict. Runs inside the write's transaction.
+fn check_claim(
+    tx: &rusqlite::Transaction<'_>,
+    kind: LeaseKind,
+    id: &str,
+    claim: &OwnedClaim,
+    now: i64,
+) -> Result<(), Failure> {
+    match claim {
+        OwnedClaim::None | OwnedClaim::Take { .. } => Ok(()),
+        OwnedClaim::Keep(lease) => check_token(tx, lease),
+        OwnedClaim::TakeOver { .. } => {
+            let expires: Option<i64> = tx
+                .prepare_cached(&format!(
+                    "SELECT lease_expires FROM {} WHERE id = ?1",
+                    table(kind)
+                ))?
+                .query_row([id], |row| row.get(0))
+                .optional()?;
+            match expires {
+                Some(expires) if expires >= now => {
+                    Err(Failure::Store(StoreError::Conflict(id.to_owned())))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// Refuses with [`StoreError::Fenced`] unless the record's token is still `lease`'s.
+fn check_token(tx: &rusqlite::Transaction<'_>, lease: &Lease) -> Result<(), Failure> {
+    let token: Option<i64> = tx
+        .prepare_cached(&format!(
+            "SELECT lease_token FROM {} WHERE id = ?1",
+            table(lease.kind)
+        ))?
+        .query_row([&lease.id], |row| row.get(0))
+        .optional()?;
+    if token.and_then(|t| u64::try_from(t).ok()) == Some(lease.token) {
+        Ok(())
+    } else {
+        Err(Failure::Store(StoreError::Fenced {
+            kind: lease.kind,
+            id: lease.id.clone(),
+            token: lease.token,
+        }))
+    }
+}
+
+/// Gives the record a new fencing token and lease for a taking claim; `None` for the others.
+fn take_lease(
+    tx: &rusqlite::Transaction<'_>,
+    kind: LeaseKind,
+    id: &str,
+    claim: &OwnedClaim,
+    now: i64,
+) -> Result<Option<Lease>, Failure> {
+    let (OwnedClaim::Take { owner, ttl } | OwnedClaim::TakeOver { owner, ttl }) = claim else {
+        return Ok(None);
+    };
+    let token: i64 = tx
+        .prepare_cached(&format!(
+            "UPDATE {} SET lease_owner = ?2, lease_token = lease_token + 1, lease_expires = ?3 \
+             WHERE id = ?1 RETURNING lease_token",
+            table(kind)
+        ))?
+        .query_row(params![id, owner, expiry(now, *ttl)], |row| row.get(0))?;
+    Ok(Some(Lease {
+        kind,
+        id: id.to_owned(),
+        owner: owner.clone(),
+        token: u64::try_from(token).unwrap_or(0),
+    }))
+}
+
+/// Unix milliseconds by this machine's clock.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn expiry(now: i64, ttl: Duration) -> i64 {
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A time in Unix milliseconds as an SQLite integer (saturating).
+fn clamp(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// Why an operation inside [`SqliteStore::call`] failed.
@@ -714,6 +975,12 @@ fn migrate(conn: &mut Connection, place: &str) -> Result<(), StoreError> {
     for script in &MIGRATIONS[from..] {
         tx.execute_batch(script).map_err(fail)?;
     }
+    if (1..3).contains(&from) {
+        backfill_wake_at(&tx).map_err(|error| match error {
+            Failure::Sqlite(error) => fail(error),
+            Failure::Store(error) => error,
+        })?;
+    }
     // Both pragmas write the file header inside the transaction: the schema and its version
     // commit together or not at all.
     tx.pragma_update(None, "application_id", APPLICATION_ID)
@@ -721,6 +988,38 @@ fn migrate(conn: &mut Connection, place: &str) -> Result<(), StoreError> {
     tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
         .map_err(fail)?;
     tx.commit().map_err(fail)
+}
+
+/// Version 3 indexes due timers in `wake_at`: set it for the turns waiting and the tasks
+/// sleeping when the file was migrated, from their records.
+fn backfill_wake_at(tx: &rusqlite::Transaction<'_>) -> Result<(), Failure> {
+    let turns: Vec<(String, String, i64)> = tx
+        .prepare("SELECT id, json, version FROM turns WHERE status = 'waiting'")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, json, version) in turns {
+        let (turn, _): (TurnRecord, u64) = decode(&id, &json, version)?;
+        if let Some(at) = turn.wake_at() {
+            tx.execute(
+                "UPDATE turns SET wake_at = ?2 WHERE id = ?1",
+                params![id, clamp(at)],
+            )?;
+        }
+    }
+    let tasks: Vec<(String, String, i64)> = tx
+        .prepare("SELECT id, json, version FROM tasks WHERE status = 'sleeping'")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, json, version) in tasks {
+        let (task, _): (TaskRecord, u64) = decode(&id, &json, version)?;
+        if let Some(at) = task.wake_at() {
+            tx.execute(
+                "UPDATE tasks SET wake_at = ?2 WHERE id = ?1",
+                params![id, clamp(at)],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
