@@ -88,6 +88,9 @@ pub mod names {
 /// The runtime: sessions, turns, the call pipeline, approvals and the stores that let a parked
 /// turn outlive its process.
 pub mod runtime {
+    #[cfg(feature = "postgres")]
+    #[doc(inline)]
+    pub use toolwright_runtime::PostgresStore;
     #[doc(inline)]
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
@@ -98,9 +101,10 @@ pub mod runtime {
     pub use toolwright_runtime::store::conformance;
     #[doc(inline)]
     pub use toolwright_runtime::{
-        AutoRequest, AutoVerdict, CandidateStatus, Clock, CompletionReason, Decider, Event,
-        InputResponse, Options, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
-        SessionSpec, SqliteStore, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn,
+        AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
+        InputResponse, Lease, LeaseKind, Options, RespondOutcome, Runtime, RuntimeBuilder,
+        RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store, StoreError,
+        SystemClock, ToolCall, Turn, Written,
     };
 }
 

@@ -55,9 +55,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    CallState, Clock, EntryKind, InputResponse, JournalEntry, Options, RequestKind, RespondOutcome,
-    Runtime, SessionRecord, SessionSpec, SqliteStore, StepOutcome, Store, StoreError, TaskRecord,
-    ToolCall, TurnRecord, TurnStatus,
+    CallState, Claim, Clock, EntryKind, InputResponse, JournalEntry, Lease, LeaseKind, Options,
+    RequestKind, RespondOutcome, Runtime, SessionRecord, SessionSpec, SqliteStore, StepOutcome,
+    Store, StoreError, TaskRecord, ToolCall, TurnRecord, TurnStatus, Written,
 };
 use toolwright::{Caller, OptionStyle, Principal, Registry};
 
@@ -297,13 +297,14 @@ impl Store for CrashStore {
         self.inner.turn(id)
     }
 
-    fn put_turn<'a>(
+    fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,
         expected: Option<u64>,
-    ) -> StoreFuture<'a, u64> {
+        claim: Claim<'a>,
+    ) -> StoreFuture<'a, Written> {
         Box::pin(async move {
-            let version = self.inner.put_turn(record, expected).await?;
+            let version = self.inner.write_turn(record, expected, claim).await?;
             // Answering or waking writes `running` once: the claim, before the body runs again.
             if record.status == TurnStatus::Running {
                 match self.crash.action() {
@@ -339,13 +340,14 @@ impl Store for CrashStore {
         self.inner.journal(run_id)
     }
 
-    fn append_journal<'a>(
+    fn record_journal<'a>(
         &'a self,
         run_id: &'a str,
         entry: &'a JournalEntry,
+        fence: Option<&'a Lease>,
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.inner.append_journal(run_id, entry).await?;
+            self.inner.record_journal(run_id, entry, fence).await?;
             match entry.kind {
                 EntryKind::Sleep => self.crash.point("journal:sleep"),
                 EntryKind::Ask => self.crash.point("journal:answer"),
@@ -367,12 +369,13 @@ impl Store for CrashStore {
         self.inner.task(id)
     }
 
-    fn put_task<'a>(
+    fn write_task<'a>(
         &'a self,
         record: &'a TaskRecord,
         expected: Option<u64>,
-    ) -> StoreFuture<'a, u64> {
-        self.inner.put_task(record, expected)
+        claim: Claim<'a>,
+    ) -> StoreFuture<'a, Written> {
+        self.inner.write_task(record, expected, claim)
     }
 
     fn task_of_request(&self, request_id: &str) -> StoreFuture<'_, Option<String>> {
@@ -385,6 +388,18 @@ impl Store for CrashStore {
 
     fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
         self.inner.open_tasks()
+    }
+    fn renew_leases<'a>(&'a self, owner: &'a str, ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
+        self.inner.renew_leases(owner, ttl)
+    }
+    fn expired_leases(&self) -> StoreFuture<'_, Vec<(LeaseKind, String)>> {
+        self.inner.expired_leases()
+    }
+    fn due_turns(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
+        self.inner.due_turns(now_ms)
+    }
+    fn due_tasks(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
+        self.inner.due_tasks(now_ms)
     }
 }
 

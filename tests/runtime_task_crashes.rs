@@ -35,8 +35,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    EntryKind, InputResponse, JournalEntry, Runtime, SessionRecord, SessionSpec, SqliteStore,
-    Store, StoreError, TaskRecord, TaskStatus, ToolCall, TurnRecord,
+    Claim, EntryKind, InputResponse, JournalEntry, Lease, LeaseKind, Runtime, SessionRecord,
+    SessionSpec, SqliteStore, Store, StoreError, TaskRecord, TaskStatus, ToolCall, TurnRecord,
+    Written,
 };
 use toolwright::{Caller, Principal, Registry};
 
@@ -164,8 +165,13 @@ impl Store for CrashStore {
     fn turn(&self, id: &str) -> StoreFuture<'_, Option<(TurnRecord, u64)>> {
         self.inner.turn(id)
     }
-    fn put_turn<'a>(&'a self, r: &'a TurnRecord, e: Option<u64>) -> StoreFuture<'a, u64> {
-        self.inner.put_turn(r, e)
+    fn write_turn<'a>(
+        &'a self,
+        r: &'a TurnRecord,
+        e: Option<u64>,
+        c: Claim<'a>,
+    ) -> StoreFuture<'a, Written> {
+        self.inner.write_turn(r, e, c)
     }
     fn turn_of_request(&self, id: &str) -> StoreFuture<'_, Option<String>> {
         self.inner.turn_of_request(id)
@@ -179,9 +185,14 @@ impl Store for CrashStore {
     fn journal(&self, run_id: &str) -> StoreFuture<'_, Vec<JournalEntry>> {
         self.inner.journal(run_id)
     }
-    fn append_journal<'a>(&'a self, run: &'a str, entry: &'a JournalEntry) -> StoreFuture<'a, ()> {
+    fn record_journal<'a>(
+        &'a self,
+        run: &'a str,
+        entry: &'a JournalEntry,
+        fence: Option<&'a Lease>,
+    ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.inner.append_journal(run, entry).await?;
+            self.inner.record_journal(run, entry, fence).await?;
             if entry.kind == EntryKind::Ask && self.crash.action() == "answer" {
                 self.crash.point("journal:answer");
             }
@@ -197,9 +208,14 @@ impl Store for CrashStore {
     fn task(&self, id: &str) -> StoreFuture<'_, Option<(TaskRecord, u64)>> {
         self.inner.task(id)
     }
-    fn put_task<'a>(&'a self, record: &'a TaskRecord, e: Option<u64>) -> StoreFuture<'a, u64> {
+    fn write_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        e: Option<u64>,
+        c: Claim<'a>,
+    ) -> StoreFuture<'a, Written> {
         Box::pin(async move {
-            let version = self.inner.put_task(record, e).await?;
+            let version = self.inner.write_task(record, e, c).await?;
             match (self.crash.action(), record.status) {
                 ("answer", TaskStatus::Running) => self.crash.point("claim:answer"),
                 ("cancel", TaskStatus::Cancelling) => self.crash.point("claim:cancel"),
@@ -216,6 +232,18 @@ impl Store for CrashStore {
     }
     fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
         self.inner.open_tasks()
+    }
+    fn renew_leases<'a>(&'a self, owner: &'a str, ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
+        self.inner.renew_leases(owner, ttl)
+    }
+    fn expired_leases(&self) -> StoreFuture<'_, Vec<(LeaseKind, String)>> {
+        self.inner.expired_leases()
+    }
+    fn due_turns(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
+        self.inner.due_turns(now_ms)
+    }
+    fn due_tasks(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
+        self.inner.due_tasks(now_ms)
     }
 }
 

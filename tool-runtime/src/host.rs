@@ -16,7 +16,7 @@ use toolwright_core::{
 
 use crate::event::Event;
 use crate::record::{EntryKind, JournalEntry, TaskCall};
-use crate::store::{Store, StoreError};
+use crate::store::{Lease, Store, StoreError};
 
 /// Application state registered on the runtime, by type.
 pub(crate) type States = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
@@ -77,6 +77,8 @@ pub(crate) enum Suspension {
 pub(crate) struct Journal {
     pub(crate) run_id: String,
     pub(crate) store: Arc<dyn Store>,
+    /// The lease the run's record is claimed under: entries are recorded only while it holds.
+    pub(crate) fence: Option<Lease>,
     pub(crate) recorded: Vec<JournalEntry>,
     pub(crate) cursor: std::sync::atomic::AtomicU32,
 }
@@ -102,7 +104,11 @@ impl Journal {
             name: name.to_owned(),
             value,
         };
-        match self.store.append_journal(&self.run_id, &entry).await {
+        match self
+            .store
+            .record_journal(&self.run_id, &entry, self.fence.as_ref())
+            .await
+        {
             Ok(()) => Ok(entry.value),
             // Another run of this call recorded the position first: its value is the one on
             // record, so this run continues with it.
@@ -281,7 +287,11 @@ impl CallHost for RuntimeHost {
                     name: name.clone(),
                     value: serde_json::to_value(&answer).unwrap_or(Value::Null),
                 };
-                return match journal.store.append_journal(&journal.run_id, &entry).await {
+                return match journal
+                    .store
+                    .record_journal(&journal.run_id, &entry, journal.fence.as_ref())
+                    .await
+                {
                     Ok(()) => Ok(answer),
                     // Another run recorded this position first: its answer stands.
                     Err(StoreError::Conflict(_)) => {
@@ -346,7 +356,11 @@ impl CallHost for RuntimeHost {
                         name: name.clone(),
                         value: serde_json::json!({ "until_ms": until }),
                     };
-                    match journal.store.append_journal(&journal.run_id, &entry).await {
+                    match journal
+                        .store
+                        .record_journal(&journal.run_id, &entry, journal.fence.as_ref())
+                        .await
+                    {
                         Ok(()) => until,
                         Err(StoreError::Conflict(_)) => {
                             let entries = journal

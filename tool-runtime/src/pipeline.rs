@@ -26,7 +26,7 @@ use crate::runtime::{
     AutoRequest, AutoVerdict, InputResponse, RespondOutcome, Runtime, RuntimeError, StepOutcome,
     ToolCall, Turn,
 };
-use crate::store::StoreError;
+use crate::store::{Claim, Lease, StoreError};
 
 /// A workflow call parked on a question or a timer.
 struct Parked {
@@ -333,7 +333,11 @@ impl Turn {
             // `running` while the ready calls run: the requests are not announced yet, so no
             // answer can arrive before the step is parked below.
             scope.turn.status = TurnStatus::Running;
-            version = store.put_turn(&scope.turn, Some(version)).await?;
+            let written = store
+                .write_turn(&scope.turn, Some(version), rt.take())
+                .await?;
+            version = written.version;
+            _running.hold(written.lease);
         }
 
         // Run the calls that may run, concurrently.
@@ -420,7 +424,11 @@ impl Turn {
             }
             let requests = step.requests.clone();
             scope.turn.status = TurnStatus::Waiting;
-            match store.put_turn(&scope.turn, Some(version)).await {
+            let lease = rt.turn_lease(&self.id);
+            match store
+                .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
+                .await
+            {
                 Ok(_) => {}
                 // Cancelled while the ready calls ran: `cancel` closed the turn, and the requests,
                 // never announced, will not be; the calls that waited on them are cancelled.
@@ -486,7 +494,11 @@ impl Turn {
         if ends_turn {
             scope.turn.status = TurnStatus::Completed;
         }
-        match store.put_turn(&scope.turn, Some(version)).await {
+        let lease = rt.turn_lease(&self.id);
+        match store
+            .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
+            .await
+        {
             Ok(_) => {}
             // Cancelled while the calls ran: `cancel` closed the turn; report what the calls did.
             Err(StoreError::Conflict(_)) if rt.cancelled_meanwhile(&self.id).await? => {
@@ -1202,6 +1214,7 @@ impl Runtime {
             Some(Journal {
                 run_id,
                 store: self.0.store.clone(),
+                fence: self.turn_lease(&turn.id),
                 recorded,
                 cursor: std::sync::atomic::AtomicU32::new(0),
             })
@@ -1342,7 +1355,11 @@ impl Runtime {
         }
         turn.pending = Some(step);
         turn.status = TurnStatus::Waiting;
-        self.0.store.put_turn(&turn, Some(version)).await?;
+        let lease = self.turn_lease(&turn.id);
+        self.0
+            .store
+            .write_turn(&turn, Some(version), keep(lease.as_ref()))
+            .await?;
         for result in &results {
             self.emit(Event::ActionResult {
                 session_id: session.id.clone(),
@@ -1683,8 +1700,14 @@ impl Runtime {
             // still reaches the calls.
             let token = CancellationToken::new();
             let _running = claim.then(|| self.track(&turn.id, &token));
-            let new_version = match store.put_turn(&turn, Some(version)).await {
-                Ok(v) => v,
+            let taking = if claim { self.take() } else { Claim::None };
+            let new_version = match store.write_turn(&turn, Some(version), taking).await {
+                Ok(written) => {
+                    if let Some(running) = &_running {
+                        running.hold(written.lease);
+                    }
+                    written.version
+                }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
             };
@@ -1788,8 +1811,16 @@ impl Runtime {
             let claimed = claim_step(&mut turn);
             let token = CancellationToken::new();
             let _running = self.track(&turn.id, &token);
-            let new_version = match store.put_turn(&turn, Some(version)).await {
-                Ok(v) => v,
+            let taking = if turn.status == TurnStatus::Running {
+                self.take()
+            } else {
+                Claim::None
+            };
+            let new_version = match store.write_turn(&turn, Some(version), taking).await {
+                Ok(written) => {
+                    _running.hold(written.lease);
+                    written.version
+                }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
             };
@@ -2065,7 +2096,13 @@ impl Runtime {
         } else {
             TurnStatus::Active
         };
-        match self.0.store.put_turn(&turn, Some(version)).await {
+        let lease = self.turn_lease(&turn.id);
+        match self
+            .0
+            .store
+            .write_turn(&turn, Some(version), keep(lease.as_ref()))
+            .await
+        {
             Ok(_) => {}
             // Cancelled while the approved calls ran: `cancel` closed the turn.
             Err(StoreError::Conflict(_)) if self.cancelled_meanwhile(&turn.id).await? => {
@@ -2221,6 +2258,11 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The claim of a write by the holder of `lease` (a plain write when this process holds none).
+pub(crate) fn keep(lease: Option<&Lease>) -> Claim<'_> {
+    lease.map_or(Claim::None, Claim::Keep)
 }
 
 /// Marks every ready call of the parked step as running and the turn as running, returning the

@@ -2,6 +2,7 @@
 
 use crate::record::{Approver, CallState, TurnStatus};
 use crate::runtime::{Runtime, RuntimeError, StepOutcome};
+use crate::store::{Claim, LeaseKind, StoreError};
 
 impl Runtime {
     /// Settles turns left `running` by a process that stopped while their calls ran. A `durable`
@@ -17,8 +18,54 @@ impl Runtime {
     /// Call it at startup when this process is the only one using the store; with several
     /// instances on one database, a claimed step may still be running elsewhere.
     pub async fn recover(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
+        let turns = self.0.store.running_turns().await?;
+        let recovered = self.recover_turns(turns, false).await?;
+        // Workflow tasks a stopped process was running go on from their journals.
+        self.recover_tasks(None, false).await?;
+        Ok(recovered)
+    }
+
+    /// Takes over the running work of instances that stopped renewing their leases (killed,
+    /// frozen, cut off from the database) and finishes it as [`Runtime::recover`] does: a
+    /// `durable` call runs again from its journal, any other interrupted call ends with
+    /// `RESULT_UNKNOWN`, tasks run again from their journals. Work whose lease is still live is
+    /// left to its holder, so this is safe to call while other instances run; each piece of
+    /// work is taken over by exactly one instance (the claim is a versioned write), and the
+    /// former holder's later writes are refused ([`crate::StoreError::Fenced`]).
+    ///
+    /// [`Runtime::run_worker`] calls it periodically. Returns the turns taken over with the
+    /// outcome of their step.
+    pub async fn take_over_expired(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
+        let expired = self.0.store.expired_leases().await?;
+        let (turns, tasks): (Vec<_>, Vec<_>) = expired
+            .into_iter()
+            .partition(|(kind, _)| *kind == LeaseKind::Turn);
+        let tasks: Vec<String> = tasks.into_iter().map(|(_, id)| id).collect();
+        if !tasks.is_empty() {
+            self.recover_tasks(Some(tasks), true).await?;
+        }
+        let turns = turns.into_iter().map(|(_, id)| id).collect();
+        self.recover_turns(turns, true).await
+    }
+
+    /// Claims each of `turns` still `running` (for a take-over only when its lease expired) and
+    /// settles its interrupted step.
+    async fn recover_turns(
+        &self,
+        turns: Vec<String>,
+        take_over: bool,
+    ) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
         let mut recovered = Vec::new();
-        for turn_id in self.0.store.running_turns().await? {
+        for turn_id in turns {
+            if self
+                .0
+                .active
+                .lock()
+                .is_ok_and(|active| active.contains_key(&turn_id))
+            {
+                // Its calls run in this process.
+                continue;
+            }
             let Some((turn, version)) = self.0.store.turn(&turn_id).await? else {
                 continue;
             };
@@ -26,6 +73,15 @@ impl Runtime {
                 continue;
             }
             let Some((session, _)) = self.0.store.session(&turn.session_id).await? else {
+                if take_over {
+                    // One broken record must not stop the take-over of the rest.
+                    tracing::warn!(
+                        turn_id,
+                        "cannot take over a running turn: its session `{}` is gone",
+                        turn.session_id
+                    );
+                    continue;
+                }
                 return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
             };
             // Durable calls run again from their journals (recorded steps return their values
@@ -44,16 +100,35 @@ impl Runtime {
                 .map(|call| (call.call_id.clone(), None))
                 .collect();
             let token = tokio_util::sync::CancellationToken::new();
-            let _running = self.track(&turn_id, &token);
+            let running = self.track(&turn_id, &token);
+            let claim = if take_over {
+                Claim::TakeOver {
+                    owner: &self.0.options.instance,
+                    ttl: self.0.options.lease,
+                }
+            } else {
+                self.take()
+            };
+            // The claim gives the turn a new fencing token: whatever the former holder still
+            // writes is refused.
+            let version = match self.0.store.write_turn(&turn, Some(version), claim).await {
+                Ok(written) => {
+                    running.hold(written.lease);
+                    written.version
+                }
+                // Another instance recovered or resumed it meanwhile, or its lease is live.
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            };
             match self.resume(session, turn, version, durable, token).await {
                 Ok(outcome) => recovered.push((turn_id, outcome)),
-                // Another process recovered or resumed it meanwhile.
-                Err(RuntimeError::Store(crate::store::StoreError::Conflict(_))) => {}
+                Err(RuntimeError::Store(StoreError::Conflict(_) | StoreError::Fenced { .. })) => {}
+                Err(error) if take_over => {
+                    tracing::warn!(turn_id, "taking over a running turn failed: {error}");
+                }
                 Err(error) => return Err(error),
             }
         }
-        // Workflow tasks a stopped process was running go on from their journals.
-        self.recover_tasks().await?;
         Ok(recovered)
     }
 }
@@ -71,7 +146,7 @@ impl Runtime {
         let now = self.0.options.clock.now_ms();
         self.wake_tasks(now).await?;
         let mut woken = Vec::new();
-        for turn_id in self.0.store.waiting_turns().await? {
+        for turn_id in self.0.store.due_turns(now).await? {
             loop {
                 let Some((mut turn, version)) = self.0.store.turn(&turn_id).await? else {
                     break;
@@ -96,10 +171,18 @@ impl Runtime {
                 }
                 let claimed = crate::pipeline::claim_step(&mut turn);
                 let token = tokio_util::sync::CancellationToken::new();
-                let _running = self.track(&turn_id, &token);
-                let version = match self.0.store.put_turn(&turn, Some(version)).await {
-                    Ok(version) => version,
-                    Err(crate::store::StoreError::Conflict(_)) => continue,
+                let running = self.track(&turn_id, &token);
+                let claim = if turn.status == TurnStatus::Running {
+                    self.take()
+                } else {
+                    Claim::None
+                };
+                let version = match self.0.store.write_turn(&turn, Some(version), claim).await {
+                    Ok(written) => {
+                        running.hold(written.lease);
+                        written.version
+                    }
+                    Err(StoreError::Conflict(_)) => continue,
                     Err(error) => return Err(error.into()),
                 };
                 if turn.status == TurnStatus::Running {
@@ -127,6 +210,43 @@ impl Runtime {
                     tracing::warn!("waking due timers failed: {error}");
                 }
             }
+        })
+    }
+
+    /// Runs this instance's share of the work several instances on one database share, on a
+    /// task of its own until the returned handle is aborted:
+    ///
+    /// - takes over running work whose lease expired ([`Runtime::take_over_expired`]), so the
+    ///   work of an instance that died or froze is finished by another;
+    /// - wakes durable timers that are due ([`Runtime::wake_due`]);
+    /// - renews this instance's leases (every third of [`crate::Options::lease`]).
+    ///
+    /// It looks again whenever the store reports a change from another process (Postgres
+    /// `LISTEN/NOTIFY`) and every `poll` in any case, so nothing depends on a notification
+    /// arriving. With one instance it replaces [`Runtime::run_timers`].
+    pub fn run_worker(&self, poll: std::time::Duration) -> tokio::task::JoinHandle<()> {
+        let runtime = self.clone();
+        runtime.ensure_heartbeat();
+        tokio::spawn(async move {
+            // Two loops, so that a long take-over (a durable call running again) does not hold
+            // up due timers, nor the other way round.
+            let take_over = async {
+                loop {
+                    if let Err(error) = runtime.take_over_expired().await {
+                        tracing::warn!("taking over expired work failed: {error}");
+                    }
+                    runtime.0.store.changed(poll).await;
+                }
+            };
+            let timers = async {
+                loop {
+                    if let Err(error) = runtime.wake_due().await {
+                        tracing::warn!("waking due timers failed: {error}");
+                    }
+                    runtime.0.store.changed(poll).await;
+                }
+            };
+            tokio::join!(take_over, timers);
         })
     }
 }

@@ -14,7 +14,7 @@ use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision};
 use crate::event::Event;
 use crate::host::States;
 use crate::record::{CallResult, InputRequest, Permission, SessionRecord, TurnRecord, TurnStatus};
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError};
 
 /// The time durable sleeps are measured against (milliseconds since the Unix epoch). Tests
 /// install a clock they control.
@@ -60,6 +60,15 @@ pub struct Options {
     /// How long a cancelled workflow task's body may run its cleanup (its token fired) before
     /// it is dropped.
     pub task_cleanup: Duration,
+    /// This instance's name in the store's leases: unique per process (default: a random id
+    /// with the process id), so that instances sharing a database tell their claims apart.
+    pub instance: String,
+    /// How long a claim on running work (a turn's step, a workflow task) lasts unless renewed.
+    /// The runtime renews its claims every third of it; an instance that stops (killed, frozen,
+    /// cut off) loses them when it ends, and another instance running
+    /// [`Runtime::run_worker`] takes the work over. Shorter means faster take-over, longer
+    /// tolerates longer pauses.
+    pub lease: Duration,
 }
 
 impl Default for Options {
@@ -72,6 +81,12 @@ impl Default for Options {
             decider_max_input: 64 * 1024,
             file_warning_bytes: 3 * 1024 * 1024,
             task_cleanup: Duration::from_secs(30),
+            instance: format!(
+                "{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            ),
+            lease: Duration::from_secs(30),
         }
     }
 }
@@ -237,6 +252,7 @@ impl RuntimeBuilder {
                 )
             }),
             active: std::sync::Mutex::new(HashMap::new()),
+            heartbeat: std::sync::atomic::AtomicBool::new(false),
             runs_tasks: self.registry.tools().iter().any(|t| {
                 matches!(
                     t.descriptor().kind,
@@ -268,16 +284,28 @@ pub(crate) struct Inner {
     pub(crate) semaphore: Semaphore,
     /// Whether some tool's policy (`once` or custom) reads the session's approvals.
     pub(crate) reads_approvals: bool,
-    /// Cancellation tokens of turns whose calls run in this process now, each with the
-    /// registration it came from.
-    pub(crate) active: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// Turns whose calls run in this process now: their cancellation tokens, each with the
+    /// registration it came from and the lease of the claim.
+    pub(crate) active: std::sync::Mutex<HashMap<String, Running>>,
+    /// Whether the task renewing this instance's leases was started.
+    pub(crate) heartbeat: std::sync::atomic::AtomicBool,
     pub(crate) registrations: std::sync::atomic::AtomicU64,
     /// Whether some tool is a `task` or `serve` workflow (else no task can owe a turn anything).
     pub(crate) runs_tasks: bool,
-    /// Cancellation tokens of workflow tasks whose bodies run in this process now.
-    pub(crate) tasks: std::sync::Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// Workflow tasks whose bodies run in this process now (as for turns).
+    pub(crate) tasks: std::sync::Mutex<HashMap<String, Running>>,
     /// Notified whenever this process records something about a task (a result, an end).
     pub(crate) task_changed: tokio::sync::Notify,
+}
+
+/// Work running in this process: a turn's calls or a task's body.
+pub(crate) struct Running {
+    /// Which registration put it there (a later one for the same id replaces it).
+    pub(crate) registration: u64,
+    /// Fired to cancel the work.
+    pub(crate) token: CancellationToken,
+    /// The claim it runs under, once the claiming write returned it, with when it was taken.
+    pub(crate) lease: Option<(Lease, std::time::Instant)>,
 }
 
 /// Removes a turn's token from [`Inner::active`] when its calls are done; only its own
@@ -288,12 +316,26 @@ pub(crate) struct Tracked {
     registration: u64,
 }
 
+impl Tracked {
+    /// Records the lease the claiming write took for the tracked turn.
+    pub(crate) fn hold(&self, lease: Option<Lease>) {
+        let Some(lease) = lease else { return };
+        if let Ok(mut active) = self.runtime.0.active.lock()
+            && let Some(running) = active.get_mut(&self.turn_id)
+            && running.registration == self.registration
+        {
+            running.lease = Some((lease, std::time::Instant::now()));
+        }
+        self.runtime.ensure_heartbeat();
+    }
+}
+
 impl Drop for Tracked {
     fn drop(&mut self) {
         if let Ok(mut active) = self.runtime.0.active.lock()
             && active
                 .get(&self.turn_id)
-                .is_some_and(|(r, _)| *r == self.registration)
+                .is_some_and(|r| r.registration == self.registration)
         {
             active.remove(&self.turn_id);
         }
@@ -547,7 +589,14 @@ impl Runtime {
             .registrations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut active) = self.0.active.lock() {
-            active.insert(turn_id.to_owned(), (registration, token.clone()));
+            active.insert(
+                turn_id.to_owned(),
+                Running {
+                    registration,
+                    token: token.clone(),
+                    lease: None,
+                },
+            );
         }
         Tracked {
             runtime: self.clone(),
@@ -559,9 +608,98 @@ impl Runtime {
     /// Fires the token of turn `turn_id`'s calls running in this process, if any.
     pub(crate) fn cancel_running(&self, turn_id: &str) {
         if let Ok(active) = self.0.active.lock()
-            && let Some((_, token)) = active.get(turn_id)
+            && let Some(running) = active.get(turn_id)
         {
-            token.cancel();
+            running.token.cancel();
+        }
+    }
+
+    /// The claim a taking write makes for this instance.
+    pub(crate) fn take(&self) -> Claim<'_> {
+        Claim::Take {
+            owner: &self.0.options.instance,
+            ttl: self.0.options.lease,
+        }
+    }
+
+    /// The lease this process holds on turn `turn_id`'s running calls, if it claimed them.
+    pub(crate) fn turn_lease(&self, turn_id: &str) -> Option<Lease> {
+        let active = self.0.active.lock().ok()?;
+        Some(active.get(turn_id)?.lease.as_ref()?.0.clone())
+    }
+
+    /// The lease this process holds on task `task_id`'s body, if it runs here.
+    pub(crate) fn task_lease(&self, task_id: &str) -> Option<Lease> {
+        let tasks = self.0.tasks.lock().ok()?;
+        Some(tasks.get(task_id)?.lease.as_ref()?.0.clone())
+    }
+
+    /// Starts renewing this instance's leases (once per runtime): every third of
+    /// [`Options::lease`], one store call extends them all. Work whose lease another instance
+    /// took over meanwhile has its token fired; its writes are fenced anyway.
+    pub(crate) fn ensure_heartbeat(&self) {
+        if self
+            .0
+            .heartbeat
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let weak = Arc::downgrade(&self.0);
+        let every = (self.0.options.lease / 3).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                Runtime(inner).renew().await;
+            }
+        });
+    }
+
+    /// One renewal round of [`Runtime::ensure_heartbeat`].
+    async fn renew(&self) {
+        let started = std::time::Instant::now();
+        let held = match self
+            .0
+            .store
+            .renew_leases(&self.0.options.instance, self.0.options.lease)
+            .await
+        {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(
+                    "renewing the leases of instance `{}` failed: {error}",
+                    self.0.options.instance
+                );
+                return;
+            }
+        };
+        let held: std::collections::HashSet<(LeaseKind, &str, u64)> = held
+            .iter()
+            .map(|l| (l.kind, l.id.as_str(), l.token))
+            .collect();
+        for (kind, map) in [
+            (LeaseKind::Turn, &self.0.active),
+            (LeaseKind::Task, &self.0.tasks),
+        ] {
+            let Ok(running) = map.lock() else { continue };
+            for (id, work) in running.iter() {
+                // Claims taken while the renewal ran may be missing from its answer.
+                if let Some((lease, since)) = &work.lease
+                    && *since < started
+                    && !held.contains(&(kind, id.as_str(), lease.token))
+                    && !work.token.is_cancelled()
+                {
+                    tracing::warn!(
+                        "instance `{}` lost its lease on {kind} `{id}` (token {}): another instance took the work over; cancelling it here",
+                        self.0.options.instance,
+                        lease.token
+                    );
+                    work.token.cancel();
+                }
+            }
         }
     }
 

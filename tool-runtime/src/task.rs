@@ -21,12 +21,14 @@ use toolwright_core::{
 
 use crate::event::Event;
 use crate::host::{Journal, RuntimeHost, Suspension, TaskLink};
+use crate::pipeline::keep;
 use crate::record::{
     Approver, CallResult, Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind,
     RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
 };
+use crate::runtime::Running;
 use crate::runtime::{InputResponse, RespondOutcome, Runtime, RuntimeError, Turn};
-use crate::store::StoreError;
+use crate::store::{Claim, Lease, StoreError};
 
 /// The longest `task_wait` may wait, in seconds, and how long it waits when not told.
 const WAIT_MAX_SECONDS: u64 = 300;
@@ -165,8 +167,8 @@ impl Runtime {
             requests: Vec::new(),
             answers: std::collections::BTreeMap::new(),
         };
-        match self.0.store.put_task(&record, None).await {
-            Ok(_) => {
+        match self.0.store.write_task(&record, None, self.take()).await {
+            Ok(written) => {
                 self.emit(Event::TaskStarted {
                     session_id: session.id.clone(),
                     turn_id: turn.id.clone(),
@@ -174,7 +176,7 @@ impl Runtime {
                     tool: tool.name().to_owned(),
                     call_id: call_id.to_owned(),
                 });
-                self.spawn_task(&id);
+                self.spawn_task(&id, written.lease);
             }
             // An earlier run of this call started it (the call ran again after a crash): the
             // task goes on, and recovery runs it if nothing does.
@@ -260,10 +262,11 @@ impl Runtime {
             if wake {
                 task.status = TaskStatus::Running;
             }
-            match self.0.store.put_task(&task, Some(version)).await {
-                Ok(_) => {
+            let taking = if wake { self.take() } else { Claim::None };
+            match self.0.store.write_task(&task, Some(version), taking).await {
+                Ok(written) => {
                     if wake {
-                        self.spawn_task(target);
+                        self.spawn_task(target, written.lease);
                     }
                     return receipt(tool, call_id, target, "sent", text);
                 }
@@ -275,18 +278,31 @@ impl Runtime {
 
     /// Runs task `id` on a tokio task of its own. The caller has claimed it (written it
     /// `running` or `cancelling`), so exactly one runner works on each claim.
-    pub(crate) fn spawn_task(&self, id: &str) {
+    pub(crate) fn spawn_task(&self, id: &str, lease: Option<Lease>) {
         let token = CancellationToken::new();
         let registration = self.0.registrations.fetch_add(1, Ordering::Relaxed);
+        let leased = lease.is_some();
         if let Ok(mut running) = self.0.tasks.lock() {
-            running.insert(id.to_owned(), (registration, token.clone()));
+            running.insert(
+                id.to_owned(),
+                Running {
+                    registration,
+                    token: token.clone(),
+                    lease: lease.map(|lease| (lease, std::time::Instant::now())),
+                },
+            );
+        }
+        if leased {
+            self.ensure_heartbeat();
         }
         let runtime = self.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
             runtime.run_task(&id, &token).await;
             if let Ok(mut running) = runtime.0.tasks.lock()
-                && running.get(&id).is_some_and(|(r, _)| *r == registration)
+                && running
+                    .get(&id)
+                    .is_some_and(|r| r.registration == registration)
             {
                 running.remove(&id);
             }
@@ -325,6 +341,11 @@ impl Runtime {
             match self.settle_run(id, end, cancelled).await {
                 Ok(true) => failures = 0,
                 Ok(false) => return,
+                // Another instance took the task over: its run is the one that counts.
+                Err(RuntimeError::Store(error @ StoreError::Fenced { .. })) => {
+                    tracing::warn!(task_id = id, "{error}");
+                    return;
+                }
                 // The body runs again from its journal, reaching the same point, and the run is
                 // recorded then.
                 Err(error) => {
@@ -387,6 +408,7 @@ impl Runtime {
             journal: Some(Journal {
                 run_id,
                 store: self.0.store.clone(),
+                fence: self.task_lease(&task.id),
                 recorded,
                 cursor: AtomicU32::new(0),
             }),
@@ -494,7 +516,13 @@ impl Runtime {
             };
             call.result = Some(result.clone());
             let turn_id = call.turn_id.clone();
-            match self.0.store.put_task(&task, Some(version)).await {
+            let lease = self.task_lease(id);
+            match self
+                .0
+                .store
+                .write_task(&task, Some(version), keep(lease.as_ref()))
+                .await
+            {
                 Ok(_) => {
                     self.emit(Event::TaskResult {
                         session_id: task.session_id.clone(),
@@ -691,7 +719,13 @@ impl Runtime {
                 };
                 task.cancel_requested = false;
             }
-            match self.0.store.put_task(&task, Some(version)).await {
+            let lease = self.task_lease(id);
+            match self
+                .0
+                .store
+                .write_task(&task, Some(version), keep(lease.as_ref()))
+                .await
+            {
                 Ok(_) => {}
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
@@ -800,11 +834,12 @@ impl Runtime {
             if resume {
                 task.status = TaskStatus::Running;
             }
-            match self.0.store.put_task(&task, Some(version)).await {
-                Ok(_) => {}
+            let taking = if resume { self.take() } else { Claim::None };
+            let lease = match self.0.store.write_task(&task, Some(version), taking).await {
+                Ok(written) => written.lease,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
-            }
+            };
             let entry = JournalEntry {
                 position,
                 kind: EntryKind::Ask,
@@ -829,7 +864,7 @@ impl Runtime {
             if !resume {
                 return Ok(RespondOutcome::Settled { pending });
             }
-            self.spawn_task(id);
+            self.spawn_task(id, lease);
             return Ok(RespondOutcome::TaskResumed {
                 task_id: id.to_owned(),
             });
@@ -878,7 +913,7 @@ impl Runtime {
                         .tasks
                         .lock()
                         .ok()
-                        .and_then(|running| running.get(id).map(|(_, token)| token.clone()));
+                        .and_then(|running| running.get(id).map(|r| r.token.clone()));
                     // Recorded as well as signalled: a runner that already looked at its token
                     // (or one in another process, or recovery) sees the request when it records
                     // the run, and runs the cleanup instead of parking.
@@ -903,11 +938,16 @@ impl Runtime {
                         };
                         revoked.push(request.request_id.clone());
                     }
-                    match self.0.store.put_task(&task, Some(version)).await {
-                        Ok(_) => {}
+                    let lease = match self
+                        .0
+                        .store
+                        .write_task(&task, Some(version), self.take())
+                        .await
+                    {
+                        Ok(written) => written.lease,
                         Err(StoreError::Conflict(_)) => continue,
                         Err(error) => return Err(error.into()),
-                    }
+                    };
                     for request_id in revoked {
                         self.emit(Event::InputResolved {
                             session_id: task.session_id.clone(),
@@ -916,7 +956,7 @@ impl Runtime {
                             outcome: Outcome::Cancelled,
                         });
                     }
-                    self.spawn_task(id);
+                    self.spawn_task(id, lease);
                 }
             }
             break;
@@ -931,7 +971,8 @@ impl Runtime {
             }
             tokio::select! {
                 () = notified => {}
-                () = tokio::time::sleep(POLL) => {}
+                // Another instance's writes (Postgres notifications), or a poll.
+                () = self.0.store.changed(POLL) => {}
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
@@ -1046,7 +1087,8 @@ impl Runtime {
             }
             tokio::select! {
                 () = notified => {}
-                () = tokio::time::sleep(POLL) => {}
+                // Another instance's writes (Postgres notifications), or a poll.
+                () = self.0.store.changed(POLL) => {}
                 () = tokio::time::sleep_until(deadline) => {}
                 () = cancel.cancelled() => return Ok(Vec::new()),
             }
@@ -1252,10 +1294,20 @@ impl Runtime {
         )
     }
 
-    /// Runs tasks a stopped process left `running` or `cancelling` again from their journals.
-    pub(crate) async fn recover_tasks(&self) -> Result<Vec<String>, RuntimeError> {
+    /// Runs tasks a stopped process left `running` or `cancelling` again from their journals:
+    /// `ids` (every open task when `None`), claimed with `take_over` (whether a live lease
+    /// keeps a task with its holder) .
+    pub(crate) async fn recover_tasks(
+        &self,
+        ids: Option<Vec<String>>,
+        take_over: bool,
+    ) -> Result<Vec<String>, RuntimeError> {
         let mut recovered = Vec::new();
-        for id in self.0.store.open_tasks().await? {
+        let ids = match ids {
+            Some(ids) => ids,
+            None => self.0.store.open_tasks().await?,
+        };
+        for id in ids {
             let local = self
                 .0
                 .tasks
@@ -1264,11 +1316,28 @@ impl Runtime {
             if local {
                 continue;
             }
-            if let Some((task, _)) = self.0.store.task(&id).await?
-                && matches!(task.status, TaskStatus::Running | TaskStatus::Cancelling)
-            {
-                self.spawn_task(&id);
-                recovered.push(id);
+            let Some((task, version)) = self.0.store.task(&id).await? else {
+                continue;
+            };
+            if !task.is_leased() {
+                continue;
+            }
+            let claim = if take_over {
+                Claim::TakeOver {
+                    owner: &self.0.options.instance,
+                    ttl: self.0.options.lease,
+                }
+            } else {
+                self.take()
+            };
+            match self.0.store.write_task(&task, Some(version), claim).await {
+                Ok(written) => {
+                    self.spawn_task(&id, written.lease);
+                    recovered.push(id);
+                }
+                // Taken (or changed) by another instance meanwhile.
+                Err(StoreError::Conflict(_)) => {}
+                Err(error) => return Err(error.into()),
             }
         }
         Ok(recovered)
@@ -1277,7 +1346,7 @@ impl Runtime {
     /// Wakes tasks whose durable sleep is over.
     pub(crate) async fn wake_tasks(&self, now: u64) -> Result<Vec<String>, RuntimeError> {
         let mut woken = Vec::new();
-        for id in self.0.store.open_tasks().await? {
+        for id in self.0.store.due_tasks(now).await? {
             loop {
                 let Some((mut task, version)) = self.0.store.task(&id).await? else {
                     break;
@@ -1287,9 +1356,14 @@ impl Runtime {
                     _ => break,
                 }
                 task.status = TaskStatus::Running;
-                match self.0.store.put_task(&task, Some(version)).await {
-                    Ok(_) => {
-                        self.spawn_task(&id);
+                match self
+                    .0
+                    .store
+                    .write_task(&task, Some(version), self.take())
+                    .await
+                {
+                    Ok(written) => {
+                        self.spawn_task(&id, written.lease);
                         woken.push(id.clone());
                         break;
                     }

@@ -11,8 +11,12 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 pub mod conformance;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};

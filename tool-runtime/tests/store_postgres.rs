@@ -1,0 +1,532 @@
+//! The PostgreSQL store on a real server: the conformance suite (twice on one database), two
+//! stores racing versioned writes and take-overs, the migrations, and `changed` woken by
+//! another store's write.
+//!
+//! The server comes from `TOOLWRIGHT_TEST_POSTGRES_URL` (`scripts/postgres start` prints one).
+//! Every test writes under ids of its own, so they share the database; the tests that need a
+//! database to themselves make a throwaway one.
+#![cfg(feature = "postgres")]
+
+use std::panic::AssertUnwindSafe;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use sqlx_core::Url;
+use sqlx_core::query::query;
+use sqlx_core::query_scalar::query_scalar;
+use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use toolwright_core::Caller;
+use toolwright_runtime::store::{Claim, conformance};
+use toolwright_runtime::{PostgresStore, Store, StoreError, TurnRecord, TurnStatus};
+
+/// The test server's URL. Without one the tests pass with a notice, except in CI (`CI` set),
+/// where a missing server must not pass unnoticed.
+fn server() -> Option<String> {
+    const START: &str = "start one with `export TOOLWRIGHT_TEST_POSTGRES_URL=\"$(scripts/postgres \
+                         start)\"` (scripts/test does this)";
+    match std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!(
+                "TOOLWRIGHT_TEST_POSTGRES_URL is not set, and the Postgres tests must run in CI: {START}"
+            )
+        }
+        _ => {
+            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set; {START}");
+            None
+        }
+    }
+}
+
+/// A small pool of its own, so that each store in a test is a separate "instance".
+async fn pool(url: &str) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(PgConnectOptions::from_str(url).expect("a valid URL"))
+        .await
+        .expect("the test server accepts connections")
+}
+
+async fn store(url: &str) -> PostgresStore {
+    PostgresStore::from_pool(pool(url).await)
+        .await
+        .expect("a store on the test server")
+}
+
+fn unique(what: &str) -> String {
+    format!("pg-test-{what}-{}", uuid::Uuid::new_v4())
+}
+
+fn turn(id: &str, status: TurnStatus) -> TurnRecord {
+    TurnRecord {
+        id: id.to_owned(),
+        session_id: "s1".to_owned(),
+        current: None,
+        caller: Caller::Model,
+        structured_output: false,
+        tainted_by: None,
+        status,
+        steps: 0,
+        last_step: None,
+        pending: None,
+    }
+}
+
+/// A database of its own for one test, dropped afterwards (also when the test fails).
+async fn with_scratch_database<F, Fut>(url: &str, test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let admin = pool(url).await;
+    let name = format!("toolwright_test_{}", uuid::Uuid::new_v4().simple());
+    query(sqlx_core::sql_str::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{name}\""
+    )))
+    .execute(&admin)
+    .await
+    .expect("the test user may create databases");
+    let mut scratch = Url::parse(url).expect("a valid URL");
+    scratch.set_path(&name);
+    let outcome = AssertUnwindSafe(test(scratch.to_string()))
+        .catch_unwind()
+        .await;
+    query(sqlx_core::sql_str::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await
+    .expect("dropping the scratch database");
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// What a refused migration must leave alone: the recorded versions and the tables.
+async fn schema_snapshot(url: &str) -> (Vec<i64>, Vec<String>) {
+    let pool = pool(url).await;
+    let versions = query_scalar("SELECT version FROM toolwright_migrations ORDER BY version")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let tables = query_scalar(
+        "SELECT table_name::text FROM information_schema.tables \
+         WHERE table_schema = current_schema() ORDER BY table_name",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    (versions, tables)
+}
+
+/// How long `b.changed(30 s)` waits while `a` writes a turn every 100 ms (the first call starts
+/// the listener, which may miss a write made before its `LISTEN`; a repeated write is seen).
+async fn wait_for_a_write(a: &PostgresStore, b: &Arc<PostgresStore>) -> Duration {
+    let waiter = {
+        let b = Arc::clone(b);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            b.changed(Duration::from_secs(30)).await;
+            started.elapsed()
+        })
+    };
+    let id = unique("notify");
+    let mut version = a
+        .put_turn(&turn(&id, TurnStatus::Waiting), None)
+        .await
+        .unwrap();
+    for _ in 0..150 {
+        if waiter.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        version = a
+            .put_turn(&turn(&id, TurnStatus::Waiting), Some(version))
+            .await
+            .unwrap();
+    }
+    waiter.await.unwrap()
+}
+
+/// The number of connections listening for changes in database `name`.
+async fn listeners(admin: &PgPool, name: &str) -> i64 {
+    // sqlx sends `LISTEN "toolwright"`, and `LISTEN "toolwright";` when it reconnects.
+    query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+         AND query LIKE 'LISTEN \"toolwright\"%'",
+    )
+    .bind(name.to_owned())
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn conformance_runs_twice_on_one_database() {
+    let Some(url) = server() else { return };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    conformance::run(&store).await;
+    conformance::run(&store).await;
+}
+
+/// Two stores (two pools, as two instances would have) increment one turn from many tasks,
+/// each re-reading and retrying on a conflict: every version has exactly one winner and no
+/// increment is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_race_versioned_writes_without_lost_updates() {
+    const TASKS: u32 = 16;
+    const ROUNDS: u32 = 5;
+    let Some(url) = server() else { return };
+    let stores = [Arc::new(store(&url).await), Arc::new(store(&url).await)];
+    let id = Arc::new(unique("race"));
+    stores[0]
+        .put_turn(&turn(&id, TurnStatus::Running), None)
+        .await
+        .unwrap();
+
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|n| {
+            let store = Arc::clone(&stores[n as usize % 2]);
+            let id = Arc::clone(&id);
+            tokio::spawn(async move {
+                let mut won = Vec::new();
+                let mut conflicts = 0_u32;
+                for _ in 0..ROUNDS {
+                    loop {
+                        let (mut record, version) = store.turn(&id).await.unwrap().unwrap();
+                        record.steps += 1;
+                        match store.put_turn(&record, Some(version)).await {
+                            Ok(next) => {
+                                assert_eq!(next, version + 1);
+                                won.push(next);
+                                break;
+                            }
+                            Err(StoreError::Conflict(_)) => conflicts += 1,
+                            Err(error) => panic!("task {n}: {error}"),
+                        }
+                    }
+                }
+                (won, conflicts)
+            })
+        })
+        .collect();
+
+    let mut won = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        let (task_won, task_conflicts) = task.await.unwrap();
+        won.extend(task_won);
+        conflicts += task_conflicts;
+    }
+    won.sort_unstable();
+    let every: Vec<u64> = (2..=u64::from(TASKS * ROUNDS) + 1).collect();
+    assert_eq!(won, every, "each version must have exactly one winner");
+    assert!(
+        conflicts > 0,
+        "the tasks never raced; the test proves nothing"
+    );
+    for store in &stores {
+        let (record, version) = store.turn(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (record.steps, version),
+            (TASKS * ROUNDS, u64::from(TASKS * ROUNDS) + 1)
+        );
+    }
+}
+
+/// Work whose lease expired is taken over by many contenders on two stores at once: exactly one
+/// wins (whichever version each read), and the former holder is fenced afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_race_take_overs_with_one_winner() {
+    const CONTENDERS: usize = 8;
+    let Some(url) = server() else { return };
+    let stores = [Arc::new(store(&url).await), Arc::new(store(&url).await)];
+    for round in 0..5 {
+        let id = Arc::new(unique(&format!("takeover-{round}")));
+        let record = turn(&id, TurnStatus::Running);
+        let v1 = stores[0].put_turn(&record, None).await.unwrap();
+        // The first holder stops renewing at once: a lease with no time to live.
+        let stale = stores[0]
+            .write_turn(
+                &record,
+                Some(v1),
+                Claim::Take {
+                    owner: "gone",
+                    ttl: Duration::ZERO,
+                },
+            )
+            .await
+            .unwrap();
+        let old = stale.lease.clone().unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        let contenders: Vec<_> = (0..CONTENDERS)
+            .map(|n| {
+                let store = Arc::clone(&stores[n % 2]);
+                let id = Arc::clone(&id);
+                tokio::spawn(async move {
+                    let owner = format!("contender-{n}");
+                    // Half use the version they read, half the one from before the race.
+                    let (record, version) = store.turn(&id).await.unwrap().unwrap();
+                    let expected = if n % 4 < 2 { version } else { stale.version };
+                    let claim = Claim::TakeOver {
+                        owner: &owner,
+                        ttl: Duration::from_secs(300),
+                    };
+                    match store.write_turn(&record, Some(expected), claim).await {
+                        Ok(written) => Some(written.lease.unwrap()),
+                        Err(StoreError::Conflict(_)) => None,
+                        Err(error) => panic!("contender {n}: {error}"),
+                    }
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for contender in contenders {
+            winners.extend(contender.await.unwrap());
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        let new = &winners[0];
+        assert!(new.token > old.token, "round {round}");
+
+        let (current, version) = stores[1].turn(&id).await.unwrap().unwrap();
+        let before = stores[1].turn(&id).await.unwrap();
+        match stores[1]
+            .write_turn(&current, Some(version), Claim::Keep(&old))
+            .await
+        {
+            Err(StoreError::Fenced { token, .. }) => assert_eq!(token, old.token),
+            other => panic!("round {round}: the former holder must be fenced, got {other:?}"),
+        }
+        assert_eq!(stores[0].turn(&id).await.unwrap(), before, "round {round}");
+        let held = stores[0]
+            .renew_leases(&new.owner, Duration::from_secs(300))
+            .await
+            .unwrap();
+        assert!(held.contains(new), "round {round}: {held:?}");
+    }
+}
+
+/// Connecting again (and from several stores at once) applies nothing new.
+#[tokio::test]
+async fn migrations_are_applied_once() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        let racing: Vec<_> = (0..4)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { PostgresStore::connect(&url).await })
+            })
+            .collect();
+        for store in racing {
+            store
+                .await
+                .unwrap()
+                .expect("stores connecting at once all migrate");
+        }
+        let first = schema_snapshot(&url).await;
+        assert_eq!(first.0, [1], "one migration, recorded once");
+        assert!(first.1.contains(&"turns".to_owned()), "{:?}", first.1);
+
+        let store = PostgresStore::connect(&url).await.unwrap();
+        store
+            .put_turn(&turn("kept", TurnStatus::Waiting), None)
+            .await
+            .unwrap();
+        drop(store);
+        let store = PostgresStore::connect(&url).await.unwrap();
+        assert_eq!(
+            schema_snapshot(&url).await,
+            first,
+            "a second connect changes nothing"
+        );
+        assert_eq!(store.waiting_turns().await.unwrap(), ["kept"]);
+    })
+    .await;
+}
+
+/// A database a newer toolwright migrated is refused, named, and left as it was; refusing it
+/// must not leave the migration lock held (a second attempt is refused, not stuck).
+#[tokio::test]
+async fn a_newer_schema_is_refused_and_left_alone() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        drop(PostgresStore::connect(&url).await.unwrap());
+        let pool = pool(&url).await;
+        query(
+            "INSERT INTO toolwright_migrations (version, description, success, checksum, \
+             execution_time) VALUES (2, 'from a newer toolwright', TRUE, '\\x00', 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        let before = schema_snapshot(&url).await;
+
+        for attempt in 0..2 {
+            let refused =
+                tokio::time::timeout(Duration::from_secs(60), PostgresStore::connect(&url))
+                    .await
+                    .unwrap_or_else(|_| panic!("attempt {attempt}: connecting hangs"));
+            let message = match refused {
+                Err(StoreError::Backend(message)) => message,
+                other => panic!("attempt {attempt}: expected StoreError::Backend, got {other:?}"),
+            };
+            assert!(
+                message.contains("schema version 2")
+                    && message.contains("run the newer toolwright")
+                    && message.contains("127.0.0.1"),
+                "{message}"
+            );
+            assert!(!message.contains("password"), "{message}");
+        }
+        assert_eq!(
+            schema_snapshot(&url).await,
+            before,
+            "the refused database must not change"
+        );
+    })
+    .await;
+}
+
+/// `changed` on one store returns early when another store writes a turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_wakes_when_another_store_writes() {
+    let Some(url) = server() else { return };
+    let (a, b) = (store(&url).await, Arc::new(store(&url).await));
+    let waited = wait_for_a_write(&a, &b).await;
+    assert!(
+        waited < Duration::from_secs(20),
+        "changed(30 s) returned after {waited:?}: the write's notification did not wake it"
+    );
+}
+
+/// A wrong password or an unreachable server gives a message naming the server, not the
+/// password, and saying what to do.
+#[tokio::test]
+async fn connection_errors_are_actionable() {
+    let Some(url) = server() else { return };
+    let mut wrong = Url::parse(&url).unwrap();
+    wrong.set_path("toolwright_no_such_database");
+    wrong.set_password(Some("sw0rdfish")).unwrap();
+    let message = match PostgresStore::connect(wrong.as_str()).await {
+        Err(StoreError::Backend(message)) => message,
+        other => panic!("expected StoreError::Backend, got {other:?}"),
+    };
+    assert!(
+        message.contains("toolwright_no_such_database") && !message.contains("sw0rdfish"),
+        "{message}"
+    );
+    assert!(message.contains("createdb"), "{message}");
+
+    // Nothing listens on port 1. The pool retries a refused connection until its acquire
+    // timeout (short here); the message still tells the cause.
+    let nowhere = PgConnectOptions::from_str("postgres://nobody:sw0rdfish@127.0.0.1:1/x").unwrap();
+    let pool = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_lazy_with(nowhere);
+    let message = match PostgresStore::from_pool(pool).await {
+        Err(StoreError::Backend(message)) => message,
+        other => panic!("expected StoreError::Backend, got {other:?}"),
+    };
+    assert!(
+        message.contains("nobody@127.0.0.1:1/x")
+            && message.contains("is PostgreSQL running")
+            && !message.contains("sw0rdfish"),
+        "{message}"
+    );
+
+    let message = match PostgresStore::connect("not a url").await {
+        Err(StoreError::Backend(message)) => message,
+        other => panic!("expected StoreError::Backend, got {other:?}"),
+    };
+    assert!(
+        message.contains("postgres://USER:PASSWORD@HOST"),
+        "{message}"
+    );
+}
+
+/// The listener behind `changed` runs on a connection of its own, which dropping the store
+/// closes (with the store's pool).
+#[tokio::test]
+async fn dropping_the_store_stops_its_listener() {
+    let Some(url) = server() else { return };
+    let admin = pool(&url).await;
+    with_scratch_database(&url, |scratch| async move {
+        let name = database_name(&scratch);
+        let store = PostgresStore::connect(&scratch).await.unwrap();
+        store.changed(Duration::from_millis(50)).await;
+        assert_eq!(
+            listeners(&admin, &name).await,
+            1,
+            "one listener after the first call"
+        );
+        store.changed(Duration::from_millis(50)).await;
+        assert_eq!(
+            listeners(&admin, &name).await,
+            1,
+            "still one after the second"
+        );
+        drop(store);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while listeners(&admin, &name).await > 0 {
+            assert!(Instant::now() < deadline, "the listener outlives its store");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// When the listening connection dies, the listener connects again and `changed` keeps waking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_reconnects() {
+    let Some(url) = server() else { return };
+    let admin = pool(&url).await;
+    with_scratch_database(&url, |scratch| async move {
+        let name = database_name(&scratch);
+        let (a, b) = (store(&scratch).await, Arc::new(store(&scratch).await));
+        b.changed(Duration::from_millis(50)).await;
+        let killed: i64 = query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1 \
+             AND query LIKE 'LISTEN \"toolwright\"%'",
+        )
+        .bind(&name)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        assert_eq!(killed, 1, "the listening connection was found");
+
+        // Waiters wake when the listener is back (it heard nothing while it was down), or at a
+        // write after that.
+        let waited = wait_for_a_write(&a, &b).await;
+        assert!(
+            waited < Duration::from_secs(20),
+            "changed returned after {waited:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while listeners(&admin, &name).await != 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the listener did not connect again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let waited = wait_for_a_write(&a, &b).await;
+        assert!(
+            waited < Duration::from_secs(20),
+            "after reconnecting, changed returned after {waited:?}"
+        );
+    })
+    .await;
+}
+
+fn database_name(url: &str) -> String {
+    Url::parse(url)
+        .unwrap()
+        .path()
+        .trim_start_matches('/')
+        .to_owned()
+}
