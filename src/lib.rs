@@ -88,9 +88,6 @@ pub mod names {
 /// The runtime: sessions, turns, the call pipeline, approvals and the stores that let a parked
 /// turn outlive its process.
 pub mod runtime {
-    #[cfg(feature = "postgres")]
-    #[doc(inline)]
-    pub use toolwright_runtime::PostgresStore;
     #[doc(inline)]
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
@@ -106,6 +103,9 @@ pub mod runtime {
         RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store, StoreError,
         SystemClock, ToolCall, Turn, Written,
     };
+    #[cfg(feature = "postgres")]
+    #[doc(inline)]
+    pub use toolwright_runtime::{PgStep, PostgresStore, store::postgres_sql};
 }
 
 /// Serving the runtime over the Model Context Protocol (stdio and streamable HTTP), through rmcp.

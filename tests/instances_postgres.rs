@@ -21,8 +21,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolwright::prelude::*;
+use toolwright::runtime::postgres_sql::{AssertSqlSafe, PgPool, query, query_scalar};
 use toolwright::runtime::{
-    Clock, InputResponse, Options, PostgresStore, RespondOutcome, Runtime, SessionSpec,
+    Clock, InputResponse, Options, PgStep, PostgresStore, RespondOutcome, Runtime, SessionSpec,
     StepOutcome, Store, ToolCall, TurnStatus,
 };
 use toolwright::{Caller, Principal, Registry};
@@ -125,6 +126,48 @@ async fn nap(args: NapArgs, ctx: WorkflowContext, sink: State<Sink>) -> Result<u
     .await
 }
 
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct ChargeArgs {
+    /// The order to charge.
+    order: String,
+}
+
+/// Charges an order: the row goes into the store's own database in the transaction that
+/// records the step. On its first attempt (no `hung` file yet) it hangs inside the transaction,
+/// after its insert, so the test can kill it there.
+#[tool(effect = write, durable)]
+async fn charge(
+    args: ChargeArgs,
+    ctx: DurableContext,
+    sink: State<Sink>,
+) -> Result<i64, ToolError> {
+    let hang = sink.0.0.with_file_name("hung");
+    let effects = sink.0.0.clone();
+    let order = args.order.clone();
+    let id: i64 = ctx
+        .pg_step("insert-charge", move |db| {
+            Box::pin(async move {
+                let id: i64 = query_scalar(
+                    "INSERT INTO charges (order_id, pid) VALUES ($1, $2) RETURNING id",
+                )
+                .bind(&order)
+                .bind(i64::from(std::process::id()))
+                .fetch_one(&mut *db)
+                .await
+                .map_err(|e| ToolError::new(format!("charging failed: {e}")))?;
+                Sink(effects).append(&format!("inserted {order} {}", std::process::id()))?;
+                if !hang.exists() {
+                    std::fs::write(&hang, "")?;
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                }
+                Ok(id)
+            })
+        })
+        .await?;
+    sink.append(&format!("charged {} {}", args.order, std::process::id()))?;
+    Ok(id)
+}
+
 /// The system clock plus an offset the parent writes to `clock` in the test directory, so that
 /// the deploy's five-minute sleep passes at once.
 struct FileClock(PathBuf);
@@ -192,6 +235,7 @@ async fn child_entry() {
             "slow" => slow_run(&rt, &dir, &name).await,
             "deploy" => deploy(&rt, &dir).await,
             "respond" => respond(&rt, &dir, arg).await,
+            "charge" => start_charge(&rt, &dir).await,
             other => panic!("unknown job {other}"),
         }
     }
@@ -301,6 +345,22 @@ async fn slow_run(rt: &Runtime, dir: &Path, name: &str) {
     publish(dir, &format!("slow-{name}"), &report);
 }
 
+/// Starts one `charge` call without waiting for it.
+async fn start_charge(rt: &Runtime, dir: &Path) {
+    let session = rt.open_session(SessionSpec::new("charge")).await.unwrap();
+    let turn = session.begin_turn(None, Caller::Model).await.unwrap();
+    publish(dir, "charge-turn", &json!(turn.id()));
+    tokio::spawn(async move {
+        let _ = turn
+            .step(vec![ToolCall::new(
+                "c1",
+                "charge",
+                json!({ "order": "order-1" }).to_string(),
+            )])
+            .await;
+    });
+}
+
 /// Begins the seed's deploy and publishes the approval request.
 async fn deploy(rt: &Runtime, dir: &Path) {
     let session = rt
@@ -376,15 +436,11 @@ async fn database(test: &str) -> Option<String> {
         "tw_{test}_{}",
         &uuid::Uuid::new_v4().simple().to_string()[..10]
     );
-    let pool = sqlx_postgres::PgPool::connect(&base)
+    let pool = PgPool::connect(&base).await.expect("the test server");
+    query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&pool)
         .await
-        .expect("the test server");
-    sqlx_core::query::query(sqlx_core::sql_str::AssertSqlSafe(format!(
-        "CREATE DATABASE {name}"
-    )))
-    .execute(&pool)
-    .await
-    .expect("a test database");
+        .expect("a test database");
     pool.close().await;
     let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
     Some(format!("{prefix}/{name}"))
@@ -734,4 +790,62 @@ async fn deploy_service_answered_on_other_instances() {
         journal.len()
     );
     cluster.stop(&[]);
+}
+
+/// (e) A step whose effect is a write to the store's own database, killed with SIGKILL after
+/// its write and before its commit: the write rolls back with the transaction, the instance
+/// that takes the run over writes it again, and exactly one row exists: exactly once in
+/// effect, not only on record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_the_stores_transaction_takes_effect_exactly_once() {
+    let Some(mut cluster) = Cluster::new("charge").await else {
+        return;
+    };
+    let pool = PgPool::connect(&cluster.url).await.unwrap();
+    query("CREATE TABLE charges (id BIGSERIAL PRIMARY KEY, order_id TEXT NOT NULL, pid BIGINT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    cluster.spawn("b", "");
+    let victim = cluster.spawn("a", "charge");
+    let turn: String =
+        serde_json::from_value(cluster.wait_file("charge-turn", Duration::from_secs(60))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.effects().iter().any(|l| l[0] == "inserted") {
+        assert!(Instant::now() < deadline, "the charge did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Killed inside the transaction, after its insert.
+    cluster.signal("a", "KILL");
+    let store = PostgresStore::connect(&cluster.url).await.unwrap();
+    settled(&store, std::slice::from_ref(&turn), Duration::from_secs(60)).await;
+    let id = output(&store, &turn).await;
+    let rows: Vec<(i64, i64)> = toolwright::runtime::postgres_sql::query_as(
+        "SELECT id, pid FROM charges WHERE order_id = 'order-1'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let inserts = cluster
+        .effects()
+        .iter()
+        .filter(|l| l[0] == "inserted")
+        .count();
+    eprintln!(
+        "charge step killed inside its transaction after its insert; {inserts} inserts ran, {} row committed",
+        rows.len()
+    );
+    assert_eq!(rows.len(), 1, "exactly one charge: {rows:?}");
+    assert_ne!(
+        rows[0].1,
+        i64::from(victim),
+        "the killed insert rolled back"
+    );
+    assert_eq!(
+        id,
+        json!(rows[0].0),
+        "the step's value is the committed row's"
+    );
+    assert_eq!(inserts, 2, "the insert ran twice, and took effect once");
+    cluster.stop(&["a"]);
 }

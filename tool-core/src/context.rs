@@ -38,6 +38,14 @@ pub enum LogLevel {
     Error,
 }
 
+/// Work a step does inside the store's own transaction (see [`DurableContext::step_in_store`]):
+/// it gets the store's connection, inside the transaction that records the step, as `&mut dyn
+/// Any` (for the Postgres store, a `sqlx_postgres::PgConnection`), and returns the step's value
+/// as JSON. Captured data must be owned (`'static`): clone what the work needs into it.
+pub type StoreWork = Box<
+    dyn for<'c> FnOnce(&'c mut (dyn Any + Send)) -> BoxFuture<'c, Result<Value, ToolError>> + Send,
+>;
+
 /// What the runtime provides behind a context. The runtime implements it per call; the
 /// [`DetachedHost`] serves direct calls in tests and examples.
 pub trait CallHost: Send + Sync + 'static {
@@ -70,6 +78,22 @@ pub trait CallHost: Send + Sync + 'static {
     fn delay(&self, duration: Duration) -> BoxFuture<'_, ()> {
         let _ = duration;
         Box::pin(std::future::ready(()))
+    }
+    /// Runs or replays the journaled step `name` with `work` inside the store's transaction, so
+    /// its writes commit together with the step's record or not at all. The default (a host
+    /// without a transactional store) refuses.
+    fn step_in_store<'a>(
+        &'a self,
+        name: &'a str,
+        work: StoreWork,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        drop(work);
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Journal,
+            format!(
+                "step `{name}` writes to the store's database, which needs a runtime whose store runs steps in its transactions (the Postgres store); run the tool through such a runtime"
+            ),
+        ))))
     }
 }
 
@@ -277,6 +301,19 @@ impl CallContext {
                 &format!("partial result dropped: it is not JSON: {error}"),
             ),
         }
+    }
+
+    async fn step_in_store<T>(&self, name: &str, work: StoreWork) -> Result<T, ToolError>
+    where
+        T: DeserializeOwned,
+    {
+        let recorded = self.0.host.step_in_store(name, work).await?;
+        serde_json::from_value(recorded).map_err(|error| {
+            ToolError::with_code(
+                ErrorCode::Journal,
+                format!("the value recorded for step `{name}` cannot be read: {error}"),
+            )
+        })
     }
 
     async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
@@ -540,6 +577,22 @@ impl std::ops::Deref for DurableContext {
 }
 
 impl DurableContext {
+    /// Runs `work` as the step `name` inside the store's own database transaction: the step's
+    /// writes to that database and its journal record commit together or not at all, so the
+    /// step's effect happens exactly once, not at least once. Needs a store that supports it
+    /// (the Postgres store; `toolwright::runtime::PgStep` gives a typed version of this call).
+    /// Replays like [`step`](Self::step).
+    pub async fn step_in_store<T>(
+        &self,
+        name: impl AsRef<str>,
+        work: StoreWork,
+    ) -> Result<T, ToolError>
+    where
+        T: DeserializeOwned,
+    {
+        self.tool.cx.step_in_store(name.as_ref(), work).await
+    }
+
     /// Runs `work` as the step `name`, exactly once on record: if a previous run of this call
     /// recorded the step, its value returns without running `work`. Names must be deterministic
     /// (derive them from data, never from clocks or randomness) and unique within the call.
@@ -578,6 +631,18 @@ pub struct WorkflowContext {
 
 impl WorkflowContext {
     common_context_methods!();
+
+    /// [`DurableContext::step_in_store`] for a workflow body.
+    pub async fn step_in_store<T>(
+        &self,
+        name: impl AsRef<str>,
+        work: StoreWork,
+    ) -> Result<T, ToolError>
+    where
+        T: DeserializeOwned,
+    {
+        self.cx.step_in_store(name.as_ref(), work).await
+    }
 
     /// Runs `work` as the journaled step `name` (see [`DurableContext::step`]).
     pub async fn step<T, F>(&self, name: impl AsRef<str>, work: F) -> Result<T, ToolError>

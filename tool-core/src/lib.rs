@@ -35,7 +35,7 @@ pub use builtin::ask_question;
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
     DurableParam, HostEvent, LogLevel, PlainParam, Requirement, Retry, ServeIncoming, State,
-    StepNames, ToolContext, WorkflowContext, WorkflowParam,
+    StepNames, StoreWork, ToolContext, WorkflowContext, WorkflowParam,
 };
 pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};

@@ -127,6 +127,42 @@ impl Journal {
         }
     }
 
+    /// Replays or runs step `name` with `work` inside the store's transaction (see
+    /// [`Store::journal_in_transaction`]): exactly once, on record and in effect.
+    async fn step_in_store(
+        &self,
+        name: &str,
+        work: toolwright_core::StoreWork,
+    ) -> Result<Value, ToolError> {
+        let position = self
+            .cursor
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(entry) = self.recorded.get(position as usize) {
+            return self.replayed(entry, name);
+        }
+        match self
+            .store
+            .journal_in_transaction(&self.run_id, position, name, self.fence.as_ref(), work)
+            .await
+        {
+            Ok(outcome) => outcome,
+            // Another run recorded the position first (its transaction committed, this one's
+            // rolled back): its value is the one on record.
+            Err(StoreError::Conflict(_)) => {
+                let entries = self
+                    .store
+                    .journal(&self.run_id)
+                    .await
+                    .map_err(journal_error)?;
+                match entries.iter().find(|e| e.position == position) {
+                    Some(entry) => self.replayed(entry, name),
+                    None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
+                }
+            }
+            Err(error) => Err(journal_error(error)),
+        }
+    }
+
     fn replayed(&self, entry: &JournalEntry, name: &str) -> Result<Value, ToolError> {
         self.replayed_as(entry, EntryKind::Step, name)
     }
@@ -237,6 +273,25 @@ impl CallHost for RuntimeHost {
                 return journal.step(name, run).await;
             }
             run.await
+        })
+    }
+
+    fn step_in_store<'a>(
+        &'a self,
+        name: &'a str,
+        work: toolwright_core::StoreWork,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            self.steps.claim(name)?;
+            let Some(journal) = &self.journal else {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!(
+                        "step `{name}` commits with the journal, and only `durable` and `workflow` tools have one"
+                    ),
+                ));
+            };
+            journal.step_in_store(name, work).await
         })
     }
 

@@ -24,7 +24,7 @@ pub use runtime::{
     AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, RespondOutcome, Runtime,
     RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome, SystemClock, ToolCall, Turn,
 };
-#[cfg(feature = "postgres")]
-pub use store::PostgresStore;
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
+#[cfg(feature = "postgres")]
+pub use store::{PgStep, PostgresStore};
 pub use toolwright_core::Registry;

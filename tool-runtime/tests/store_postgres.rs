@@ -530,3 +530,99 @@ fn database_name(url: &str) -> String {
         .trim_start_matches('/')
         .to_owned()
 }
+
+/// A step run in the store's transaction: its writes and its record commit together; a
+/// failing step, a position already recorded and a stale lease leave both out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_in_the_transaction_commits_with_its_record_or_not_at_all() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        let store = store(&url).await;
+        let admin = pool(&url).await;
+        query("CREATE TABLE charges (run TEXT NOT NULL, n INT NOT NULL)")
+            .execute(&admin)
+            .await
+            .unwrap();
+        let charge = |n: i32, fail: bool| -> toolwright_core::StoreWork {
+            Box::new(move |db: &mut (dyn std::any::Any + Send)| {
+                Box::pin(async move {
+                    let db = db
+                        .downcast_mut::<sqlx_postgres::PgConnection>()
+                        .expect("the Postgres store hands over its connection");
+                    query("INSERT INTO charges (run, n) VALUES ('r', $1)")
+                        .bind(n)
+                        .execute(&mut *db)
+                        .await
+                        .map_err(|e| toolwright_core::ToolError::new(e.to_string()))?;
+                    if fail {
+                        return Err(toolwright_core::ToolError::new("card declined"));
+                    }
+                    Ok(serde_json::json!(n))
+                })
+            })
+        };
+        let rows = || async {
+            query_scalar::<_, i64>("SELECT count(*) FROM charges")
+                .fetch_one(&admin)
+                .await
+                .unwrap()
+        };
+
+        // Success: one row, one record.
+        let value = store
+            .journal_in_transaction("run", 0, "charge", None, charge(1, false))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((value, rows().await), (serde_json::json!(1), 1));
+        assert_eq!(store.journal("run").await.unwrap().len(), 1);
+
+        // The position is recorded: the work does not run again.
+        match store
+            .journal_in_transaction("run", 0, "charge", None, charge(2, false))
+            .await
+        {
+            Err(StoreError::Conflict(_)) => {}
+            other => panic!("a recorded position must be a conflict, got {other:?}"),
+        }
+        assert_eq!(rows().await, 1, "the work did not run");
+
+        // The work fails after writing: its write rolls back, nothing is recorded.
+        let failed = store
+            .journal_in_transaction("run", 1, "charge", None, charge(3, true))
+            .await
+            .unwrap();
+        assert!(failed.is_err());
+        assert_eq!(rows().await, 1, "a failed step's writes roll back");
+        assert_eq!(store.journal("run").await.unwrap().len(), 1);
+
+        // Under a lease taken over since: refused before the work runs.
+        let id = unique("turn");
+        let mut record = turn(&id, TurnStatus::Active);
+        let v = store.put_turn(&record, None).await.unwrap();
+        record.status = TurnStatus::Running;
+        let ttl = Duration::from_secs(60);
+        let first = store
+            .write_turn(&record, Some(v), Claim::Take { owner: "a", ttl })
+            .await
+            .unwrap();
+        store
+            .write_turn(
+                &record,
+                Some(first.version),
+                Claim::Take { owner: "b", ttl },
+            )
+            .await
+            .unwrap();
+        let stale = first.lease.unwrap();
+        match store
+            .journal_in_transaction("run", 1, "charge", Some(&stale), charge(4, false))
+            .await
+        {
+            Err(StoreError::Fenced { .. }) => {}
+            other => panic!("a stale lease must be fenced, got {other:?}"),
+        }
+        assert_eq!(rows().await, 1, "the fenced work did not commit");
+    })
+    .await;
+}

@@ -16,7 +16,22 @@ mod postgres;
 mod sqlite;
 
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{PgStep, PostgresStore};
+
+/// sqlx 0.9 for Postgres, as [`PgStep`] work uses it: `query`, `query_as`, `query_scalar`
+/// (from `sqlx-core`) and the connection types (from `sqlx-postgres`). The `sqlx` facade crate
+/// cannot share a build with the SQLite store's bundled SQLite (both link `sqlite3`), so use
+/// these re-exports, or depend on `sqlx-core` and `sqlx-postgres` 0.9 directly.
+#[cfg(feature = "postgres")]
+pub mod postgres_sql {
+    pub use sqlx_core::query::query;
+    pub use sqlx_core::query_as::query_as;
+    pub use sqlx_core::query_scalar::query_scalar;
+    pub use sqlx_core::{Error, sql_str::AssertSqlSafe};
+    pub use sqlx_postgres::{PgConnection, PgPool, PgRow, Postgres};
+    /// The crates themselves, for everything else.
+    pub use {sqlx_core, sqlx_postgres};
+}
 pub use sqlite::SqliteStore;
 
 use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
@@ -202,6 +217,29 @@ pub trait Store: Send + Sync + 'static {
         entry: &'a JournalEntry,
         fence: Option<&'a Lease>,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Runs `work` inside a transaction of this store's database and, in the same transaction,
+    /// records its value as step `name` at `position` of run `run_id` (under `fence`, as
+    /// [`Store::record_journal`]): the work's writes and the record commit together or not at
+    /// all. A position already recorded is a [`StoreError::Conflict`] and `work` does not run
+    /// (or its writes roll back). When `work` fails, the transaction rolls back and its error
+    /// is returned inside `Ok`. Stores without such transactions refuse (the default).
+    fn journal_in_transaction<'a>(
+        &'a self,
+        run_id: &'a str,
+        position: u32,
+        name: &'a str,
+        fence: Option<&'a Lease>,
+        work: toolwright_core::StoreWork,
+    ) -> BoxFuture<'a, Result<Result<serde_json::Value, toolwright_core::ToolError>, StoreError>>
+    {
+        let _ = (run_id, position, fence);
+        drop(work);
+        Box::pin(std::future::ready(Err(StoreError::Backend(format!(
+            "step `{name}` must commit with the store's own transaction, and this store cannot \
+             run work inside its transactions; use the Postgres store for such steps"
+        )))))
+    }
 
     /// [`Store::record_journal`] without a fence.
     fn append_journal<'a>(
