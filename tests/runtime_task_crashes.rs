@@ -233,8 +233,8 @@ impl Store for CrashStore {
     fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
         self.inner.open_tasks()
     }
-    fn renew_leases<'a>(&'a self, owner: &'a str, ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
-        self.inner.renew_leases(owner, ttl)
+    fn renew_leases<'a>(&'a self, held: &'a [Lease], ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
+        self.inner.renew_leases(held, ttl)
     }
     fn expired_leases(&self) -> StoreFuture<'_, Vec<(LeaseKind, String)>> {
         self.inner.expired_leases()

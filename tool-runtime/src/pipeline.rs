@@ -273,6 +273,8 @@ impl Turn {
             )
         });
         let mut version = version;
+        // The lease of the claim below, under which this step's writes and journal records go.
+        let mut lease: Option<Lease> = None;
         if runs_something {
             // Record the step as running before anything runs: a second handle cannot step the
             // turn meanwhile, and after a crash `recover` re-runs durable calls from their
@@ -337,7 +339,8 @@ impl Turn {
                 .write_turn(&scope.turn, Some(version), rt.take())
                 .await?;
             version = written.version;
-            _running.hold(written.lease);
+            _running.hold(written.lease.clone());
+            lease = written.lease;
         }
 
         // Run the calls that may run, concurrently.
@@ -356,6 +359,7 @@ impl Turn {
                         input.clone(),
                         None,
                         &self.token,
+                        lease.as_ref(),
                         false,
                     )
                     .await,
@@ -424,7 +428,6 @@ impl Turn {
             }
             let requests = step.requests.clone();
             scope.turn.status = TurnStatus::Waiting;
-            let lease = rt.turn_lease(&self.id);
             match store
                 .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
                 .await
@@ -494,7 +497,6 @@ impl Turn {
         if ends_turn {
             scope.turn.status = TurnStatus::Completed;
         }
-        let lease = rt.turn_lease(&self.id);
         match store
             .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
             .await
@@ -1170,6 +1172,7 @@ impl Runtime {
         input: Value,
         approved_by: Option<Approver>,
         token: &CancellationToken,
+        lease: Option<&Lease>,
         cleanup: bool,
     ) -> Executed {
         let tool = &self.0.registry.tools()[index];
@@ -1214,7 +1217,7 @@ impl Runtime {
             Some(Journal {
                 run_id,
                 store: self.0.store.clone(),
-                fence: self.turn_lease(&turn.id),
+                fence: lease.cloned(),
                 recorded,
                 cursor: std::sync::atomic::AtomicU32::new(0),
             })
@@ -1324,6 +1327,7 @@ impl Runtime {
 
     /// A resumed step whose workflow bodies asked again: record what ran, park on the new
     /// questions.
+    #[allow(clippy::too_many_arguments)] // reason: the parked step's parts and its claim
     async fn park_again(
         &self,
         session: SessionRecord,
@@ -1332,6 +1336,7 @@ impl Runtime {
         mut step: PendingStep,
         ran: Vec<(CallResult, bool)>,
         parked: Vec<Parked>,
+        lease: Option<&Lease>,
     ) -> Result<StepOutcome, RuntimeError> {
         let mut results = Vec::new();
         for (result, invoked) in ran {
@@ -1355,10 +1360,9 @@ impl Runtime {
         }
         turn.pending = Some(step);
         turn.status = TurnStatus::Waiting;
-        let lease = self.turn_lease(&turn.id);
         self.0
             .store
-            .write_turn(&turn, Some(version), keep(lease.as_ref()))
+            .write_turn(&turn, Some(version), keep(lease))
             .await?;
         for result in &results {
             self.emit(Event::ActionResult {
@@ -1701,12 +1705,12 @@ impl Runtime {
             let token = CancellationToken::new();
             let _running = claim.then(|| self.track(&turn.id, &token));
             let taking = if claim { self.take() } else { Claim::None };
-            let new_version = match store.write_turn(&turn, Some(version), taking).await {
+            let (new_version, lease) = match store.write_turn(&turn, Some(version), taking).await {
                 Ok(written) => {
                     if let Some(running) = &_running {
-                        running.hold(written.lease);
+                        running.hold(written.lease.clone());
                     }
-                    written.version
+                    (written.version, written.lease)
                 }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
@@ -1741,7 +1745,7 @@ impl Runtime {
                 return Ok(RespondOutcome::Settled { pending });
             }
             let outcome = self
-                .resume(session, turn, new_version, claimed, token)
+                .resume(session, turn, new_version, claimed, token, lease)
                 .await?;
             return Ok(RespondOutcome::Resumed(outcome));
         }
@@ -1816,10 +1820,10 @@ impl Runtime {
             } else {
                 Claim::None
             };
-            let new_version = match store.write_turn(&turn, Some(version), taking).await {
+            let (new_version, lease) = match store.write_turn(&turn, Some(version), taking).await {
                 Ok(written) => {
-                    _running.hold(written.lease);
-                    written.version
+                    _running.hold(written.lease.clone());
+                    (written.version, written.lease)
                 }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error.into()),
@@ -1842,7 +1846,7 @@ impl Runtime {
                 });
             }
             let result = self
-                .resume(session, turn, new_version, claimed, token)
+                .resume(session, turn, new_version, claimed, token, lease)
                 .await?;
             return Ok(RespondOutcome::Resumed(result));
         }
@@ -1962,6 +1966,7 @@ impl Runtime {
         version: u64,
         claimed: Vec<(String, Option<Approver>)>,
         token: CancellationToken,
+        lease: Option<Lease>,
     ) -> Result<StepOutcome, RuntimeError> {
         let Some(step) = turn.pending.clone() else {
             return Err(RuntimeError::Store(StoreError::Corrupt {
@@ -1977,8 +1982,15 @@ impl Runtime {
         };
         let runs = step.calls.iter().filter_map(|call| {
             let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
-            let run =
-                self.run_approved(&session, &turn, call, approved_by.clone(), &approved, token);
+            let run = self.run_approved(
+                &session,
+                &turn,
+                call,
+                approved_by.clone(),
+                &approved,
+                token,
+                lease.as_ref(),
+            );
             Some(async move { (call, run.await) })
         });
         let executed = futures_util::future::join_all(runs).await;
@@ -1999,7 +2011,7 @@ impl Runtime {
         }
         if !asked.is_empty() {
             return self
-                .park_again(session, turn, version, step, ran, asked)
+                .park_again(session, turn, version, step, ran, asked, lease.as_ref())
                 .await;
         }
         let invoked: Vec<String> = ran
@@ -2096,7 +2108,6 @@ impl Runtime {
         } else {
             TurnStatus::Active
         };
-        let lease = self.turn_lease(&turn.id);
         match self
             .0
             .store
@@ -2130,6 +2141,7 @@ impl Runtime {
 
     /// Before an approved call runs: validate its input again and re-run a custom request
     /// policy; a `denied` now wins over the approval.
+    #[allow(clippy::too_many_arguments)] // reason: as `execute`, plus the approval context
     async fn run_approved(
         &self,
         session: &SessionRecord,
@@ -2138,6 +2150,7 @@ impl Runtime {
         approved_by: Option<Approver>,
         approved: &BTreeSet<String>,
         token: &CancellationToken,
+        lease: Option<&Lease>,
     ) -> (Executed, bool) {
         let Some((index, tool)) = self
             .0
@@ -2198,6 +2211,7 @@ impl Runtime {
                 input,
                 approved_by,
                 token,
+                lease,
                 false,
             )
             .await;
@@ -2219,7 +2233,9 @@ impl Runtime {
             Some(async move {
                 let token = CancellationToken::new();
                 if let Executed::Done(result) = self
-                    .execute(session, turn, index, &call_id, input, None, &token, true)
+                    .execute(
+                        session, turn, index, &call_id, input, None, &token, None, true,
+                    )
                     .await
                     && result.is_error
                 {

@@ -15,8 +15,11 @@ impl Runtime {
     /// Workflow tasks left `running` (or `cancelling`) run again from their journals, on tasks
     /// of their own.
     ///
-    /// Call it at startup when this process is the only one using the store; with several
-    /// instances on one database, a claimed step may still be running elsewhere.
+    /// Call it at startup when this process is the only one using the store. It takes every
+    /// running piece of work over whatever its lease says, so with several instances on one
+    /// database it would settle calls still running on a sibling: there, use
+    /// [`Runtime::run_worker`] (or [`Runtime::take_over_expired`]), which waits for leases to
+    /// expire.
     pub async fn recover(&self) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
         let turns = self.0.store.running_turns().await?;
         let recovered = self.recover_turns(turns, false).await?;
@@ -41,8 +44,11 @@ impl Runtime {
             .into_iter()
             .partition(|(kind, _)| *kind == LeaseKind::Turn);
         let tasks: Vec<String> = tasks.into_iter().map(|(_, id)| id).collect();
-        if !tasks.is_empty() {
-            self.recover_tasks(Some(tasks), true).await?;
+        if !tasks.is_empty()
+            && let Err(error) = self.recover_tasks(Some(tasks), true).await
+        {
+            // The turns are taken over all the same.
+            tracing::warn!("taking over expired tasks failed: {error}");
         }
         let turns = turns.into_iter().map(|(_, id)| id).collect();
         self.recover_turns(turns, true).await
@@ -56,6 +62,8 @@ impl Runtime {
         take_over: bool,
     ) -> Result<Vec<(String, StepOutcome)>, RuntimeError> {
         let mut recovered = Vec::new();
+        // Take-overs resume concurrently: one long durable call must not hold up the others.
+        let mut spawned = Vec::new();
         for turn_id in turns {
             if self
                 .0
@@ -66,8 +74,15 @@ impl Runtime {
                 // Its calls run in this process.
                 continue;
             }
-            let Some((turn, version)) = self.0.store.turn(&turn_id).await? else {
-                continue;
+            let (turn, version) = match self.0.store.turn(&turn_id).await {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                // One record that cannot be read must not stop the take-over of the rest.
+                Err(error) if take_over => {
+                    tracing::warn!(turn_id, "cannot take over a running turn: {error}");
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
             };
             if turn.status != TurnStatus::Running {
                 continue;
@@ -111,22 +126,51 @@ impl Runtime {
             };
             // The claim gives the turn a new fencing token: whatever the former holder still
             // writes is refused.
-            let version = match self.0.store.write_turn(&turn, Some(version), claim).await {
+            let (version, lease) = match self.0.store.write_turn(&turn, Some(version), claim).await
+            {
                 Ok(written) => {
-                    running.hold(written.lease);
-                    written.version
+                    running.hold(written.lease.clone());
+                    (written.version, written.lease)
                 }
                 // Another instance recovered or resumed it meanwhile, or its lease is live.
                 Err(StoreError::Conflict(_)) => continue,
-                Err(error) => return Err(error.into()),
-            };
-            match self.resume(session, turn, version, durable, token).await {
-                Ok(outcome) => recovered.push((turn_id, outcome)),
-                Err(RuntimeError::Store(StoreError::Conflict(_) | StoreError::Fenced { .. })) => {}
                 Err(error) if take_over => {
                     tracing::warn!(turn_id, "taking over a running turn failed: {error}");
+                    continue;
                 }
+                Err(error) => return Err(error.into()),
+            };
+            if take_over {
+                let runtime = self.clone();
+                spawned.push(tokio::spawn(async move {
+                    let _running = running;
+                    let outcome = runtime
+                        .resume(session, turn, version, durable, token, lease)
+                        .await;
+                    (turn_id, outcome)
+                }));
+                continue;
+            }
+            match self
+                .resume(session, turn, version, durable, token, lease)
+                .await
+            {
+                Ok(outcome) => recovered.push((turn_id, outcome)),
+                Err(RuntimeError::Store(StoreError::Conflict(_) | StoreError::Fenced { .. })) => {}
                 Err(error) => return Err(error),
+            }
+        }
+        for joined in futures_util::future::join_all(spawned).await {
+            match joined {
+                Ok((turn_id, Ok(outcome))) => recovered.push((turn_id, outcome)),
+                Ok((
+                    _,
+                    Err(RuntimeError::Store(StoreError::Conflict(_) | StoreError::Fenced { .. })),
+                )) => {}
+                Ok((turn_id, Err(error))) => {
+                    tracing::warn!(turn_id, "taking over a running turn failed: {error}");
+                }
+                Err(error) => tracing::warn!("a take-over task failed: {error}"),
             }
         }
         Ok(recovered)
@@ -177,19 +221,22 @@ impl Runtime {
                 } else {
                     Claim::None
                 };
-                let version = match self.0.store.write_turn(&turn, Some(version), claim).await {
-                    Ok(written) => {
-                        running.hold(written.lease);
-                        written.version
-                    }
-                    Err(StoreError::Conflict(_)) => continue,
-                    Err(error) => return Err(error.into()),
-                };
+                let (version, lease) =
+                    match self.0.store.write_turn(&turn, Some(version), claim).await {
+                        Ok(written) => {
+                            running.hold(written.lease.clone());
+                            (written.version, written.lease)
+                        }
+                        Err(StoreError::Conflict(_)) => continue,
+                        Err(error) => return Err(error.into()),
+                    };
                 if turn.status == TurnStatus::Running {
                     let Some((session, _)) = self.0.store.session(&turn.session_id).await? else {
                         return Err(RuntimeError::UnknownSession(turn.session_id.clone()));
                     };
-                    let outcome = self.resume(session, turn, version, claimed, token).await?;
+                    let outcome = self
+                        .resume(session, turn, version, claimed, token, lease)
+                        .await?;
                     woken.push((turn_id.clone(), outcome));
                 }
                 break;

@@ -314,17 +314,24 @@ pub(crate) struct Tracked {
     runtime: Runtime,
     turn_id: String,
     registration: u64,
+    token: CancellationToken,
 }
 
 impl Tracked {
     /// Records the lease the claiming write took for the tracked turn.
+    /// The claiming write won: whatever entry a competing registration left, the turn's calls
+    /// now run here under this one.
     pub(crate) fn hold(&self, lease: Option<Lease>) {
         let Some(lease) = lease else { return };
-        if let Ok(mut active) = self.runtime.0.active.lock()
-            && let Some(running) = active.get_mut(&self.turn_id)
-            && running.registration == self.registration
-        {
-            running.lease = Some((lease, std::time::Instant::now()));
+        if let Ok(mut active) = self.runtime.0.active.lock() {
+            active.insert(
+                self.turn_id.clone(),
+                Running {
+                    registration: self.registration,
+                    token: self.token.clone(),
+                    lease: Some((lease, std::time::Instant::now())),
+                },
+            );
         }
         self.runtime.ensure_heartbeat();
     }
@@ -588,7 +595,11 @@ impl Runtime {
             .0
             .registrations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut active) = self.0.active.lock() {
+        if let Ok(mut active) = self.0.active.lock()
+            // Calls running here under a claim keep their entry: a competing claim of the same
+            // turn loses its write, and if it wins, `hold` puts its own entry back.
+            && active.get(turn_id).is_none_or(|r| r.lease.is_none())
+        {
             active.insert(
                 turn_id.to_owned(),
                 Running {
@@ -602,6 +613,7 @@ impl Runtime {
             runtime: self.clone(),
             turn_id: turn_id.to_owned(),
             registration,
+            token: token.clone(),
         }
     }
 
@@ -622,21 +634,11 @@ impl Runtime {
         }
     }
 
-    /// The lease this process holds on turn `turn_id`'s running calls, if it claimed them.
-    pub(crate) fn turn_lease(&self, turn_id: &str) -> Option<Lease> {
-        let active = self.0.active.lock().ok()?;
-        Some(active.get(turn_id)?.lease.as_ref()?.0.clone())
-    }
-
-    /// The lease this process holds on task `task_id`'s body, if it runs here.
-    pub(crate) fn task_lease(&self, task_id: &str) -> Option<Lease> {
-        let tasks = self.0.tasks.lock().ok()?;
-        Some(tasks.get(task_id)?.lease.as_ref()?.0.clone())
-    }
-
     /// Starts renewing this instance's leases (once per runtime): every third of
-    /// [`Options::lease`], one store call extends them all. Work whose lease another instance
-    /// took over meanwhile has its token fired; its writes are fenced anyway.
+    /// [`Options::lease`], one store call extends the leases of the work running here. Work
+    /// whose lease another instance took over meanwhile has its token fired (its writes are
+    /// fenced anyway); when renewals keep failing for two thirds of the lease, every piece of
+    /// leased work here is cancelled, since other instances will soon take it over.
     pub(crate) fn ensure_heartbeat(&self) {
         if self
             .0
@@ -648,57 +650,113 @@ impl Runtime {
         let weak = Arc::downgrade(&self.0);
         let every = (self.0.options.lease / 3).max(Duration::from_millis(10));
         tokio::spawn(async move {
+            let mut renewed_at = std::time::Instant::now();
             loop {
                 tokio::time::sleep(every).await;
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
-                Runtime(inner).renew().await;
+                Runtime(inner).renew(&mut renewed_at).await;
             }
         });
     }
 
-    /// One renewal round of [`Runtime::ensure_heartbeat`].
-    async fn renew(&self) {
-        let started = std::time::Instant::now();
-        let held = match self
-            .0
-            .store
-            .renew_leases(&self.0.options.instance, self.0.options.lease)
-            .await
+    /// The leases of the work running here, with when each was taken.
+    fn held_leases(&self) -> Vec<(Lease, std::time::Instant)> {
+        let mut held = Vec::new();
+        for map in [&self.0.active, &self.0.tasks] {
+            if let Ok(running) = map.lock() {
+                held.extend(running.values().filter_map(|w| w.lease.clone()));
+            }
+        }
+        held
+    }
+
+    /// Fires the token of the work running here under `lease`, if it still does.
+    fn cancel_leased(&self, lease: &Lease) {
+        let map = match lease.kind {
+            LeaseKind::Turn => &self.0.active,
+            LeaseKind::Task => &self.0.tasks,
+        };
+        if let Ok(running) = map.lock()
+            && let Some(work) = running.get(&lease.id)
+            && work.lease.as_ref().is_some_and(|(l, _)| l == lease)
         {
-            Ok(held) => held,
-            Err(error) => {
-                tracing::warn!(
-                    "renewing the leases of instance `{}` failed: {error}",
-                    self.0.options.instance
-                );
+            work.token.cancel();
+        }
+    }
+
+    /// One renewal round of [`Runtime::ensure_heartbeat`].
+    async fn renew(&self, renewed_at: &mut std::time::Instant) {
+        let started = std::time::Instant::now();
+        let held = self.held_leases();
+        if held.is_empty() {
+            *renewed_at = started;
+            return;
+        }
+        let leases: Vec<Lease> = held.iter().map(|(l, _)| l.clone()).collect();
+        let lease = self.0.options.lease;
+        let renewal = tokio::time::timeout(lease / 3, self.0.store.renew_leases(&leases, lease));
+        let renewed = match renewal.await {
+            Ok(Ok(renewed)) => renewed,
+            failed => {
+                let error = match failed {
+                    Ok(Err(error)) => error.to_string(),
+                    _ => format!("no answer within {:?}", lease / 3),
+                };
+                if started.duration_since(*renewed_at) >= lease * 2 / 3 {
+                    tracing::error!(
+                        "instance `{}` could not renew its leases for {:?} ({error}); other instances may take its work over, so it cancels the work running here",
+                        self.0.options.instance,
+                        started.duration_since(*renewed_at)
+                    );
+                    for (lease, _) in &held {
+                        self.cancel_leased(lease);
+                    }
+                } else {
+                    tracing::warn!(
+                        "renewing the leases of instance `{}` failed: {error}",
+                        self.0.options.instance
+                    );
+                }
                 return;
             }
         };
-        let held: std::collections::HashSet<(LeaseKind, &str, u64)> = held
-            .iter()
-            .map(|l| (l.kind, l.id.as_str(), l.token))
-            .collect();
-        for (kind, map) in [
-            (LeaseKind::Turn, &self.0.active),
-            (LeaseKind::Task, &self.0.tasks),
-        ] {
-            let Ok(running) = map.lock() else { continue };
-            for (id, work) in running.iter() {
-                // Claims taken while the renewal ran may be missing from its answer.
-                if let Some((lease, since)) = &work.lease
-                    && *since < started
-                    && !held.contains(&(kind, id.as_str(), lease.token))
-                    && !work.token.is_cancelled()
-                {
-                    tracing::warn!(
-                        "instance `{}` lost its lease on {kind} `{id}` (token {}): another instance took the work over; cancelling it here",
-                        self.0.options.instance,
-                        lease.token
-                    );
-                    work.token.cancel();
-                }
+        *renewed_at = started;
+        for (lease, since) in held {
+            // Claims taken while the renewal ran may be missing from its answer.
+            if since >= started || renewed.contains(&lease) {
+                continue;
+            }
+            // Missing: taken over, or the holder's own write just ended the running state.
+            // Only the first is a loss.
+            let still_running = match lease.kind {
+                LeaseKind::Turn => self
+                    .0
+                    .store
+                    .turn(&lease.id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|(t, _)| t.status == TurnStatus::Running),
+                LeaseKind::Task => self
+                    .0
+                    .store
+                    .task(&lease.id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|(t, _)| t.is_leased()),
+            };
+            if still_running {
+                tracing::warn!(
+                    "instance `{}` lost its lease on {} `{}` (token {}): another instance took the work over; cancelling it here",
+                    self.0.options.instance,
+                    lease.kind,
+                    lease.id,
+                    lease.token
+                );
+                self.cancel_leased(&lease);
             }
         }
     }

@@ -288,7 +288,9 @@ impl Runtime {
                 Running {
                     registration,
                     token: token.clone(),
-                    lease: lease.map(|lease| (lease, std::time::Instant::now())),
+                    lease: lease
+                        .clone()
+                        .map(|lease| (lease, std::time::Instant::now())),
                 },
             );
         }
@@ -298,7 +300,7 @@ impl Runtime {
         let runtime = self.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
-            runtime.run_task(&id, &token).await;
+            runtime.run_task(&id, &token, lease.as_ref()).await;
             if let Ok(mut running) = runtime.0.tasks.lock()
                 && running
                     .get(&id)
@@ -311,7 +313,7 @@ impl Runtime {
     }
 
     /// Runs the body of task `id` until it ends or parks, replaying its journal each time.
-    async fn run_task(&self, id: &str, token: &CancellationToken) {
+    async fn run_task(&self, id: &str, token: &CancellationToken, lease: Option<&Lease>) {
         let mut failures = 0;
         loop {
             let (task, _) = match self.0.store.task(id).await {
@@ -330,7 +332,7 @@ impl Runtime {
             if task.status == TaskStatus::Cancelling || task.cancel_requested {
                 token.cancel();
             }
-            let end = self.run_body(&task, token).await;
+            let end = self.run_body(&task, token, lease).await;
             if let RunEnd::StoreFailed(error) = &end {
                 if back_off(id, &mut failures, error).await {
                     continue;
@@ -338,7 +340,7 @@ impl Runtime {
                 return;
             }
             let cancelled = token.is_cancelled();
-            match self.settle_run(id, end, cancelled).await {
+            match self.settle_run(id, end, cancelled, lease).await {
                 Ok(true) => failures = 0,
                 Ok(false) => return,
                 // Another instance took the task over: its run is the one that counts.
@@ -358,7 +360,12 @@ impl Runtime {
     }
 
     /// One run of a task's body.
-    async fn run_body(&self, task: &TaskRecord, token: &CancellationToken) -> RunEnd {
+    async fn run_body(
+        &self,
+        task: &TaskRecord,
+        token: &CancellationToken,
+        lease: Option<&Lease>,
+    ) -> RunEnd {
         let Some(index) = self.0.registry.index_of(&task.tool) else {
             return RunEnd::Broken(ToolError::with_code(
                 ErrorCode::UnknownTool,
@@ -408,7 +415,7 @@ impl Runtime {
             journal: Some(Journal {
                 run_id,
                 store: self.0.store.clone(),
-                fence: self.task_lease(&task.id),
+                fence: lease.cloned(),
                 recorded,
                 cursor: AtomicU32::new(0),
             }),
@@ -446,7 +453,7 @@ impl Runtime {
             tokio::select! {
                 biased;
                 Some((call, output)) = incoming.recv() => {
-                    self.record_reply(&task.id, tool, call, output).await;
+                    self.record_reply(&task.id, tool, call, output, lease).await;
                 }
                 outcome = run.as_mut() => {
                     let result = self.call_result(&session.id, &first.turn_id, tool, &first.call_id, outcome);
@@ -472,7 +479,7 @@ impl Runtime {
         }
         // Replies sent before the body stopped are recorded; none is lost with the body.
         while let Ok((call, output)) = incoming.try_recv() {
-            self.record_reply(&task.id, tool, call, output).await;
+            self.record_reply(&task.id, tool, call, output, lease).await;
         }
         // The body is dropped as this fn returns, after `discarding` is set.
         end
@@ -485,6 +492,7 @@ impl Runtime {
         tool: &Tool,
         index: usize,
         output: Result<CallOutput, ToolError>,
+        lease: Option<&Lease>,
     ) {
         let mut output = Some(output);
         let mut result: Option<CallResult> = None;
@@ -516,11 +524,10 @@ impl Runtime {
             };
             call.result = Some(result.clone());
             let turn_id = call.turn_id.clone();
-            let lease = self.task_lease(id);
             match self
                 .0
                 .store
-                .write_task(&task, Some(version), keep(lease.as_ref()))
+                .write_task(&task, Some(version), keep(lease))
                 .await
             {
                 Ok(_) => {
@@ -552,6 +559,7 @@ impl Runtime {
         id: &str,
         end: RunEnd,
         cancelled: bool,
+        lease: Option<&Lease>,
     ) -> Result<bool, RuntimeError> {
         loop {
             let Some((mut task, version)) = self.0.store.task(id).await? else {
@@ -719,11 +727,10 @@ impl Runtime {
                 };
                 task.cancel_requested = false;
             }
-            let lease = self.task_lease(id);
             match self
                 .0
                 .store
-                .write_task(&task, Some(version), keep(lease.as_ref()))
+                .write_task(&task, Some(version), keep(lease))
                 .await
             {
                 Ok(_) => {}
@@ -1316,8 +1323,15 @@ impl Runtime {
             if local {
                 continue;
             }
-            let Some((task, version)) = self.0.store.task(&id).await? else {
-                continue;
+            let (task, version) = match self.0.store.task(&id).await {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                // One record that cannot be read must not stop the take-over of the rest.
+                Err(error) if take_over => {
+                    tracing::warn!(task_id = id, "cannot take over a running task: {error}");
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
             };
             if !task.is_leased() {
                 continue;
@@ -1337,6 +1351,9 @@ impl Runtime {
                 }
                 // Taken (or changed) by another instance meanwhile.
                 Err(StoreError::Conflict(_)) => {}
+                Err(error) if take_over => {
+                    tracing::warn!(task_id = id, "taking over a running task failed: {error}");
+                }
                 Err(error) => return Err(error.into()),
             }
         }

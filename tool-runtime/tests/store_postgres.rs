@@ -303,7 +303,7 @@ async fn two_stores_race_take_overs_with_one_winner() {
         }
         assert_eq!(stores[0].turn(&id).await.unwrap(), before, "round {round}");
         let held = stores[0]
-            .renew_leases(&new.owner, Duration::from_secs(300))
+            .renew_leases(std::slice::from_ref(new), Duration::from_secs(300))
             .await
             .unwrap();
         assert!(held.contains(new), "round {round}: {held:?}");

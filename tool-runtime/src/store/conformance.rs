@@ -824,11 +824,14 @@ pub async fn leases(store: &dyn Store) {
         "{part}: the lease names the record and its owner; the version grows as for any write"
     );
     assert!(first.token >= 1, "{part}: fencing tokens start at 1");
-    let held = part.ok("renewing", store.renew_leases(&a, live).await);
+    let held = part.ok(
+        "renewing",
+        store.renew_leases(std::slice::from_ref(&first), live).await,
+    );
     assert_eq!(
         mine(held, &id).as_ref(),
         Some(&first),
-        "{part}: renewal lists the lease its owner holds"
+        "{part}: renewal returns the lease its owner holds"
     );
     assert!(
         !expired(
@@ -965,11 +968,26 @@ pub async fn leases(store: &dyn Store) {
         "{part}: a fenced journal record is not stored"
     );
     assert!(
-        mine(part.ok("renewing", store.renew_leases(&a, live).await), &id).is_none(),
+        mine(
+            part.ok(
+                "renewing",
+                store
+                    .renew_leases(&[old.clone(), first.clone()], live)
+                    .await
+            ),
+            &id
+        )
+        .is_none(),
         "{part}: the former holder no longer holds the lease"
     );
     assert_eq!(
-        mine(part.ok("renewing", store.renew_leases(&b, live).await), &id),
+        mine(
+            part.ok(
+                "renewing",
+                store.renew_leases(std::slice::from_ref(&new), live).await
+            ),
+            &id
+        ),
         Some(new.clone()),
         "{part}: the new holder does"
     );
@@ -987,7 +1005,14 @@ pub async fn leases(store: &dyn Store) {
             .await,
     );
     assert!(
-        mine(part.ok("renewing", store.renew_leases(&b, live).await), &id).is_none(),
+        mine(
+            part.ok(
+                "renewing",
+                store.renew_leases(std::slice::from_ref(&new), live).await
+            ),
+            &id
+        )
+        .is_none(),
         "{part}: a lease covers running work only"
     );
 

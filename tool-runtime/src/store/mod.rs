@@ -299,12 +299,14 @@ pub trait Store: Send + Sync + 'static {
     /// what recovery and timers look at.
     fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
 
-    /// Extends every lease `owner` holds on running work (turns `running`, tasks `running` or
-    /// `cancelling`) to expire `ttl` from now, and returns them. A lease taken over by another
-    /// instance is not among them: its former holder learns here that it lost the work.
+    /// Extends each lease of `held` that is still current (the record still running, with the
+    /// lease's owner and token) to expire `ttl` from now, and returns those. A lease missing
+    /// from the answer was taken over by another instance, or its work left the running state.
+    /// Only the leases named are renewed: work a crashed runner left behind under the same
+    /// owner expires, and another instance (or this one's worker) takes it over.
     fn renew_leases<'a>(
         &'a self,
-        owner: &'a str,
+        held: &'a [Lease],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>>;
 

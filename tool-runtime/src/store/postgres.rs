@@ -501,18 +501,6 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let result = async {
                 let mut tx = self.pool.begin().await?;
-                if let Some(lease) = fence {
-                    // As for `record_journal`: a take-over waits for this transaction.
-                    let token: Option<i64> = query_scalar(table_sql(
-                        lease.kind,
-                        "SELECT lease_token FROM turns WHERE id = $1 FOR SHARE",
-                        "SELECT lease_token FROM tasks WHERE id = $1 FOR SHARE",
-                    ))
-                    .bind(&lease.id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    check_token(lease, token)?;
-                }
                 let recorded: Option<i32> =
                     query_scalar("SELECT 1 FROM journal WHERE run_id = $1 AND position = $2")
                         .bind(run_id)
@@ -536,6 +524,19 @@ impl Store for PostgresStore {
                     name: name.to_owned(),
                     value,
                 };
+                if let Some(lease) = fence {
+                    // Checked after the work, so that the row is locked only for the commit (a long step
+                    // must not hold off the holder's renewals); a take-over waits for it.
+                    let token: Option<i64> = query_scalar(table_sql(
+                        lease.kind,
+                        "SELECT lease_token FROM turns WHERE id = $1 FOR SHARE",
+                        "SELECT lease_token FROM tasks WHERE id = $1 FOR SHARE",
+                    ))
+                    .bind(&lease.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    check_token(lease, token)?;
+                }
                 let json = serde_json::to_string(&entry).map_err(|error| {
                     StoreError::Backend(format!("journal entry is not JSON: {error}"))
                 })?;
@@ -683,51 +684,72 @@ impl Store for PostgresStore {
 
     fn renew_leases<'a>(
         &'a self,
-        owner: &'a str,
+        held: &'a [Lease],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
         Box::pin(async move {
             let result = async {
                 let ttl = ttl_ms(ttl);
-                let mut tx = self.pool.begin().await?;
-                let mut leases = Vec::new();
+                let mut renewed = Vec::new();
+                // One statement per kind, each its own transaction: the rows are locked one at
+                // a time and only for the update, and the holder's writes wait at most for it.
                 for (kind, sql) in [
                     (
                         LeaseKind::Turn,
                         concat!(
-                            "UPDATE turns SET lease_expires = ",
+                            "UPDATE turns AS t SET lease_expires = ",
                             now_ms!(),
-                            " + $2 WHERE lease_owner = $1 AND status = 'running' \
-                             RETURNING id, lease_token"
+                            " + $4 FROM unnest($1::text[], $2::bigint[]) AS h(id, token) \
+                             WHERE t.id = h.id AND t.lease_token = h.token \
+                             AND t.lease_owner = $3 AND t.status = 'running' \
+                             RETURNING t.id, t.lease_token"
                         ),
                     ),
                     (
                         LeaseKind::Task,
                         concat!(
-                            "UPDATE tasks SET lease_expires = ",
+                            "UPDATE tasks AS t SET lease_expires = ",
                             now_ms!(),
-                            " + $2 WHERE lease_owner = $1 \
-                             AND status IN ('running', 'cancelling') RETURNING id, lease_token"
+                            " + $4 FROM unnest($1::text[], $2::bigint[]) AS h(id, token) \
+                             WHERE t.id = h.id AND t.lease_token = h.token \
+                             AND t.lease_owner = $3 AND t.status IN ('running', 'cancelling') \
+                             RETURNING t.id, t.lease_token"
                         ),
                     ),
                 ] {
-                    let rows: Vec<(String, i64)> = query_as(sql)
-                        .bind(owner)
-                        .bind(ttl)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    leases.extend(rows.into_iter().map(|(id, token)| Lease {
-                        kind,
-                        id,
-                        owner: owner.to_owned(),
-                        token: u64::try_from(token).unwrap_or(0),
-                    }));
+                    // Leases of one owner per call in practice; group by owner to be exact.
+                    let mut owners: Vec<&str> = held
+                        .iter()
+                        .filter(|l| l.kind == kind)
+                        .map(|l| l.owner.as_str())
+                        .collect();
+                    owners.sort_unstable();
+                    owners.dedup();
+                    for owner in owners {
+                        let (ids, tokens): (Vec<&str>, Vec<i64>) = held
+                            .iter()
+                            .filter(|l| l.kind == kind && l.owner == owner)
+                            .map(|l| (l.id.as_str(), i64::try_from(l.token).unwrap_or(i64::MAX)))
+                            .unzip();
+                        let rows: Vec<(String, i64)> = query_as(sql)
+                            .bind(&ids)
+                            .bind(&tokens)
+                            .bind(owner)
+                            .bind(ttl)
+                            .fetch_all(&self.pool)
+                            .await?;
+                        renewed.extend(rows.into_iter().map(|(id, token)| Lease {
+                            kind,
+                            id,
+                            owner: owner.to_owned(),
+                            token: u64::try_from(token).unwrap_or(0),
+                        }));
+                    }
                 }
-                tx.commit().await?;
-                Ok(leases)
+                Ok(renewed)
             }
             .await;
-            self.finish(result, || format!("renewing the leases of `{owner}`"))
+            self.finish(result, || format!("renewing {} leases", held.len()))
         })
     }
 

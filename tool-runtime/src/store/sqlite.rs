@@ -612,50 +612,38 @@ impl Store for SqliteStore {
 
     fn renew_leases<'a>(
         &'a self,
-        owner: &'a str,
+        held: &'a [Lease],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>> {
-        let owner = owner.to_owned();
-        self.call(format!("renewing the leases of `{owner}`"), move |conn| {
+        let held = held.to_vec();
+        self.call(format!("renewing {} leases", held.len()), move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let expires = expiry(now_ms(), ttl);
-            tx.prepare_cached(
-                "UPDATE turns SET lease_expires = ?2 WHERE lease_owner = ?1 AND status = 'running'",
-            )?
-            .execute(params![owner, expires])?;
-            tx.prepare_cached(
-                "UPDATE tasks SET lease_expires = ?2 \
-                 WHERE lease_owner = ?1 AND status IN ('running', 'cancelling')",
-            )?
-            .execute(params![owner, expires])?;
-            let mut leases = Vec::new();
-            for (kind, sql) in [
-                (
-                    LeaseKind::Turn,
-                    "SELECT id, lease_token FROM turns WHERE lease_owner = ?1 AND status = 'running'",
-                ),
-                (
-                    LeaseKind::Task,
-                    "SELECT id, lease_token FROM tasks \
-                     WHERE lease_owner = ?1 AND status IN ('running', 'cancelling')",
-                ),
-            ] {
-                let mut statement = tx.prepare_cached(sql)?;
-                let rows = statement.query_map([&owner], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-                })?;
-                for row in rows {
-                    let (id, token) = row?;
-                    leases.push(Lease {
-                        kind,
-                        id,
-                        owner: owner.clone(),
-                        token: u64::try_from(token).unwrap_or(0),
-                    });
+            let mut renewed = Vec::new();
+            for lease in held {
+                let sql = match lease.kind {
+                    LeaseKind::Turn => {
+                        "UPDATE turns SET lease_expires = ?1 WHERE id = ?2 AND lease_token = ?3 \
+                         AND lease_owner = ?4 AND status = 'running'"
+                    }
+                    LeaseKind::Task => {
+                        "UPDATE tasks SET lease_expires = ?1 WHERE id = ?2 AND lease_token = ?3 \
+                         AND lease_owner = ?4 AND status IN ('running', 'cancelling')"
+                    }
+                };
+                let token = i64::try_from(lease.token).unwrap_or(i64::MAX);
+                let updated = tx.prepare_cached(sql)?.execute(params![
+                    expires,
+                    lease.id,
+                    token,
+                    lease.owner
+                ])?;
+                if updated == 1 {
+                    renewed.push(lease);
                 }
             }
             tx.commit()?;
-            Ok(leases)
+            Ok(renewed)
         })
     }
 
