@@ -36,7 +36,9 @@ fn ctrl_c_mid_way_then_a_second_run_resumes_without_repeating_steps() {
             break;
         }
     }
-    // Ctrl-C while `seed:billing` runs.
+    // Ctrl-C while `seed:billing` runs: a moment after `seed:docs` printed, so that its journal
+    // record (written right after the print) has landed; `seed:billing` sleeps 800 ms first.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let status = Command::new("kill")
         .args(["-INT", &first.id().to_string()])
         .status()
