@@ -32,6 +32,15 @@ use toolwright::{Caller, Principal, Registry};
 #[allow(dead_code)] // reason: only the deploy workflow is driven here
 mod seed;
 
+/// Prints a test's counts to the real stderr: libtest captures `eprintln!` of passing tests,
+/// and these counts are meant to be read in CI logs.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Set in a child: the jobs it runs, `;`-separated.
 const JOBS: &str = "TOOLWRIGHT_PG_JOBS";
 /// The database every instance of a test opens.
@@ -427,7 +436,7 @@ async fn database(test: &str) -> Option<String> {
             "TOOLWRIGHT_TEST_POSTGRES_URL is not set: start a server with `scripts/postgres start` \
              and export the URL it prints"
         );
-        eprintln!(
+        report!(
             "skipped: no TOOLWRIGHT_TEST_POSTGRES_URL (start one with `scripts/postgres start`)"
         );
         return None;
@@ -600,7 +609,7 @@ async fn parked_turns_answered_through_three_instances_run_once() {
     for line in &effects {
         *runs.entry(line[1].parse().unwrap()).or_default() += 1;
     }
-    eprintln!(
+    report!(
         "{TURNS} parked turns, {} answers from 3 instances: {} resumptions, {} tool runs",
         3 * TURNS,
         answers,
@@ -681,7 +690,7 @@ async fn a_killed_instances_runs_and_timers_are_finished_by_the_others() {
             assert_ne!(pid, victim, "turn {id}: the nap woke after the kill");
         }
     }
-    eprintln!(
+    report!(
         "killed instance a after {killed_at} effects; {RUNS} runs and {NAPS} naps finished by b and c: \
          {taken_over} steps recorded after the take-over, {rerun} interrupted steps ran again, \
          0 recorded steps ran again"
@@ -743,7 +752,7 @@ async fn a_frozen_instances_late_writes_are_refused() {
         .iter()
         .filter(|l| l[0] == "end" && l[3] == frozen.to_string() && l[2] == "1")
         .count();
-    eprintln!(
+    report!(
         "instance a frozen in step 1 past its lease; b finished the run; a's late step ran ({late} effect) and its writes were refused: {error}"
     );
     cluster.stop(&[]);
@@ -785,7 +794,7 @@ async fn deploy_service_answered_on_other_instances() {
     assert_eq!(approved["pid"].as_u64(), Some(u64::from(approver)));
     assert_ne!(parker, approver);
     assert_ne!(approver, confirmer);
-    eprintln!(
+    report!(
         "deploy_service parked by instance a, approved on b, confirmed on c, woken after its sleep: {} journal entries, result {result}",
         journal.len()
     );
@@ -831,7 +840,7 @@ async fn a_step_in_the_stores_transaction_takes_effect_exactly_once() {
         .iter()
         .filter(|l| l[0] == "inserted")
         .count();
-    eprintln!(
+    report!(
         "charge step killed inside its transaction after its insert; {inserts} inserts ran, {} row committed",
         rows.len()
     );

@@ -1228,31 +1228,38 @@ fn runs_survive_crashes_at_randomized_points() {
     let totals = totals.into_inner().unwrap();
     let crashes: usize = totals.crashes.values().sum();
     let twice: usize = totals.twice.values().sum();
-    println!(
+    // To the real stderr: libtest captures `println!` of passing tests, and the counts are
+    // meant to be read in CI logs.
+    let _ = writeln!(
+        std::io::stderr(),
         "crash harness: {} runs (seed {seed:#x}, {jobs} at once), {} child processes, {:.1} s",
         totals.runs,
         totals.processes,
         started.elapsed().as_secs_f64()
     );
-    println!("crashes: {crashes}");
+    let _ = writeln!(std::io::stderr(), "crashes: {crashes}");
     for (kind, n) in &totals.crashes {
-        println!("  {kind}: {n}");
+        let _ = writeln!(std::io::stderr(), "  {kind}: {n}");
     }
-    println!("SIGKILLs landed:");
+    let _ = writeln!(std::io::stderr(), "SIGKILLs landed:");
     for (landed, n) in &totals.kills {
-        println!("  {landed}: {n}");
+        let _ = writeln!(std::io::stderr(), "  {landed}: {n}");
     }
-    println!("steps run twice (expected, the crash fell between side effect and record): {twice}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "steps run twice (expected, the crash fell between side effect and record): {twice}"
+    );
     for (why, n) in &totals.twice {
-        println!("  {why}: {n}");
+        let _ = writeln!(std::io::stderr(), "  {why}: {n}");
     }
-    println!(
+    let _ = writeln!(
+        std::io::stderr(),
         "runs whose results died with a child killed right after it closed their step (a runtime gap, see `a_step_closed_just_before_a_crash_keeps_its_results`): {}",
         totals.results_lost
     );
-    println!("anomalies: {}", totals.anomalies.len());
+    let _ = writeln!(std::io::stderr(), "anomalies: {}", totals.anomalies.len());
     for anomaly in totals.anomalies.iter().take(20) {
-        println!("  {anomaly}");
+        let _ = writeln!(std::io::stderr(), "  {anomaly}");
     }
     assert_eq!(totals.runs, runs);
     assert!(
