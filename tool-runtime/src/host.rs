@@ -112,17 +112,7 @@ impl Journal {
             Ok(()) => Ok(entry.value),
             // Another run of this call recorded the position first: its value is the one on
             // record, so this run continues with it.
-            Err(StoreError::Conflict(_)) => {
-                let entries = self
-                    .store
-                    .journal(&self.run_id)
-                    .await
-                    .map_err(journal_error)?;
-                match entries.iter().find(|e| e.position == position) {
-                    Some(entry) => self.replayed(entry, name),
-                    None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
-                }
-            }
+            Err(StoreError::Conflict(_)) => self.recorded_elsewhere(position, name).await,
             Err(error) => Err(journal_error(error)),
         }
     }
@@ -148,18 +138,21 @@ impl Journal {
             Ok(outcome) => outcome,
             // Another run recorded the position first (its transaction committed, this one's
             // rolled back): its value is the one on record.
-            Err(StoreError::Conflict(_)) => {
-                let entries = self
-                    .store
-                    .journal(&self.run_id)
-                    .await
-                    .map_err(journal_error)?;
-                match entries.iter().find(|e| e.position == position) {
-                    Some(entry) => self.replayed(entry, name),
-                    None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
-                }
-            }
+            Err(StoreError::Conflict(_)) => self.recorded_elsewhere(position, name).await,
             Err(error) => Err(journal_error(error)),
+        }
+    }
+
+    /// The value another run recorded at `position` first.
+    async fn recorded_elsewhere(&self, position: u32, name: &str) -> Result<Value, ToolError> {
+        let entries = self
+            .store
+            .journal(&self.run_id)
+            .await
+            .map_err(journal_error)?;
+        match entries.iter().find(|e| e.position == position) {
+            Some(entry) => self.replayed(entry, name),
+            None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
         }
     }
 

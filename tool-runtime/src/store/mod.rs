@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 pub mod conformance;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rows;
 mod sqlite;
 
 #[cfg(feature = "postgres")]

@@ -28,8 +28,12 @@ use tokio_util::sync::CancellationToken;
 
 use toolwright_core::{DurableContext, ErrorCode, ToolError, WorkflowContext};
 
+use super::rows::{
+    check_token as stale, clamp, decode, encode, status_name, stored_versions, task_status_name,
+    written,
+};
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, SessionRecord, TaskRecord, TaskStatus, TurnRecord, TurnStatus};
+use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
 /// rather than `now()`: `now()` is the start of the transaction, which may have waited for a row
@@ -1047,18 +1051,9 @@ async fn check_claim(
     }
 }
 
-/// Refuses with [`StoreError::Fenced`] unless the record's token (`None`: no record) is still
-/// `lease`'s.
+/// [`super::rows::check_token`] inside a Postgres operation.
 fn check_token(lease: &Lease, token: Option<i64>) -> Result<(), Failure> {
-    if token.and_then(|t| u64::try_from(t).ok()) == Some(lease.token) {
-        Ok(())
-    } else {
-        Err(Failure::Store(StoreError::Fenced {
-            kind: lease.kind,
-            id: lease.id.clone(),
-            token: lease.token,
-        }))
-    }
+    Ok(stale(lease, token)?)
 }
 
 /// Gives the record a new fencing token and lease for a taking claim; `None` for the others.
@@ -1102,11 +1097,6 @@ fn payload(kind: LeaseKind, id: &str) -> String {
 
 fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).map_or(MAX_TTL_MS, |ms| ms.min(MAX_TTL_MS))
-}
-
-/// A time in Unix milliseconds as a `bigint` (saturating).
-fn clamp(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// Why an operation failed before [`PostgresStore::finish`] describes it.
@@ -1281,64 +1271,6 @@ fn migration_error(place: &str, error: MigrateError) -> StoreError {
     StoreError::Backend(format!("postgres `{place}` {message}"))
 }
 
-/// The column value of a turn status. It is part of the schema (the partial indexes name
-/// `waiting` and `running`), so it is spelt here rather than borrowed from the JSON encoding.
-fn status_name(status: TurnStatus) -> &'static str {
-    match status {
-        TurnStatus::Active => "active",
-        TurnStatus::Waiting => "waiting",
-        TurnStatus::Running => "running",
-        TurnStatus::Completed => "completed",
-        TurnStatus::Cancelled => "cancelled",
-    }
-}
-
-/// The column value of a task status (part of the schema, like [`status_name`]).
-fn task_status_name(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Running => "running",
-        TaskStatus::Waiting => "waiting",
-        TaskStatus::Sleeping { .. } => "sleeping",
-        TaskStatus::Idle => "idle",
-        TaskStatus::Cancelling => "cancelling",
-        TaskStatus::Finished => "finished",
-        TaskStatus::Cancelled => "cancelled",
-    }
-}
-
-/// `expected` and its successor as `bigint`s. A version Postgres cannot hold matches no row: a
-/// conflict, like any other version that is not the stored one.
-fn stored_versions(id: &str, expected: u64) -> Result<(i64, i64), StoreError> {
-    i64::try_from(expected)
-        .ok()
-        .and_then(|expected| Some((expected, expected.checked_add(1)?)))
-        .ok_or_else(|| StoreError::Conflict(id.to_owned()))
-}
-
-/// A conflict when the version check (or the insert's uniqueness) left the table as it was.
-fn written(rows: u64, id: &str) -> Result<(), StoreError> {
-    match rows {
-        0 => Err(StoreError::Conflict(id.to_owned())),
-        _ => Ok(()),
-    }
-}
-
-fn encode<T: serde::Serialize>(id: &str, record: &T) -> Result<String, StoreError> {
-    serde_json::to_string(record)
-        .map_err(|error| StoreError::Backend(format!("cannot encode record `{id}`: {error}")))
-}
-
-fn decode<T: DeserializeOwned>(id: &str, json: &str, version: i64) -> Result<(T, u64), StoreError> {
-    let corrupt = |error: String| StoreError::Corrupt {
-        id: id.to_owned(),
-        error,
-    };
-    let version = u64::try_from(version)
-        .map_err(|_| corrupt(format!("the stored version {version} is negative")))?;
-    let record = serde_json::from_str(json).map_err(|error| corrupt(error.to_string()))?;
-    Ok((record, version))
-}
-
 /// Steps whose writes go to the Postgres store's own database and commit with their journal
 /// record: exactly once in effect, not only on record. Implemented for [`DurableContext`] and
 /// [`WorkflowContext`]; the runtime's store must be a [`PostgresStore`] (another store fails
@@ -1444,23 +1376,6 @@ impl PgStep for WorkflowContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_columns_match_the_json_encoding() {
-        for status in [
-            TurnStatus::Active,
-            TurnStatus::Waiting,
-            TurnStatus::Running,
-            TurnStatus::Completed,
-            TurnStatus::Cancelled,
-        ] {
-            assert_eq!(
-                serde_json::to_value(status).unwrap(),
-                status_name(status),
-                "{status:?}"
-            );
-        }
-    }
 
     #[test]
     fn a_long_id_is_cut_in_the_payload_at_a_char_boundary() {

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use serde::de::DeserializeOwned;
 
+use super::rows::{
+    check_token as stale, clamp, decode, encode, status_name, stored_versions, task_status_name,
+    written,
+};
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, SessionRecord, TaskRecord, TaskStatus, TurnRecord, TurnStatus};
+use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
 
 /// How long an operation waits for another connection (usually another process) that holds the
 /// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
@@ -768,15 +771,7 @@ fn check_token(tx: &rusqlite::Transaction<'_>, lease: &Lease) -> Result<(), Fail
         ))?
         .query_row([&lease.id], |row| row.get(0))
         .optional()?;
-    if token.and_then(|t| u64::try_from(t).ok()) == Some(lease.token) {
-        Ok(())
-    } else {
-        Err(Failure::Store(StoreError::Fenced {
-            kind: lease.kind,
-            id: lease.id.clone(),
-            token: lease.token,
-        }))
-    }
+    Ok(stale(lease, token)?)
 }
 
 /// Gives the record a new fencing token and lease for a taking claim; `None` for the others.
@@ -816,11 +811,6 @@ fn expiry(now: i64, ttl: Duration) -> i64 {
     now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A time in Unix milliseconds as an SQLite integer (saturating).
-fn clamp(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
 /// Why an operation inside [`SqliteStore::call`] failed.
 enum Failure {
     /// SQLite failed; `call` adds the file and the operation.
@@ -851,64 +841,6 @@ fn backend(place: &str, doing: &str, error: &rusqlite::Error) -> StoreError {
         String::new()
     };
     StoreError::Backend(format!("sqlite `{place}`: {doing}: {error}{hint}"))
-}
-
-/// The column value of a status. It is part of the file format (the partial index names
-/// `waiting`), so it is spelt here rather than borrowed from the JSON encoding.
-fn status_name(status: TurnStatus) -> &'static str {
-    match status {
-        TurnStatus::Active => "active",
-        TurnStatus::Waiting => "waiting",
-        TurnStatus::Running => "running",
-        TurnStatus::Completed => "completed",
-        TurnStatus::Cancelled => "cancelled",
-    }
-}
-
-/// The column value of a task status (part of the file format, like [`status_name`]).
-fn task_status_name(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Running => "running",
-        TaskStatus::Waiting => "waiting",
-        TaskStatus::Sleeping { .. } => "sleeping",
-        TaskStatus::Idle => "idle",
-        TaskStatus::Cancelling => "cancelling",
-        TaskStatus::Finished => "finished",
-        TaskStatus::Cancelled => "cancelled",
-    }
-}
-
-/// `expected` and its successor as SQLite integers. A version SQLite cannot hold matches no
-/// row: a conflict, like any other version that is not the stored one.
-fn stored_versions(id: &str, expected: u64) -> Result<(i64, i64), StoreError> {
-    i64::try_from(expected)
-        .ok()
-        .and_then(|expected| Some((expected, expected.checked_add(1)?)))
-        .ok_or_else(|| StoreError::Conflict(id.to_owned()))
-}
-
-/// A conflict when the version check (or the insert's uniqueness) left the table as it was.
-fn written(rows: usize, id: &str) -> Result<(), StoreError> {
-    match rows {
-        0 => Err(StoreError::Conflict(id.to_owned())),
-        _ => Ok(()),
-    }
-}
-
-fn encode<T: serde::Serialize>(id: &str, record: &T) -> Result<String, StoreError> {
-    serde_json::to_string(record)
-        .map_err(|error| StoreError::Backend(format!("cannot encode record `{id}`: {error}")))
-}
-
-fn decode<T: DeserializeOwned>(id: &str, json: &str, version: i64) -> Result<(T, u64), StoreError> {
-    let corrupt = |error: String| StoreError::Corrupt {
-        id: id.to_owned(),
-        error,
-    };
-    let version = u64::try_from(version)
-        .map_err(|_| corrupt(format!("the stored version {version} is negative")))?;
-    let record = serde_json::from_str(json).map_err(|error| corrupt(error.to_string()))?;
-    Ok((record, version))
 }
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.
@@ -1013,23 +945,6 @@ fn backfill_wake_at(tx: &rusqlite::Transaction<'_>) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_column_matches_the_json_encoding() {
-        for status in [
-            TurnStatus::Active,
-            TurnStatus::Waiting,
-            TurnStatus::Running,
-            TurnStatus::Completed,
-            TurnStatus::Cancelled,
-        ] {
-            assert_eq!(
-                serde_json::to_value(status).unwrap(),
-                status_name(status),
-                "{status:?}"
-            );
-        }
-    }
 
     #[test]
     fn waiting_turns_are_listed_through_the_partial_index() {
