@@ -32,7 +32,8 @@ fn main() -> ExitCode {
 }
 
 fn print_tool(tool: &Tool) {
-    let d = tool.descriptor();
+    // Collected tools are this program's `#[tool]`s: none is remote here.
+    let Some(d) = tool.descriptor() else { return };
     println!("━━ {} ━━", tool.id());
     field("model name", tool.name());
     field("effect", d.effect.as_str());

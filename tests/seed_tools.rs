@@ -174,10 +174,7 @@ fn restart_service_reuses_the_change_of_a_rerun_call() {
 fn restart_service_asks_always_with_a_prompt_naming_the_service() {
     let registry = registry();
     let tool = registry.get("restart_service").unwrap();
-    let approval = tool
-        .descriptor()
-        .approval
-        .expect("restart_service has a policy");
+    let approval = tool.approval().expect("restart_service has a policy");
     assert!(matches!(approval.request, RequestPolicy::Always));
     let input = json!({ "service": "payment-api", "reason": "connection pool exhausted" });
     let session = session_of(None);
@@ -198,7 +195,7 @@ fn restart_service_asks_always_with_a_prompt_naming_the_service() {
 fn refund_decision(caller: Option<Principal>, input: Value) -> ApprovalDecision {
     let registry = registry();
     let tool = registry.get("refund_charge").unwrap();
-    let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) else {
+    let Some(RequestPolicy::Custom(policy)) = tool.approval().map(|a| a.request) else {
         panic!("refund_charge has a custom request policy");
     };
     let input = tool.validate(input).unwrap();
@@ -281,8 +278,7 @@ fn rollback_verdict(responder: Principal, decision: ResponseDecision) -> Respons
     let registry = registry();
     let tool = registry.get("rollback_deploy").unwrap();
     let response = tool
-        .descriptor()
-        .approval
+        .approval()
         .and_then(|a| a.response)
         .expect("rollback_deploy has a response policy");
     let input = tool
@@ -343,7 +339,7 @@ fn rollback_deploy_validates_the_version_and_records_the_approver() {
 fn react_ends_the_turn() {
     let registry = registry();
     let tool = registry.get("react").unwrap();
-    assert_eq!(tool.descriptor().ends_turn, EndsTurn::Always);
+    assert_eq!(tool.ends_turn(), EndsTurn::Always);
     assert!(
         tool.description_for(Audience::Model)
             .ends_with("Calling this tool ends your turn.")

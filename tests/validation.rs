@@ -695,7 +695,14 @@ fn collect_gathers_the_tools_of_other_crates() {
         registry.by_id("support.echo_remote").unwrap(),
         remote
     ));
-    assert!(remote.descriptor().location.file.contains("support-tools"));
+    assert!(
+        remote
+            .descriptor()
+            .unwrap()
+            .location
+            .file
+            .contains("support-tools")
+    );
     // And every tool of this binary.
     for name in [
         "read_logs",

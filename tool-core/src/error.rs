@@ -37,6 +37,8 @@ pub enum ErrorCode {
     Journal,
     /// The application state or capability the tool needs is not installed.
     MissingState,
+    /// The server of a remote tool cannot be reached now (down, reconnecting).
+    Unavailable,
 }
 
 impl ErrorCode {
@@ -57,6 +59,7 @@ impl ErrorCode {
             ErrorCode::ResultUnknown => "RESULT_UNKNOWN",
             ErrorCode::Journal => "JOURNAL",
             ErrorCode::MissingState => "MISSING_STATE",
+            ErrorCode::Unavailable => "UNAVAILABLE",
         }
     }
 }

@@ -86,10 +86,9 @@ pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
 
 /// The MCP tool object.
 pub fn mcp(tool: &Tool) -> Value {
-    let d = tool.descriptor();
     let mut object = Map::new();
     object.insert("name".into(), json!(tool.name()));
-    if let Some(title) = d.title {
+    if let Some(title) = tool.title() {
         object.insert("title".into(), json!(title));
     }
     // An MCP client runs its own turn loop, where "calling this tool ends your turn" is not
@@ -102,8 +101,8 @@ pub fn mcp(tool: &Tool) -> Value {
     if let Some(output) = tool.output_schema() {
         object.insert("outputSchema".into(), output.clone());
     }
-    let mut annotations = serde_json::to_value(d.effective_annotations()).unwrap_or(json!({}));
-    if let (Some(title), Some(map)) = (d.title, annotations.as_object_mut()) {
+    let mut annotations = serde_json::to_value(tool.annotations()).unwrap_or(json!({}));
+    if let (Some(title), Some(map)) = (tool.title(), annotations.as_object_mut()) {
         map.insert("title".into(), json!(title));
     }
     object.insert("annotations".into(), annotations);

@@ -7,13 +7,17 @@ use std::sync::{Arc, OnceLock};
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use crate::approval::ApprovalKey;
-use crate::context::{CallContext, CallContextBuilder};
-use crate::descriptor::{EndsTurn, Location, Registration, ToolDescriptor, ToolKind};
+use crate::approval::{ApprovalKey, ApprovalSpec};
+use crate::context::{CallContext, CallContextBuilder, Requirement};
+use crate::descriptor::{
+    EnabledFn, EndsTurn, LabelSpec, Location, Registration, ToolDescriptor, ToolKind,
+};
+use crate::effect::{Annotations, Effect};
 use crate::error::{ErrorCode, InputError, ToolError};
 use crate::export::{self, Format};
 use crate::names;
 use crate::output::CallOutput;
+use crate::remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool};
 use crate::schema::{self, InputValidator};
 use crate::session::Caller;
 use crate::workflow::Entry;
@@ -57,9 +61,20 @@ pub const ENDS_TURN_SENTENCE: &str = "Calling this tool ends your turn.";
 pub const SERVE_SENTENCE: &str =
     "To send a follow-up to a running task, pass its `task_id`; leave it out to start a new task.";
 
-/// One collected tool: its descriptor with schemas and validators computed once.
+/// Where a tool comes from.
+#[derive(Clone, Debug)]
+enum Origin {
+    /// A `#[tool]` of this program (or a built-in).
+    Local(&'static ToolDescriptor),
+    /// A tool of a remote MCP server, through a connection.
+    Remote(Box<RemoteTool>),
+}
+
+/// One collected tool: its descriptor (or remote definition) with schemas and validators
+/// computed once.
 pub struct Tool {
-    descriptor: &'static ToolDescriptor,
+    origin: Origin,
+    approval: Option<ApprovalSpec>,
     id: String,
     name: String,
     input_schema: Value,
@@ -74,7 +89,7 @@ impl std::fmt::Debug for Tool {
         f.debug_struct("Tool")
             .field("id", &self.id)
             .field("name", &self.name)
-            .field("effect", &self.descriptor.effect)
+            .field("effect", &self.effect())
             .finish_non_exhaustive()
     }
 }
@@ -187,7 +202,8 @@ impl Tool {
 
         match validator {
             Some(validator) if problems.is_empty() => Ok(Tool {
-                descriptor,
+                origin: Origin::Local(descriptor),
+                approval: descriptor.approval,
                 id,
                 name,
                 input_schema,
@@ -200,9 +216,217 @@ impl Tool {
         }
     }
 
-    /// The static descriptor.
-    pub fn descriptor(&self) -> &'static ToolDescriptor {
-        self.descriptor
+    /// A tool of connection `connection`: named `<connection>__<tool>`, validated against the
+    /// server's `inputSchema` (in the dialect its `$schema` names, 2020-12 by default) and its
+    /// `structuredContent` against `outputSchema`, run through `invoker`.
+    ///
+    /// `withheld` is the pinned definition when the server changed it since (the tool is then
+    /// listed nowhere until a person approves the change). Fails, with the reason the tool is
+    /// unavailable, when the name cannot be a model-facing name or a schema does not compile:
+    /// a remote tool is never run unvalidated.
+    pub fn remote(
+        connection: &str,
+        definition: RemoteDefinition,
+        policy: RemotePolicy,
+        invoker: Arc<dyn RemoteInvoke>,
+        withheld: Option<RemoteDefinition>,
+    ) -> Result<Tool, String> {
+        let name = names::model_name(Some(connection), &definition.name);
+        if !names::is_valid_name(&name) {
+            return Err(format!(
+                "its name `{name}` does not match ^[a-zA-Z0-9_-]{{1,64}}$, so no model provider accepts it"
+            ));
+        }
+        let input_schema = remote_schema(&definition.input_schema);
+        if !schema::is_object_schema(&input_schema) {
+            return Err(
+                "its inputSchema does not describe a JSON object (`\"type\": \"object\"`)".into(),
+            );
+        }
+        let validator = InputValidator::compile_dialect(&definition.input_schema)
+            .map_err(|error| format!("its inputSchema does not compile: {error}"))?;
+        let inlined_input_schema = if schema::has_ref(&input_schema) {
+            Err(
+                "the server's inputSchema uses `$ref`, which is not inlined for remote tools"
+                    .to_owned(),
+            )
+        } else {
+            Ok(input_schema.clone())
+        };
+        let (output_schema, output_validator) = match &definition.output_schema {
+            None => (None, None),
+            Some(output) => {
+                let value = remote_schema(output);
+                if !schema::is_object_schema(&value) {
+                    return Err("its outputSchema does not describe a JSON object".into());
+                }
+                let validator = InputValidator::compile_dialect(output)
+                    .map_err(|error| format!("its outputSchema does not compile: {error}"))?;
+                (Some(value), Some(validator))
+            }
+        };
+        let digest = definition.digest();
+        Ok(Tool {
+            approval: policy.approval_spec(),
+            origin: Origin::Remote(Box::new(RemoteTool {
+                connection: connection.to_owned(),
+                definition,
+                digest,
+                policy,
+                invoker,
+                withheld,
+            })),
+            id: names::tool_id(Some(connection), &name[connection.len() + 2..]),
+            name,
+            input_schema,
+            inlined_input_schema,
+            output_schema,
+            validator,
+            output_validator,
+        })
+    }
+
+    /// The static descriptor of a `#[tool]` (`None` for a remote tool).
+    pub fn descriptor(&self) -> Option<&'static ToolDescriptor> {
+        match &self.origin {
+            Origin::Local(descriptor) => Some(descriptor),
+            Origin::Remote(_) => None,
+        }
+    }
+
+    /// The remote part of a tool served by a connection (`None` for a `#[tool]`).
+    pub fn remote_tool(&self) -> Option<&RemoteTool> {
+        match &self.origin {
+            Origin::Local(_) => None,
+            Origin::Remote(remote) => Some(remote),
+        }
+    }
+
+    /// Whether this is the built-in `ask_question`.
+    pub fn is_ask_question(&self) -> bool {
+        self.descriptor()
+            .is_some_and(crate::builtin::is_ask_question)
+    }
+
+    /// What the tool does.
+    pub fn effect(&self) -> Effect {
+        match &self.origin {
+            Origin::Local(d) => d.effect,
+            Origin::Remote(r) => r.policy.effect,
+        }
+    }
+
+    /// Whether its output is third-party text that taints the turn.
+    pub fn is_untrusted(&self) -> bool {
+        match &self.origin {
+            Origin::Local(d) => d.untrusted,
+            Origin::Remote(r) => r.policy.untrusted,
+        }
+    }
+
+    /// Whether only users may call it.
+    pub fn is_user_only(&self) -> bool {
+        match &self.origin {
+            Origin::Local(d) => d.user_only,
+            Origin::Remote(r) => r.policy.user_only,
+        }
+    }
+
+    /// Whether it is left out of the model's list, reached through `tool_search`.
+    pub fn is_deferred(&self) -> bool {
+        match &self.origin {
+            Origin::Local(d) => d.deferred,
+            Origin::Remote(r) => r.policy.deferred,
+        }
+    }
+
+    /// Whether subagent sessions get it.
+    pub fn for_subagents(&self) -> bool {
+        match &self.origin {
+            Origin::Local(d) => d.subagents,
+            Origin::Remote(r) => r.policy.subagents,
+        }
+    }
+
+    /// Approval settings; `None` means `never`.
+    pub fn approval(&self) -> Option<ApprovalSpec> {
+        self.approval
+    }
+
+    /// Whether success ends the turn (never, for remote tools).
+    pub fn ends_turn(&self) -> EndsTurn {
+        self.descriptor().map_or(EndsTurn::Never, |d| d.ends_turn)
+    }
+
+    /// Plain, durable or workflow (remote tools are plain).
+    pub fn kind(&self) -> ToolKind {
+        self.descriptor().map_or(ToolKind::Plain, |d| d.kind)
+    }
+
+    /// Activity labels (none for remote tools).
+    pub fn label(&self) -> LabelSpec {
+        self.descriptor().map(|d| d.label).unwrap_or_default()
+    }
+
+    /// The conditional-tool predicate.
+    pub fn enabled(&self) -> Option<EnabledFn> {
+        self.descriptor().and_then(|d| d.enabled)
+    }
+
+    /// Application state the tool's parameters need.
+    pub fn requirements(&self) -> &'static [Option<Requirement>] {
+        self.descriptor().map_or(&[], |d| d.requirements)
+    }
+
+    /// The user-facing title.
+    pub fn title(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::Local(d) => d.title,
+            Origin::Remote(r) => r.definition.title.as_deref(),
+        }
+    }
+
+    /// The one-line user-facing summary.
+    pub fn summary(&self) -> Option<&str> {
+        self.descriptor().and_then(|d| d.summary)
+    }
+
+    /// The name without toolset or connection (what fallback labels humanize).
+    pub fn short_name(&self) -> &str {
+        match &self.origin {
+            Origin::Local(d) => d.name,
+            Origin::Remote(r) => &r.definition.name,
+        }
+    }
+
+    /// The description as written (no appended sentences).
+    pub fn description(&self) -> &str {
+        match &self.origin {
+            Origin::Local(d) => d.description,
+            Origin::Remote(r) => r.definition.description.as_deref().unwrap_or_default(),
+        }
+    }
+
+    /// The MCP annotations this tool is served with: derived from the effect, then the explicit
+    /// overrides (local tools); the effect's hints (remote tools: the runtime's view, not the
+    /// server's claims).
+    pub fn annotations(&self) -> Annotations {
+        match &self.origin {
+            Origin::Local(d) => d.effective_annotations(),
+            Origin::Remote(r) => r.policy.effect.annotations(),
+        }
+    }
+
+    /// The hints the server sent with a remote tool, for approval policies (`None` for local
+    /// tools and for servers that sent none).
+    pub fn server_annotations(&self) -> Option<&Annotations> {
+        self.remote_tool()
+            .and_then(|r| r.definition.annotations.as_ref())
+    }
+
+    /// Whether the tool is withheld: a remote tool whose definition changed since it was pinned.
+    pub fn is_withheld(&self) -> bool {
+        self.remote_tool().is_some_and(|r| r.withheld.is_some())
     }
 
     /// The id: `toolset.name` or `name`.
@@ -234,12 +458,12 @@ impl Tool {
     /// saying that calling it ends the turn (top-level model only: subagents must answer), and
     /// for `serve` tools how to continue a task.
     pub fn description_for(&self, audience: Audience) -> String {
-        let mut text = self.descriptor.description.trim_end().to_owned();
-        if self.descriptor.ends_turn != EndsTurn::Never && audience == Audience::Model {
+        let mut text = self.description().trim_end().to_owned();
+        if self.ends_turn() != EndsTurn::Never && audience == Audience::Model {
             text.push_str(if text.is_empty() { "" } else { " " });
             text.push_str(ENDS_TURN_SENTENCE);
         }
-        if self.descriptor.kind == ToolKind::Workflow(Entry::Serve) {
+        if self.kind() == ToolKind::Workflow(Entry::Serve) {
             text.push_str(if text.is_empty() { "" } else { " " });
             text.push_str(SERVE_SENTENCE);
         }
@@ -248,17 +472,19 @@ impl Tool {
 
     /// Whether `audience` may call this tool.
     pub fn visible_to(&self, audience: Audience) -> bool {
-        let d = self.descriptor;
         match audience {
-            Audience::Model => !d.user_only,
-            Audience::Subagent => !d.user_only && d.subagents,
+            Audience::Model => !self.is_user_only(),
+            Audience::Subagent => !self.is_user_only() && self.for_subagents(),
             Audience::User => true,
         }
     }
 
-    /// Whether this tool appears in `audience`'s list (visible, and not deferred for models).
+    /// Whether this tool appears in `audience`'s list (visible, not deferred for models, and not
+    /// a remote tool withheld after its server changed it).
     pub fn listed_for(&self, audience: Audience) -> bool {
-        self.visible_to(audience) && (audience == Audience::User || !self.descriptor.deferred)
+        self.visible_to(audience)
+            && (audience == Audience::User || !self.is_deferred())
+            && !self.is_withheld()
     }
 
     /// Validates `input` against the schema and applies defaults; the error lists every failing
@@ -270,18 +496,16 @@ impl Tool {
     /// The label shown when a call with `input` starts; falls back to the humanized name when the
     /// tool has no start label or it renders empty.
     pub fn start_label(&self, input: &Value) -> String {
-        self.descriptor
-            .label
+        self.label()
             .start
             .and_then(|render| render(input))
             .filter(|label| !label.trim().is_empty())
-            .unwrap_or_else(|| names::humanize(self.descriptor.name))
+            .unwrap_or_else(|| names::humanize(self.short_name()))
     }
 
     /// The label for a partial result, if the tool has a delta label that renders.
     pub fn delta_label(&self, input: &Value, partial: &Value) -> Option<String> {
-        self.descriptor
-            .label
+        self.label()
             .delta
             .and_then(|render| render(input, partial))
             .filter(|label| !label.trim().is_empty())
@@ -291,7 +515,6 @@ impl Tool {
     /// validated input (`approval_key = input`), or the user's key fn.
     pub fn approval_key(&self, input: &Value) -> Result<String, ToolError> {
         let key = self
-            .descriptor
             .approval
             .map(|a| a.key)
             .unwrap_or(ApprovalKey::ToolName);
@@ -307,7 +530,7 @@ impl Tool {
     /// events: that is the runtime's pipeline.
     pub async fn call(&self, input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         let mut input = self.validate(input).map_err(InputError::into_tool_error)?;
-        if self.descriptor.kind == ToolKind::Workflow(Entry::Serve)
+        if self.kind() == ToolKind::Workflow(Entry::Serve)
             && let Some(map) = input.as_object_mut()
         {
             map.remove("task_id");
@@ -318,7 +541,10 @@ impl Tool {
     /// Executes the tool on input that is already validated and defaulted, catching a panic and
     /// checking the output schema.
     pub async fn invoke(&self, input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
-        let run = (self.descriptor.invoke)(input, cx);
+        let run = match &self.origin {
+            Origin::Local(d) => (d.invoke)(input, cx),
+            Origin::Remote(r) => r.invoker.invoke(input, cx),
+        };
         let output = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result?,
             Err(panic) => {
@@ -371,6 +597,16 @@ impl Tool {
             )
         })
     }
+}
+
+/// A remote schema in model-facing form: the server's schema without `$schema` (the dialect is
+/// honoured by validation; providers do not want it).
+fn remote_schema(schema: &Value) -> Value {
+    let mut value = schema.clone();
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+    }
+    value
 }
 
 /// A hex SHA-256 digest of the canonical JSON of `value`: compact, object keys sorted at every
@@ -454,9 +690,13 @@ impl ToolList {
 }
 
 struct Inner {
-    tools: Vec<Tool>,
+    tools: Vec<Arc<Tool>>,
     by_name: HashMap<String, usize>,
     by_id: HashMap<String, usize>,
+    /// Remote tools that could not be made available, by model-facing name, with the reason.
+    unavailable: HashMap<String, String>,
+    /// Connections whose tools are missing altogether (down, refused), with the reason.
+    offline: HashMap<String, String>,
     lists: [[OnceLock<ToolList>; Format::COUNT]; 3],
 }
 
@@ -492,6 +732,16 @@ pub enum RegistryProblem {
         first: Location,
         /// The second definition.
         second: Location,
+    },
+    /// A remote tool takes the name of a tool already in the registry.
+    #[error(
+        "connection `{connection}` lists a tool named `{name}`, which another tool already has; rename the connection or the other tool"
+    )]
+    RemoteCollision {
+        /// The model-facing name.
+        name: String,
+        /// The connection.
+        connection: String,
     },
     /// Two tools share an id.
     #[error("two tools have the id `{id}`: one at {first}, one at {second}; rename one")]
@@ -651,32 +901,108 @@ impl Registry {
         if !problems.is_empty() {
             return Err(RegistryError { problems });
         }
-        let by_name = built
+        Ok(Self::assemble(
+            built.into_iter().map(Arc::new).collect(),
+            HashMap::new(),
+            HashMap::new(),
+        ))
+    }
+
+    fn assemble(
+        tools: Vec<Arc<Tool>>,
+        unavailable: HashMap<String, String>,
+        offline: HashMap<String, String>,
+    ) -> Registry {
+        let by_name = tools
             .iter()
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
-        let by_id = built
+        let by_id = tools
             .iter()
             .enumerate()
             .map(|(i, t)| (t.id.clone(), i))
             .collect();
-        Ok(Registry(Arc::new(Inner {
-            tools: built,
+        Registry(Arc::new(Inner {
+            tools,
             by_name,
             by_id,
+            unavailable,
+            offline,
             lists: Default::default(),
-        })))
+        }))
+    }
+
+    /// This registry's own tools (shared, not rebuilt) joined by the tools of remote
+    /// connections. `unavailable` names remote tools that could not be built, with the reason
+    /// (a call to one fails with it); `offline` names connections that have no tools now, with
+    /// the reason (a call to any `<connection>__...` name fails with it).
+    ///
+    /// Fails when a remote tool takes the name or id of a tool already here.
+    pub fn with_remote(
+        &self,
+        remote: impl IntoIterator<Item = Tool>,
+        unavailable: impl IntoIterator<Item = (String, String)>,
+        offline: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Registry, RegistryError> {
+        let mut tools: Vec<Arc<Tool>> = self
+            .0
+            .tools
+            .iter()
+            .filter(|t| t.remote_tool().is_none())
+            .cloned()
+            .collect();
+        let mut problems = Vec::new();
+        let mut names: HashMap<String, usize> = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let mut ids: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.id.clone()).collect();
+        for tool in remote {
+            let connection = tool
+                .remote_tool()
+                .map(|r| r.connection.clone())
+                .unwrap_or_default();
+            if names.contains_key(&tool.name) || !ids.insert(tool.id.clone()) {
+                problems.push(RegistryProblem::RemoteCollision {
+                    name: tool.name.clone(),
+                    connection,
+                });
+                continue;
+            }
+            names.insert(tool.name.clone(), tools.len());
+            tools.push(Arc::new(tool));
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+        // Deterministic order: lists are cached and compared across refreshes.
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Self::assemble(
+            tools,
+            unavailable.into_iter().collect(),
+            offline.into_iter().collect(),
+        ))
     }
 
     /// Every tool, sorted by model-facing name.
-    pub fn tools(&self) -> &[Tool] {
+    pub fn tools(&self) -> &[Arc<Tool>] {
         &self.0.tools
+    }
+
+    /// Remote tools that are not available, with the reason, by model-facing name.
+    pub fn unavailable(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0
+            .unavailable
+            .iter()
+            .map(|(name, reason)| (name.as_str(), reason.as_str()))
     }
 
     /// The tool with model-facing name `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.0.by_name.get(name).map(|&i| &self.0.tools[i])
+        self.0.by_name.get(name).map(|&i| &*self.0.tools[i])
     }
 
     /// The position of tool `name` in [`Registry::tools`] (a hash lookup, not a scan).
@@ -686,7 +1012,7 @@ impl Registry {
 
     /// The tool with id `id` (`toolset.name`).
     pub fn by_id(&self, id: &str) -> Option<&Tool> {
-        self.0.by_id.get(id).map(|&i| &self.0.tools[i])
+        self.0.by_id.get(id).map(|&i| &*self.0.tools[i])
     }
 
     /// The tool `name` as `caller` may call it: an unknown name, or one not visible to the
@@ -695,7 +1021,7 @@ impl Registry {
         let audience = Audience::of(caller);
         match self.get(name) {
             Some(tool) if tool.visible_to(audience) => Ok(tool),
-            Some(tool) if audience == Audience::Subagent && !tool.descriptor.user_only => {
+            Some(tool) if audience == Audience::Subagent && !tool.is_user_only() => {
                 Err(ToolError::with_code(
                     ErrorCode::NotVisible,
                     format!(
@@ -708,6 +1034,23 @@ impl Registry {
     }
 
     fn unknown(&self, name: &str, audience: Audience) -> ToolError {
+        if let Some(reason) = self.0.unavailable.get(name) {
+            return ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!("tool `{name}` is not available: {reason}; use another tool"),
+            );
+        }
+        if let Some((connection, reason)) = name
+            .split_once(names::TOOLSET_SEPARATOR)
+            .and_then(|(prefix, _)| self.0.offline.get_key_value(prefix))
+        {
+            return ToolError::with_code(
+                ErrorCode::Unavailable,
+                format!(
+                    "tool `{name}` belongs to connection `{connection}`, which has no tools now: {reason}; try again later or use another tool"
+                ),
+            );
+        }
         if !names::is_valid_name(name) {
             // No tool can have such a name; do not score (or echo) arbitrary text.
             let shown: String = name.chars().take(64).collect();
@@ -776,19 +1119,19 @@ impl Registry {
             .0
             .tools
             .iter()
-            .filter(|t| t.descriptor.deferred && t.visible_to(audience))
+            .filter(|t| t.is_deferred() && t.visible_to(audience) && !t.is_withheld())
             .filter_map(|t| {
                 let haystack = format!(
                     "{} {} {}",
                     t.name.to_lowercase(),
-                    t.descriptor.title.unwrap_or_default().to_lowercase(),
-                    t.descriptor.description.to_lowercase()
+                    t.title().unwrap_or_default().to_lowercase(),
+                    t.description().to_lowercase()
                 );
                 let score = words
                     .iter()
                     .filter(|w| haystack.contains(w.as_str()))
                     .count();
-                (score > 0 || words.is_empty()).then_some((score, t))
+                (score > 0 || words.is_empty()).then_some((score, &**t))
             })
             .collect();
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name)));
@@ -802,7 +1145,7 @@ impl Registry {
                 .0
                 .tools
                 .iter()
-                .any(|t| t.descriptor.deferred && t.visible_to(audience))
+                .any(|t| t.is_deferred() && t.visible_to(audience))
     }
 
     /// Whether `audience` can call `task` or `serve` workflow tools (and so the `task_wait` and
@@ -810,10 +1153,8 @@ impl Registry {
     pub fn has_tasks(&self, audience: Audience) -> bool {
         audience != Audience::User
             && self.0.tools.iter().any(|t| {
-                matches!(
-                    t.descriptor.kind,
-                    ToolKind::Workflow(Entry::Task | Entry::Serve)
-                ) && t.visible_to(audience)
+                matches!(t.kind(), ToolKind::Workflow(Entry::Task | Entry::Serve))
+                    && t.visible_to(audience)
             })
     }
 

@@ -117,6 +117,44 @@ impl InputValidator {
         })
     }
 
+    /// Compiles a schema written elsewhere (a remote server's): in the dialect its `$schema`
+    /// names (draft 4 to 2020-12), 2020-12 when it names none, as MCP specifies. A `$schema`
+    /// this crate does not know is refused rather than guessed.
+    pub fn compile_dialect(schema: &Value) -> Result<Self, String> {
+        let draft = match schema.get("$schema").and_then(Value::as_str) {
+            None => jsonschema::Draft::Draft202012,
+            Some(uri) => {
+                let uri = uri.trim_end_matches('#');
+                let uri = uri
+                    .strip_prefix("https://")
+                    .or_else(|| uri.strip_prefix("http://"))
+                    .unwrap_or(uri);
+                match uri {
+                    "json-schema.org/draft-04/schema" => jsonschema::Draft::Draft4,
+                    "json-schema.org/draft-06/schema" => jsonschema::Draft::Draft6,
+                    "json-schema.org/draft-07/schema" => jsonschema::Draft::Draft7,
+                    "json-schema.org/draft/2019-09/schema" => jsonschema::Draft::Draft201909,
+                    "json-schema.org/draft/2020-12/schema" => jsonschema::Draft::Draft202012,
+                    other => {
+                        return Err(format!(
+                            "unknown JSON Schema dialect `{other}` in `$schema`"
+                        ));
+                    }
+                }
+            }
+        };
+        let mut schema = schema.clone();
+        if let Value::Object(map) = &mut schema {
+            map.remove("$schema");
+        }
+        let validator = jsonschema::options()
+            .with_draft(draft)
+            .should_validate_formats(false)
+            .build(&schema)
+            .map_err(|error| error.to_string())?;
+        Ok(InputValidator { validator, schema })
+    }
+
     /// Validates `input` and applies the schema's defaults to absent fields. `null` counts as an
     /// empty object (models send it for tools without arguments).
     pub fn validate(&self, tool: &str, input: Value) -> Result<Value, InputError> {

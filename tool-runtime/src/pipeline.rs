@@ -561,13 +561,7 @@ impl Turn {
     /// is conditional.
     pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
         let rt = &self.runtime;
-        if !rt
-            .0
-            .registry
-            .tools()
-            .iter()
-            .any(|t| t.descriptor().enabled.is_some())
-        {
+        if !rt.0.registry.tools().iter().any(|t| t.enabled().is_some()) {
             return Ok(Vec::new());
         }
         let turn = self.record().await?;
@@ -685,7 +679,7 @@ impl Runtime {
             .enumerate()
             .filter(|(_, t)| {
                 // A predicate that panics hides its tool: fail closed.
-                t.descriptor().enabled.is_some_and(|enabled| {
+                t.enabled().is_some_and(|enabled| {
                     !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))
                         .unwrap_or(false)
                 })
@@ -709,7 +703,7 @@ impl Runtime {
             .iter()
             .enumerate()
             .filter(|(i, t)| {
-                t.descriptor().enabled.is_some() && !disabled.contains(i) && t.listed_for(audience)
+                t.enabled().is_some() && !disabled.contains(i) && t.listed_for(audience)
             })
             .map(|(_, t)| t.name().to_owned())
             .collect();
@@ -870,7 +864,7 @@ impl Runtime {
             Err(error) => return fail(tool.name(), error.into_tool_error()),
         };
 
-        if toolwright_core::builtin::is_ask_question(tool.descriptor()) {
+        if tool.is_ask_question() {
             return self.question(scope, call, index, input);
         }
         let (decision, reasons, key) = self.decide(scope, tool, &input, &call.call_id).await;
@@ -987,12 +981,12 @@ impl Runtime {
         input: &Value,
         call_id: &str,
     ) -> (ApprovalDecision, Vec<String>, Option<String>) {
-        let descriptor = tool.descriptor();
+        let effect = tool.effect();
         let mut reasons = Vec::new();
         let tainted = scope.turn.tainted_by.as_deref();
         let mut key = None;
-        let policy = descriptor
-            .approval
+        let policy = tool
+            .approval()
             .map(|a| a.request)
             .unwrap_or(RequestPolicy::Never);
         let mut decision = match policy {
@@ -1022,7 +1016,7 @@ impl Runtime {
             }
             RequestPolicy::Custom(policy) => {
                 let info = scope.info();
-                let call = ApprovalCall::new(
+                let mut call = ApprovalCall::new(
                     &info,
                     tool.name(),
                     input,
@@ -1030,10 +1024,11 @@ impl Runtime {
                     &scope.approved,
                     &scope.cancel,
                 );
+                call.annotations = tool.server_annotations();
                 guarded_policy(tool.name(), policy(&call)).await
             }
         };
-        if scope.session.permission(descriptor.effect) == Permission::Ask
+        if scope.session.permission(effect) == Permission::Ask
             && matches!(
                 decision,
                 ApprovalDecision::NotApplicable | ApprovalDecision::Approved
@@ -1042,16 +1037,16 @@ impl Runtime {
             decision = decision.strictest(ApprovalDecision::UserApproval);
             reasons.push(format!(
                 "this session asks before every `{}` action",
-                descriptor.effect
+                effect
             ));
         }
         if let Some(source) = tainted
-            && descriptor.effect.is_guarded_by_taint()
+            && effect.is_guarded_by_taint()
         {
             decision = decision.strictest(ApprovalDecision::UserApproval);
             reasons.push(format!(
                 "`{source}` returned untrusted third-party content earlier in this turn; confirm that this `{}` action is what you asked for",
-                descriptor.effect
+                effect
             ));
         }
         (decision, reasons, key)
@@ -1085,7 +1080,7 @@ impl Runtime {
 
     fn prompt(&self, scope: &StepScope, tool: &Tool, input: &Value, call_id: &str) -> String {
         let default = || format!("Approve {}?", start_label(tool, input));
-        let Some(render) = tool.descriptor().approval.and_then(|a| a.prompt) else {
+        let Some(render) = tool.approval().and_then(|a| a.prompt) else {
             return default();
         };
         let info = scope.info();
@@ -1178,7 +1173,7 @@ impl Runtime {
         let tool = &self.0.registry.tools()[index];
         if let toolwright_core::ToolKind::Workflow(
             toolwright_core::Entry::Task | toolwright_core::Entry::Serve,
-        ) = tool.descriptor().kind
+        ) = tool.kind()
         {
             // The body runs as a task of its own; the call's result is the receipt.
             return Executed::Done(
@@ -1196,7 +1191,7 @@ impl Runtime {
             self.0.options.call_timeout
         };
         let info = session_info(session, turn);
-        let journal = if tool.descriptor().kind.is_journaled() {
+        let journal = if tool.kind().is_journaled() {
             let run_id = durable_run_id(&turn.id, call_id);
             let recorded = match self.0.store.journal(&run_id).await {
                 Ok(recorded) => recorded,
@@ -1234,7 +1229,7 @@ impl Runtime {
             turn_id: turn.id.clone(),
             call_id: call_id.to_owned(),
             // Only delta labels read the input back; other calls need not copy it.
-            input: if tool.descriptor().label.delta.is_some() {
+            input: if tool.label().delta.is_some() {
                 input.clone()
             } else {
                 Value::Null
@@ -1305,10 +1300,9 @@ impl Runtime {
                 let model = output.for_model();
                 self.check_files(session_id, turn_id, call_id, &model);
                 let label = output.complete_label.clone().or_else(|| {
-                    tool.descriptor()
-                        .label
+                    tool.label()
                         .complete
-                        .then(|| names::humanize(tool.descriptor().name))
+                        .then(|| names::humanize(tool.short_name()))
                 });
                 CallResult {
                     call_id: call_id.to_owned(),
@@ -1485,7 +1479,7 @@ impl Runtime {
             .0
             .registry
             .get(&result.tool)
-            .is_some_and(|t| t.descriptor().untrusted)
+            .is_some_and(|t| t.is_untrusted())
         {
             turn.tainted_by = Some(result.tool.clone());
         }
@@ -2177,11 +2171,12 @@ impl Runtime {
                 );
             }
         };
-        if let Some(RequestPolicy::Custom(policy)) = tool.descriptor().approval.map(|a| a.request) {
+        if let Some(RequestPolicy::Custom(policy)) = tool.approval().map(|a| a.request) {
             let info = session_info(session, turn);
             let signal = TokenSignal(token.clone());
-            let approval =
+            let mut approval =
                 ApprovalCall::new(&info, tool.name(), &input, &call.call_id, approved, &signal);
+            approval.annotations = tool.server_annotations();
             if let ApprovalDecision::Denied(reason) =
                 guarded_policy(tool.name(), policy(&approval)).await
             {
@@ -2199,7 +2194,7 @@ impl Runtime {
                 );
             }
         }
-        if turn.caller.is_model() && tool.descriptor().effect != Effect::Read {
+        if turn.caller.is_model() && tool.effect() != Effect::Read {
             tracing::debug!(tool = tool.name(), "running an approved call");
         }
         let result = self
@@ -2326,10 +2321,7 @@ pub(crate) fn response_verdict(
         response.decision,
         response.principal.as_ref(),
     );
-    match tool
-        .and_then(|t| t.descriptor().approval)
-        .and_then(|a| a.response)
-    {
+    match tool.and_then(|t| t.approval()).and_then(|a| a.response) {
         Some(policy) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
             .unwrap_or_else(|_| {
                 ResponseVerdict::rejected(format!(
@@ -2345,7 +2337,7 @@ pub(crate) fn response_verdict(
 /// an empty one, it falls back to the humanized tool name instead of taking the step down.
 fn start_label(tool: &Tool, input: &Value) -> String {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.start_label(input)))
-        .unwrap_or_else(|_| names::humanize(tool.descriptor().name))
+        .unwrap_or_else(|_| names::humanize(tool.short_name()))
 }
 
 /// The answer to a workflow body's question: an option by id (or label), or free text when the
@@ -2507,11 +2499,7 @@ fn with_note(model: &ModelOutput, note: &str) -> ModelOutput {
 }
 
 fn policy_words(tool: &Tool, reasons: &[String]) -> String {
-    let policy = tool
-        .descriptor()
-        .approval
-        .map(|a| a.request.name())
-        .unwrap_or("never");
+    let policy = tool.approval().map(|a| a.request.name()).unwrap_or("never");
     if reasons.is_empty() {
         format!("approval policy `{policy}`")
     } else {

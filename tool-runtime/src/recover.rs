@@ -110,7 +110,7 @@ impl Runtime {
                         && self
                             .registry()
                             .get(&call.tool)
-                            .is_some_and(|t| t.descriptor().kind.is_journaled())
+                            .is_some_and(|t| t.kind().is_journaled())
                 })
                 .map(|call| (call.call_id.clone(), None))
                 .collect();

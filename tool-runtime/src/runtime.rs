@@ -226,7 +226,7 @@ impl RuntimeBuilder {
     /// The runtime. Fails when a tool needs state that was not registered.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         for tool in self.registry.tools() {
-            for requirement in tool.descriptor().requirements.iter().flatten() {
+            for requirement in tool.requirements().iter().flatten() {
                 if !self.states.contains_key(&(requirement.type_id)()) {
                     return Err(RuntimeError::MissingState {
                         tool: tool.name().to_owned(),
@@ -244,7 +244,7 @@ impl RuntimeBuilder {
             semaphore: Semaphore::new(self.options.concurrency.max(1)),
             reads_approvals: self.registry.tools().iter().any(|t| {
                 matches!(
-                    t.descriptor().approval.map(|a| a.request),
+                    t.approval().map(|a| a.request),
                     Some(
                         toolwright_core::RequestPolicy::Once
                             | toolwright_core::RequestPolicy::Custom(_)
@@ -255,7 +255,7 @@ impl RuntimeBuilder {
             heartbeat: std::sync::atomic::AtomicBool::new(false),
             runs_tasks: self.registry.tools().iter().any(|t| {
                 matches!(
-                    t.descriptor().kind,
+                    t.kind(),
                     toolwright_core::ToolKind::Workflow(
                         toolwright_core::Entry::Task | toolwright_core::Entry::Serve
                     )

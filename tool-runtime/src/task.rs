@@ -119,7 +119,7 @@ impl Runtime {
         approved_by: Option<Approver>,
     ) -> CallResult {
         let tool = &self.0.registry.tools()[index];
-        let entry = match tool.descriptor().kind {
+        let entry = match tool.kind() {
             ToolKind::Workflow(entry) => entry,
             _ => Entry::Task,
         };
@@ -405,7 +405,7 @@ impl Runtime {
             session_id: session.id.clone(),
             turn_id: task.turn_id.clone(),
             call_id: first.call_id.clone(),
-            input: if tool.descriptor().label.delta.is_some() {
+            input: if tool.label().delta.is_some() {
                 first.input.clone()
             } else {
                 Value::Null

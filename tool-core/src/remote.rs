@@ -1,0 +1,277 @@
+//! Tools served by other MCP servers, as the registry sees them: the definition a server lists,
+//! its digest (what a connection pins), the policy that trust and per-tool overrides give it, and
+//! the call adapter a connection installs.
+//!
+//! The transport lives elsewhere (the MCP client); this module has no async runtime and no MCP
+//! types, so the registry can hold remote tools beside local ones.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::approval::{ApprovalKey, ApprovalSpec, RequestPolicy};
+use crate::context::CallContext;
+use crate::effect::{Annotations, Effect};
+use crate::error::ToolError;
+use crate::output::CallOutput;
+
+/// A tool definition as a server lists it (MCP `Tool`), with the parts that can change what a
+/// model does or what a call does: everything the digest covers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteDefinition {
+    /// The server's name for the tool.
+    pub name: String,
+    /// The server's title, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The description the model reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `inputSchema`.
+    pub input_schema: Value,
+    /// `outputSchema`, if the server publishes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The server's annotation hints, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+}
+
+impl RemoteDefinition {
+    /// A hex SHA-256 digest of the canonical JSON of the definition (keys sorted at every
+    /// level): two listings of the same definition have the same digest whatever their key
+    /// order, and any change to the name, title, description, schemas or annotations changes it.
+    pub fn digest(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        crate::registry::input_digest(&value)
+    }
+}
+
+/// How the runtime treats one remote tool: what trust and overrides made of the server's hints.
+#[derive(Clone, Copy, Debug)]
+pub struct RemotePolicy {
+    /// The effect the runtime applies permissions and taint by.
+    pub effect: Effect,
+    /// Whether the tool's output taints the turn.
+    pub untrusted: bool,
+    /// The request policy.
+    pub approval: RequestPolicy,
+    /// Whether `once` remembers the grant per tool name or per exact input.
+    pub approval_key: ApprovalKey,
+    /// Whether the tool is left out of the model's list (reached through `tool_search`).
+    pub deferred: bool,
+    /// Whether subagent sessions get it.
+    pub subagents: bool,
+    /// Whether only users may call it.
+    pub user_only: bool,
+}
+
+impl RemotePolicy {
+    /// The policy of every tool of an untrusted connection, whatever its annotations say: effect
+    /// `write`, output `untrusted` (it taints the turn) and approval `once`.
+    pub const UNTRUSTED: RemotePolicy = RemotePolicy {
+        effect: Effect::Write,
+        untrusted: true,
+        approval: RequestPolicy::Once,
+        approval_key: ApprovalKey::ToolName,
+        deferred: false,
+        subagents: true,
+        user_only: false,
+    };
+
+    /// The policy a trusted connection's annotations imply. MCP's defaults apply to absent hints
+    /// (`readOnlyHint` false, `destructiveHint` true, `openWorldHint` true), so a tool that says
+    /// nothing is treated as the riskiest kind:
+    ///
+    /// - read-only → effect `read`, no approval;
+    /// - otherwise open-world → effect `public`, approval `once`;
+    /// - otherwise → effect `write`, approval `once` when destructive, none when the server says
+    ///   it is not.
+    ///
+    /// ```
+    /// use toolwright_core::{Annotations, Effect, remote::RemotePolicy};
+    /// let read = Annotations { read_only: Some(true), ..Annotations::NONE };
+    /// assert_eq!(RemotePolicy::trusted(Some(&read)).effect, Effect::Read);
+    /// assert_eq!(RemotePolicy::trusted(None).effect, Effect::Public);
+    /// ```
+    pub fn trusted(annotations: Option<&Annotations>) -> RemotePolicy {
+        let hints = annotations.copied().unwrap_or(Annotations::NONE);
+        let read_only = hints.read_only.unwrap_or(false);
+        let destructive = hints.destructive.unwrap_or(true);
+        let open_world = hints.open_world.unwrap_or(true);
+        let (effect, approval) = if read_only {
+            (Effect::Read, RequestPolicy::Never)
+        } else if open_world {
+            (Effect::Public, RequestPolicy::Once)
+        } else if destructive {
+            (Effect::Write, RequestPolicy::Once)
+        } else {
+            (Effect::Write, RequestPolicy::Never)
+        };
+        RemotePolicy {
+            effect,
+            untrusted: false,
+            approval,
+            ..RemotePolicy::UNTRUSTED
+        }
+    }
+
+    /// `self` with every setting `overrides` names replaced.
+    pub fn overridden_by(self, overrides: &ToolOverride) -> RemotePolicy {
+        RemotePolicy {
+            effect: overrides.effect.unwrap_or(self.effect),
+            untrusted: overrides.untrusted.unwrap_or(self.untrusted),
+            approval: overrides.approval.unwrap_or(self.approval),
+            approval_key: overrides.approval_key.unwrap_or(self.approval_key),
+            deferred: overrides.deferred.unwrap_or(self.deferred),
+            subagents: overrides.subagents.unwrap_or(self.subagents),
+            user_only: overrides.user_only.unwrap_or(self.user_only),
+        }
+    }
+
+    pub(crate) fn approval_spec(&self) -> Option<ApprovalSpec> {
+        match self.approval {
+            RequestPolicy::Never => None,
+            request => Some(ApprovalSpec {
+                request,
+                prompt: None,
+                response: None,
+                key: self.approval_key,
+            }),
+        }
+    }
+}
+
+/// Settings that replace, for one remote tool, what trust and annotations decided. Unset
+/// settings keep the derived value.
+///
+/// ```
+/// use toolwright_core::{Effect, RequestPolicy, remote::ToolOverride};
+/// let delete = ToolOverride::new().effect(Effect::Write).approval(RequestPolicy::Always);
+/// # let _ = delete;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ToolOverride {
+    effect: Option<Effect>,
+    untrusted: Option<bool>,
+    approval: Option<RequestPolicy>,
+    approval_key: Option<ApprovalKey>,
+    deferred: Option<bool>,
+    subagents: Option<bool>,
+    user_only: Option<bool>,
+}
+
+impl ToolOverride {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The effect.
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = Some(effect);
+        self
+    }
+
+    /// Whether the output taints the turn.
+    pub fn untrusted(mut self, untrusted: bool) -> Self {
+        self.untrusted = Some(untrusted);
+        self
+    }
+
+    /// The request policy (`RequestPolicy::Custom` takes a policy fn).
+    pub fn approval(mut self, policy: RequestPolicy) -> Self {
+        self.approval = Some(policy);
+        self
+    }
+
+    /// What `once` remembers a grant under.
+    pub fn approval_key(mut self, key: ApprovalKey) -> Self {
+        self.approval_key = Some(key);
+        self
+    }
+
+    /// Leave the tool out of the model's list (found through `tool_search`).
+    pub fn deferred(mut self, deferred: bool) -> Self {
+        self.deferred = Some(deferred);
+        self
+    }
+
+    /// Whether subagent sessions get the tool.
+    pub fn subagents(mut self, subagents: bool) -> Self {
+        self.subagents = Some(subagents);
+        self
+    }
+
+    /// Make the tool invisible to models (callable by users only).
+    pub fn user_only(mut self, user_only: bool) -> Self {
+        self.user_only = Some(user_only);
+        self
+    }
+}
+
+/// Runs calls of one remote tool: installed by the connection that listed it.
+pub trait RemoteInvoke: Send + Sync + 'static {
+    /// Calls the server's tool with `input` (validated against its `inputSchema`), watching
+    /// `cx`'s cancellation token.
+    fn invoke(
+        &self,
+        input: Value,
+        cx: CallContext,
+    ) -> BoxFuture<'static, Result<CallOutput, ToolError>>;
+}
+
+/// The remote part of a [`crate::Tool`] built with [`crate::Tool::remote`].
+#[derive(Clone)]
+pub struct RemoteTool {
+    pub(crate) connection: String,
+    pub(crate) definition: RemoteDefinition,
+    pub(crate) digest: String,
+    pub(crate) policy: RemotePolicy,
+    pub(crate) invoker: Arc<dyn RemoteInvoke>,
+    pub(crate) withheld: Option<RemoteDefinition>,
+}
+
+impl std::fmt::Debug for RemoteTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteTool")
+            .field("connection", &self.connection)
+            .field("tool", &self.definition.name)
+            .field("digest", &self.digest)
+            .field("policy", &self.policy)
+            .field("withheld", &self.withheld.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteTool {
+    /// The connection that serves the tool.
+    pub fn connection(&self) -> &str {
+        &self.connection
+    }
+
+    /// The definition the server lists now.
+    pub fn definition(&self) -> &RemoteDefinition {
+        &self.definition
+    }
+
+    /// The digest of [`RemoteTool::definition`].
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The policy trust and overrides gave the tool.
+    pub fn policy(&self) -> &RemotePolicy {
+        &self.policy
+    }
+
+    /// When the server changed the definition since it was pinned: the pinned (approved)
+    /// definition. The tool is withheld from every list, and a call asks a person to approve the
+    /// change first.
+    pub fn withheld(&self) -> Option<&RemoteDefinition> {
+        self.withheld.as_ref()
+    }
+}
