@@ -54,18 +54,19 @@ pub use toolwright_core::{
     CallContext, CallContextBuilder, CallHost, CallOutput, Caller, CancelSignal, ContentPart,
     DetachedHost, DurableContext, DurableParam, Effect, EnabledContext, EndsTurn, Entry, ErrorCode,
     Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput, NeverCancelled,
-    NoInput, OptionStyle, PlainParam, Principal, PrincipalType, PromptContext, Registry,
-    RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall, ResponseContext,
-    ResponseDecision, ResponseVerdict, Retry, ServeCall, ServeCalls, ServeIncoming, ServeInput,
-    SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor, ToolError, ToolInput, ToolKind,
-    ToolList, WorkflowContext, WorkflowParam, ask_question,
+    NoInput, OptionStyle, PlainParam, Principal, PrincipalType, PromptContext, ProviderTool,
+    Registry, RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall,
+    ResponseContext, ResponseDecision, ResponseVerdict, Retry, ServeCall, ServeCalls,
+    ServeIncoming, ServeInput, SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor,
+    ToolError, ToolInput, ToolKind, ToolList, WorkflowContext, WorkflowParam, ask_question,
 };
 
 /// Provider exports of single tools and schema helpers.
 pub mod export {
     #[doc(inline)]
     pub use toolwright_core::export::{
-        anthropic, mcp, meta_tools, openai, openai_strict, strict_schema, strip_strict_nulls,
+        anthropic, mcp, meta_tools, openai, openai_strict, provider_entry, strict_schema,
+        strip_strict_nulls,
     };
     #[doc(inline)]
     pub use toolwright_core::schema::{InputValidator, schema_of};
@@ -89,10 +90,21 @@ pub mod names {
 /// turn outlive its process.
 pub mod runtime {
     #[doc(inline)]
+    pub use toolwright_core::remote::{
+        RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool, ToolOverride,
+    };
+    #[doc(inline)]
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
         JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
         SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
+    };
+    #[doc(inline)]
+    pub use toolwright_runtime::record::{DefinitionChange, PinRecord};
+    #[doc(inline)]
+    pub use toolwright_runtime::remote::{
+        ConnectError, Connection, ConnectionState, ConnectionStatus, Connector, ListChanged,
+        RemoteSession,
     };
     /// The store test suite every backend passes.
     pub use toolwright_runtime::store::conformance;
@@ -112,7 +124,8 @@ pub mod runtime {
 pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
-        HttpHandle, McpError, McpHttp, McpServer, TokenVerifier, serve_stdio,
+        AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, TokenVerifier,
+        serve_stdio,
     };
 }
 
@@ -122,8 +135,8 @@ pub mod prelude {
     pub use toolwright_core::{
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
-        PromptContext, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls, State,
-        Status, ToolContext, ToolError, ToolInput, WorkflowContext,
+        PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls,
+        State, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_macros::{ToolInput, tool};

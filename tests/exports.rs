@@ -13,6 +13,10 @@
 //! - MCP tools (2025-11-25): `name` of 1 to 128 characters from `A-Z a-z 0-9 _ - .`;
 //!   `inputSchema` and `outputSchema` are JSON Schemas whose root type is `object`, in 2020-12
 //!   when no `$schema` is given; `annotations` carries boolean hints and a title.
+//! - Provider-native tools (`#[tool(provider)]`): the OpenAI entry is the tool's `openai`
+//!   configuration as given; the Anthropic entry its `anthropic` configuration, with a `name`
+//!   (matching `^[a-zA-Z0-9_-]{1,64}$`) equal to the tool's; MCP never lists them. A tool without
+//!   a configuration for a provider is left out of its list with a note.
 //!
 //! Every exported schema must also compile as JSON Schema 2020-12.
 
@@ -933,5 +937,203 @@ fn serve_tools_take_an_optional_task_id_and_say_how() {
     assert!(
         tool.validate(json!({ "request": "ship", "task_id": 7 }))
             .is_err()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provider-native tools: run by the model provider, sent in each provider's own format.
+
+/// Searches the web for current information; results come with citations.
+#[tool(provider, effect = read, untrusted)]
+fn web_search() -> ProviderTool {
+    ProviderTool::new()
+        .openai(json!({ "type": "web_search" }))
+        .anthropic(json!({ "type": "web_search_20250305", "name": "web_search", "max_uses": 5 }))
+}
+
+/// Runs code in the provider's sandbox, for calculations and data analysis.
+#[tool(provider, effect = read, title = "Run code")]
+fn code_execution() -> ProviderTool {
+    ProviderTool::code_execution()
+}
+
+/// Fetches a web page the user or a search result named.
+#[tool(provider, effect = read, untrusted)]
+fn web_fetch() -> ProviderTool {
+    // No `name`: the export names the entry after the tool.
+    ProviderTool::new().anthropic(json!({ "type": "web_fetch_20250910", "max_uses": 3 }))
+}
+
+fn docs_indexed(cx: &EnabledContext<'_>) -> bool {
+    cx.flag("docs_indexed")
+}
+
+/// Searches the team's indexed documents.
+#[tool(provider, effect = read, enabled = docs_indexed)]
+fn file_search() -> ProviderTool {
+    ProviderTool::new().openai(json!({ "type": "file_search", "vector_store_ids": ["vs_docs"] }))
+}
+
+/// Searches the web, but named unlike the Anthropic configuration says.
+#[tool(provider, effect = read, untrusted)]
+fn search() -> ProviderTool {
+    ProviderTool::web_search()
+}
+
+fn provider_registry() -> Registry {
+    Registry::from_tools([
+        finish_answer::TOOL,
+        web_search::TOOL,
+        code_execution::TOOL,
+        web_fetch::TOOL,
+        file_search::TOOL,
+    ])
+    .unwrap()
+}
+
+#[test]
+fn provider_tools_snapshot() {
+    let registry = provider_registry();
+    let lists: serde_json::Map<String, Value> = FORMATS
+        .iter()
+        .map(|&format| {
+            let notes = registry.list(Audience::Model, format).notes();
+            (
+                format!("{format:?}"),
+                json!({ "notes": notes, "tools": list(&registry, Audience::Model, format) }),
+            )
+        })
+        .collect();
+    insta::assert_json_snapshot!("provider_tools", lists);
+}
+
+#[test]
+fn provider_tools_are_sent_as_configured() {
+    let registry = provider_registry();
+    let entries = |format| -> Vec<Value> {
+        list(&registry, Audience::Model, format)
+            .into_iter()
+            .filter(|t| t.get("function").is_none() && t.get("input_schema").is_none())
+            .collect()
+    };
+    // OpenAI: the configuration as given, strict or not.
+    for format in [Format::OpenAi, Format::OpenAiStrict] {
+        assert_eq!(
+            entries(format),
+            [
+                json!({ "type": "code_interpreter", "container": { "type": "auto" } }),
+                json!({ "type": "file_search", "vector_store_ids": ["vs_docs"] }),
+                json!({ "type": "web_search" }),
+            ],
+            "{format:?}"
+        );
+    }
+    // Anthropic: the configuration, named after the tool where it names nothing.
+    assert_eq!(
+        entries(Format::Anthropic),
+        [
+            json!({ "type": "code_execution_20250825", "name": "code_execution" }),
+            json!({ "type": "web_fetch_20250910", "max_uses": 3, "name": "web_fetch" }),
+            json!({ "type": "web_search_20250305", "name": "web_search", "max_uses": 5 }),
+        ]
+    );
+    for entry in entries(Format::Anthropic) {
+        assert!(entry["type"].is_string(), "{entry}");
+        assert!(is_provider_name(entry["name"].as_str().unwrap()), "{entry}");
+    }
+    // MCP clients cannot run them: only the function tools are served.
+    let mcp: Vec<String> = list(&registry, Audience::Model, Format::Mcp)
+        .iter()
+        .map(|t| tool_name(t, Format::Mcp).to_owned())
+        .collect();
+    assert_eq!(mcp, ["finish_answer"]);
+}
+
+#[test]
+fn a_provider_tool_without_a_configuration_is_left_out_with_a_note() {
+    let registry = provider_registry();
+    assert_eq!(
+        registry.list(Audience::Model, Format::OpenAi).notes(),
+        ["web_fetch: not sent to OpenAI: no openai configuration"]
+    );
+    // Strict mode only concerns function tools: a provider tool gets no "not strict" note.
+    assert_eq!(
+        registry.list(Audience::Model, Format::OpenAiStrict).notes(),
+        ["web_fetch: not sent to OpenAI: no openai configuration"]
+    );
+    assert_eq!(
+        registry.list(Audience::Model, Format::Anthropic).notes(),
+        ["file_search: not sent to Anthropic: no anthropic configuration"]
+    );
+    let mcp = registry.list(Audience::Model, Format::Mcp).notes();
+    assert_eq!(mcp.len(), 4);
+    assert!(
+        mcp.iter().all(|n| n.ends_with(
+            ": not served over MCP: the model provider runs it, and an MCP client cannot"
+        )),
+        "{mcp:?}"
+    );
+}
+
+#[test]
+fn provider_entries_point_at_their_tool_for_conditional_lists() {
+    let registry = provider_registry();
+    for format in [Format::OpenAi, Format::Anthropic] {
+        let list = registry.list(Audience::Model, format);
+        for entry in list.entries() {
+            match entry.tool {
+                Some(index) => assert_eq!(registry.tools()[index].name(), entry.name),
+                None => panic!(
+                    "no meta-tools without deferred or task tools: {}",
+                    entry.name
+                ),
+            }
+        }
+        // The conditional `file_search` can be spliced out by its index.
+        let file_search = registry.index_of("file_search").unwrap();
+        let found = list.entries().iter().any(|e| e.tool == Some(file_search));
+        assert_eq!(found, format == Format::OpenAi, "{format:?}");
+    }
+}
+
+#[test]
+fn provider_tools_are_not_offered_to_users() {
+    let registry = provider_registry();
+    for format in FORMATS {
+        let names: Vec<String> = list(&registry, Audience::User, format)
+            .iter()
+            .map(|t| tool_name(t, format).to_owned())
+            .collect();
+        assert_eq!(names, ["finish_answer"], "{format:?}");
+        assert!(registry.list(Audience::User, format).notes().is_empty());
+    }
+    let tool = registry.get("web_search").unwrap();
+    assert!(tool.provider().is_some());
+    assert!(!tool.visible_to(Audience::User));
+    assert!(tool.visible_to(Audience::Subagent));
+    let error = registry
+        .resolve("web_search", toolwright::Caller::User)
+        .unwrap_err();
+    assert_eq!(error.code(), toolwright::ErrorCode::NotVisible);
+    assert!(
+        error.message().contains("run by the model provider"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_anthropic_name_unlike_the_tools_is_refused() {
+    let error = Registry::from_tools([search::TOOL]).unwrap_err();
+    assert_eq!(error.problems.len(), 1);
+    let message = error.problems[0].to_string();
+    assert!(
+        message.starts_with("provider tool `search` at tests/exports.rs:"),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(
+            "its anthropic configuration names the tool `web_search`, but the tool is named `search`; Anthropic reports its calls under the configured name, so the two must agree: name the tool `web_search` (`name = \"web_search\"`, outside any `toolset`)"
+        ),
+        "{message}"
     );
 }

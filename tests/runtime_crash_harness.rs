@@ -364,6 +364,16 @@ impl Store for CrashStore {
     fn approvals(&self, session_id: &str) -> StoreFuture<'_, std::collections::BTreeSet<String>> {
         self.inner.approvals(session_id)
     }
+    fn pins(&self, connection: &str) -> StoreFuture<'_, Vec<toolwright::runtime::PinRecord>> {
+        self.inner.pins(connection)
+    }
+    fn pin<'a>(
+        &'a self,
+        pin: &'a toolwright::runtime::PinRecord,
+        replacing: Option<&'a str>,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.pin(pin, replacing)
+    }
 
     fn task(&self, id: &str) -> StoreFuture<'_, Option<(TaskRecord, u64)>> {
         self.inner.task(id)

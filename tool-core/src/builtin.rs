@@ -72,6 +72,7 @@ static ASK_QUESTION: ToolDescriptor = ToolDescriptor {
     projected: false,
     kind: ToolKind::Plain,
     enabled: None,
+    provider: None,
     input: InputSpec {
         schema: crate::schema::schema_of::<AskQuestionArgs>,
         fields: &["question", "options"],

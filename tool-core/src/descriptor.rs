@@ -11,6 +11,7 @@ use crate::context::{CallContext, Requirement};
 use crate::effect::{Annotations, Effect};
 use crate::error::ToolError;
 use crate::output::CallOutput;
+use crate::provider::ProviderTool;
 use crate::session::SessionInfo;
 use crate::workflow::Entry;
 
@@ -83,6 +84,8 @@ pub type EnabledFn = fn(&EnabledContext<'_>) -> bool;
 pub type InvokeFn = fn(Value, CallContext) -> BoxFuture<'static, Result<CallOutput, ToolError>>;
 /// JSON Schema generator: `true` asks for a schema without `$ref`s.
 pub type SchemaFn = fn(bool) -> schemars::Schema;
+/// Builds a provider-native tool's configuration; the registry calls it once, at collection.
+pub type ProviderFn = fn() -> ProviderTool;
 
 /// User-facing activity text.
 #[derive(Clone, Copy, Debug, Default)]
@@ -174,6 +177,10 @@ pub struct ToolDescriptor {
     pub kind: ToolKind,
     /// The conditional-tool predicate.
     pub enabled: Option<EnabledFn>,
+    /// For a provider-native tool (`#[tool(provider)]`), the fn building its per-provider
+    /// configuration. The model provider runs such a tool: `input` is then empty and `invoke`
+    /// only reports that the runtime cannot run it.
+    pub provider: Option<ProviderFn>,
     /// The argument struct.
     pub input: InputSpec,
     /// Application state the tool's parameters need.

@@ -1,10 +1,16 @@
-//! Provider exports: OpenAI function tools (plain and strict), Anthropic tools and MCP tools.
+//! Provider exports: OpenAI function tools (plain and strict), Anthropic tools and MCP tools,
+//! and the provider-native tools each provider runs itself, in that provider's own format.
 
 use serde_json::{Map, Value, json};
 
+use crate::provider::ProviderTool;
 use crate::registry::{Audience, Tool};
 
 /// A provider's tool format.
+///
+/// Provider-native tools (`#[tool(provider)]`) appear in the OpenAI and Anthropic lists as their
+/// configuration object for that provider, are left out (with a note) where they have none, and
+/// are never in the MCP list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     /// OpenAI function tools (`{"type":"function","function":{...}}`), `strict: false`:
@@ -32,23 +38,54 @@ impl Format {
     }
 }
 
-/// `tool` in `format` for `audience`, with a note when the export had to compromise.
-pub fn export(tool: &Tool, audience: Audience, format: Format) -> (Value, Option<String>) {
+/// `tool` in `format` for `audience`, with a note when the export had to compromise. The entry
+/// is `None` when the tool has no form in `format`: a provider-native tool without a
+/// configuration for that provider, or in MCP (the note says why).
+pub fn export(tool: &Tool, audience: Audience, format: Format) -> (Option<Value>, Option<String>) {
+    if let Some(provider) = tool.provider() {
+        return match provider_entry(tool.name(), provider, format) {
+            Ok(value) => (Some(value), None),
+            Err(reason) => (None, Some(reason)),
+        };
+    }
     match format {
-        Format::OpenAi => (openai(tool, audience), None),
+        Format::OpenAi => (Some(openai(tool, audience)), None),
         Format::OpenAiStrict => match openai_strict(tool, audience) {
-            Ok(value) => (value, None),
+            Ok(value) => (Some(value), None),
             Err(reason) => (
-                openai(tool, audience),
+                Some(openai(tool, audience)),
                 Some(format!("not strict: {reason}")),
             ),
         },
-        Format::Anthropic => (anthropic(tool, audience), None),
-        Format::Mcp => (mcp(tool), None),
+        Format::Anthropic => (Some(anthropic(tool, audience)), None),
+        Format::Mcp => (Some(mcp(tool)), None),
     }
 }
 
-/// The OpenAI function tool, `strict: false` (optional fields stay optional).
+/// The entry of the provider-native tool `name` in `format`: the OpenAI configuration as given
+/// (strict mode does not apply: the provider defines the tool's input), the Anthropic
+/// configuration with `name` set when it has none; or why the tool has no entry there.
+pub fn provider_entry(
+    name: &str,
+    provider: &ProviderTool,
+    format: Format,
+) -> Result<Value, String> {
+    match format {
+        Format::OpenAi | Format::OpenAiStrict => provider
+            .openai_config()
+            .cloned()
+            .ok_or_else(|| "not sent to OpenAI: no openai configuration".to_owned()),
+        Format::Anthropic => provider
+            .anthropic_entry(name)
+            .ok_or_else(|| "not sent to Anthropic: no anthropic configuration".to_owned()),
+        Format::Mcp => Err(
+            "not served over MCP: the model provider runs it, and an MCP client cannot".to_owned(),
+        ),
+    }
+}
+
+/// The OpenAI function tool, `strict: false` (optional fields stay optional). For a
+/// provider-native tool use [`export`] or [`provider_entry`]: this builds a function tool.
 pub fn openai(tool: &Tool, audience: Audience) -> Value {
     json!({
         "type": "function",
@@ -61,7 +98,8 @@ pub fn openai(tool: &Tool, audience: Audience) -> Value {
     })
 }
 
-/// The OpenAI function tool in strict mode, or why the schema cannot be strict.
+/// The OpenAI function tool in strict mode, or why the schema cannot be strict. For a
+/// provider-native tool use [`export`] or [`provider_entry`].
 pub fn openai_strict(tool: &Tool, audience: Audience) -> Result<Value, String> {
     let parameters = strict_schema(tool.input_schema())?;
     Ok(json!({
@@ -75,7 +113,8 @@ pub fn openai_strict(tool: &Tool, audience: Audience) -> Result<Value, String> {
     }))
 }
 
-/// The Anthropic tool. Anthropic accepts `$defs`/`$ref`; the schema is passed as is.
+/// The Anthropic tool. Anthropic accepts `$defs`/`$ref`; the schema is passed as is. For a
+/// provider-native tool use [`export`] or [`provider_entry`].
 pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
     json!({
         "name": tool.name(),
@@ -84,7 +123,7 @@ pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
     })
 }
 
-/// The MCP tool object.
+/// The MCP tool object. Provider-native tools have none (MCP clients cannot run them).
 pub fn mcp(tool: &Tool) -> Value {
     let mut object = Map::new();
     object.insert("name".into(), json!(tool.name()));

@@ -21,6 +21,7 @@ pub use crate::error::{ErrorCode, ToolError};
 pub use crate::input::{ServeInput, ToolInput};
 pub use crate::names::{contains as names_contain, is_reserved};
 pub use crate::output::{CallOutput, ModelOutput};
+pub use crate::provider::ProviderTool;
 pub use crate::schema::{output_schema_of, schema_of};
 pub use crate::workflow::Entry;
 pub use futures_util::future::BoxFuture;
@@ -224,6 +225,52 @@ pub const fn has_field(fields: &[&str], name: &str) -> bool {
     crate::names::contains(fields, name)
 }
 
+/// What a `provider` tool's fn returns.
+#[diagnostic::on_unimplemented(
+    message = "a `provider` tool returns `ProviderTool`, not `{Self}`",
+    label = "write `-> ProviderTool` here",
+    note = "the fn builds the per-provider configuration: `ProviderTool::new().openai(json!({{...}})).anthropic(json!({{...}}))`"
+)]
+pub trait ProviderOutput {
+    /// Converts.
+    fn into_provider_tool(self) -> ProviderTool;
+}
+impl ProviderOutput for ProviderTool {
+    fn into_provider_tool(self) -> ProviderTool {
+        self
+    }
+}
+
+/// The configuration a `provider` tool's fn returned; generic so that another return type is
+/// reported, through [`ProviderOutput`], at the type the user wrote.
+pub fn provider_tool<T: ProviderOutput>(returned: T) -> ProviderTool {
+    returned.into_provider_tool()
+}
+
+/// The input of a `provider` tool: an empty object. The provider defines the real arguments;
+/// the runtime never validates them against this.
+pub const PROVIDER_INPUT: InputSpec = InputSpec {
+    schema: schema_of::<crate::input::NoInput>,
+    fields: &[],
+    type_name: "NoInput",
+};
+
+/// The call adapter of a `provider` tool: the model provider runs it, so a call through the
+/// runtime can only fail, saying so.
+pub fn provider_invoke(
+    _: Value,
+    cx: CallContext,
+) -> BoxFuture<'static, Result<CallOutput, ToolError>> {
+    let message = format!(
+        "tool `{}` is run by the model provider, not by this runtime: it cannot be called directly; the host passes the provider's result to the step instead",
+        cx.tool_name()
+    );
+    Box::pin(std::future::ready(Err(ToolError::with_code(
+        ErrorCode::NotVisible,
+        message,
+    ))))
+}
+
 /// The descriptor `#[tool]` emits when it reported errors, so `name::TOOL` still type-checks
 /// and the real errors are not buried under "cannot find" ones. Nothing runs it: the crate does
 /// not compile.
@@ -252,6 +299,7 @@ pub const ERRORED: ToolDescriptor = ToolDescriptor {
     projected: false,
     kind: ToolKind::Plain,
     enabled: None,
+    provider: None,
     input: InputSpec {
         schema: schema_of::<Value>,
         fields: &[],

@@ -17,6 +17,7 @@ use crate::error::{ErrorCode, InputError, ToolError};
 use crate::export::{self, Format};
 use crate::names;
 use crate::output::CallOutput;
+use crate::provider::ProviderTool;
 use crate::remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool};
 use crate::schema::{self, InputValidator};
 use crate::session::Caller;
@@ -74,6 +75,8 @@ enum Origin {
 /// computed once.
 pub struct Tool {
     origin: Origin,
+    /// A provider-native tool's configuration, built once at collection.
+    provider: Option<ProviderTool>,
     approval: Option<ApprovalSpec>,
     id: String,
     name: String,
@@ -200,9 +203,14 @@ impl Tool {
             output_schema = Some(value);
         }
 
+        let provider = descriptor
+            .provider
+            .and_then(|build| provider_config(descriptor, build, &name, &mut problems));
+
         match validator {
             Some(validator) if problems.is_empty() => Ok(Tool {
                 origin: Origin::Local(descriptor),
+                provider,
                 approval: descriptor.approval,
                 id,
                 name,
@@ -267,6 +275,7 @@ impl Tool {
         };
         let digest = definition.digest();
         Ok(Tool {
+            provider: None,
             approval: policy.approval_spec(),
             origin: Origin::Remote(Box::new(RemoteTool {
                 connection: connection.to_owned(),
@@ -300,6 +309,12 @@ impl Tool {
             Origin::Local(_) => None,
             Origin::Remote(remote) => Some(remote),
         }
+    }
+
+    /// The configuration of a provider-native tool (`#[tool(provider)]`): the model provider
+    /// runs it, the runtime never does. `None` for every other tool.
+    pub fn provider(&self) -> Option<&ProviderTool> {
+        self.provider.as_ref()
     }
 
     /// Whether this is the built-in `ask_question`.
@@ -470,12 +485,13 @@ impl Tool {
         text
     }
 
-    /// Whether `audience` may call this tool.
+    /// Whether `audience` may call this tool. A provider-native tool is the model's only: the
+    /// provider runs it while answering, and a person has no way to.
     pub fn visible_to(&self, audience: Audience) -> bool {
         match audience {
             Audience::Model => !self.is_user_only(),
             Audience::Subagent => !self.is_user_only() && self.for_subagents(),
-            Audience::User => true,
+            Audience::User => self.provider.is_none(),
         }
     }
 
@@ -597,6 +613,53 @@ impl Tool {
             )
         })
     }
+}
+
+/// Builds a provider-native tool's configuration by calling `build` once, and checks it (and
+/// the descriptor keys `#[tool]` refuses beside `provider`, for descriptors built by hand).
+/// Every problem goes to `problems`.
+fn provider_config(
+    descriptor: &'static ToolDescriptor,
+    build: crate::descriptor::ProviderFn,
+    name: &str,
+    problems: &mut Vec<RegistryProblem>,
+) -> Option<ProviderTool> {
+    let mut report = |problem: String| {
+        problems.push(RegistryProblem::Provider {
+            tool: name.to_owned(),
+            problem,
+            at: descriptor.location,
+        });
+    };
+    if descriptor.deferred {
+        report("it is `deferred`, but the provider only runs tools from the list it is sent, and a deferred tool is not in it; remove `deferred`".to_owned());
+    }
+    if descriptor.user_only {
+        report(
+            "it is `user_only`, but only the model can reach a provider tool; remove `user_only`"
+                .to_owned(),
+        );
+    }
+    // A user fn runs here, at collection: a panic in it becomes a problem naming the tool
+    // instead of taking the whole program down without saying which tool failed.
+    let config = match std::panic::catch_unwind(build) {
+        Ok(config) => config,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".to_owned());
+            report(format!(
+                "its fn panicked while building the configuration: {what}"
+            ));
+            return None;
+        }
+    };
+    for problem in config.problems(name) {
+        report(problem);
+    }
+    Some(config)
 }
 
 /// A remote schema in model-facing form: the server's schema without `$schema` (the dialect is
@@ -795,6 +858,16 @@ pub enum RegistryProblem {
         /// The definition.
         at: Location,
     },
+    /// A provider-native tool whose configuration or keys cannot work.
+    #[error("provider tool `{tool}` at {at}: {problem}")]
+    Provider {
+        /// The tool.
+        tool: String,
+        /// What is wrong, and what to write instead.
+        problem: String,
+        /// The definition.
+        at: Location,
+    },
     /// The output schema is not an object.
     #[error(
         "tool `{tool}` at {at} publishes an output schema that is not a JSON object (MCP `outputSchema` must be); return a struct, or drop `output_schema`"
@@ -941,7 +1014,7 @@ impl Registry {
     /// Fails when a remote tool takes the name or id of a tool already here.
     pub fn with_remote(
         &self,
-        remote: impl IntoIterator<Item = Tool>,
+        remote: impl IntoIterator<Item = Arc<Tool>>,
         unavailable: impl IntoIterator<Item = (String, String)>,
         offline: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Registry, RegistryError> {
@@ -973,7 +1046,7 @@ impl Registry {
                 continue;
             }
             names.insert(tool.name.clone(), tools.len());
-            tools.push(Arc::new(tool));
+            tools.push(tool);
         }
         if !problems.is_empty() {
             return Err(RegistryError { problems });
@@ -1021,6 +1094,14 @@ impl Registry {
         let audience = Audience::of(caller);
         match self.get(name) {
             Some(tool) if tool.visible_to(audience) => Ok(tool),
+            Some(tool) if audience == Audience::User && tool.provider().is_some() => {
+                Err(ToolError::with_code(
+                    ErrorCode::NotVisible,
+                    format!(
+                        "tool `{name}` is run by the model provider while it answers; it cannot be called directly"
+                    ),
+                ))
+            }
             Some(tool) if audience == Audience::Subagent && !tool.is_user_only() => {
                 Err(ToolError::with_code(
                     ErrorCode::NotVisible,
@@ -1175,6 +1256,8 @@ impl Registry {
             if let Some(note) = note {
                 notes.push(format!("{}: {note}", tool.name));
             }
+            // A provider tool without a configuration for this provider has no entry here.
+            let Some(value) = value else { continue };
             entries.push(ListEntry {
                 name: tool.name.clone(),
                 tool: Some(index),
@@ -1217,6 +1300,176 @@ impl Registry {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn web_search() -> ProviderTool {
+        ProviderTool::web_search()
+    }
+
+    fn openai_only() -> ProviderTool {
+        ProviderTool::new()
+            .openai(json!({ "type": "code_interpreter", "container": { "type": "auto" } }))
+    }
+
+    fn nothing() -> ProviderTool {
+        ProviderTool::new()
+    }
+
+    fn panics() -> ProviderTool {
+        panic!("no API key configured")
+    }
+
+    const fn provider_tool(
+        name: &'static str,
+        build: crate::descriptor::ProviderFn,
+    ) -> ToolDescriptor {
+        ToolDescriptor {
+            fn_name: name,
+            name,
+            toolset: None,
+            description: "Runs at the provider.",
+            title: None,
+            summary: None,
+            i18n: &[],
+            effect: Effect::Read,
+            untrusted: true,
+            user_only: false,
+            deferred: false,
+            subagents: true,
+            approval: None,
+            ends_turn: EndsTurn::Never,
+            label: LabelSpec {
+                start: None,
+                delta: None,
+                complete: false,
+            },
+            annotations: Annotations::NONE,
+            output_schema: None,
+            projected: false,
+            kind: ToolKind::Plain,
+            enabled: None,
+            provider: Some(build),
+            input: crate::private::PROVIDER_INPUT,
+            requirements: &[],
+            invoke: crate::private::provider_invoke,
+            location: Location {
+                file: file!(),
+                line: line!(),
+                column: column!(),
+                module_path: module_path!(),
+            },
+        }
+    }
+
+    static WEB_SEARCH: ToolDescriptor = provider_tool("web_search", web_search);
+    static RUN_CODE: ToolDescriptor = provider_tool("run_code", openai_only);
+    static SEARCH: ToolDescriptor = provider_tool("search", web_search);
+    static EMPTY: ToolDescriptor = provider_tool("empty", nothing);
+    static PANICS: ToolDescriptor = provider_tool("panics", panics);
+    static DEFERRED: ToolDescriptor = ToolDescriptor {
+        deferred: true,
+        ..provider_tool("deferred_search", openai_only)
+    };
+
+    fn problems(descriptor: &'static ToolDescriptor) -> Vec<String> {
+        Registry::from_tools([descriptor])
+            .expect_err("refused")
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn provider_tools_are_listed_in_their_providers_format() {
+        let registry = Registry::from_tools([&WEB_SEARCH, &RUN_CODE]).unwrap();
+        let tool = registry.get("web_search").unwrap();
+        assert_eq!(tool.provider(), Some(&ProviderTool::web_search()));
+        assert!(tool.descriptor().is_some());
+
+        let list = |format| -> Value {
+            serde_json::from_str(registry.list(Audience::Model, format).json()).unwrap()
+        };
+        assert_eq!(
+            list(Format::OpenAi),
+            json!([
+                { "type": "code_interpreter", "container": { "type": "auto" } },
+                { "type": "web_search" }
+            ])
+        );
+        assert_eq!(list(Format::OpenAiStrict), list(Format::OpenAi));
+        assert_eq!(
+            list(Format::Anthropic),
+            json!([{ "type": "web_search_20250305", "name": "web_search" }])
+        );
+        assert_eq!(
+            registry.list(Audience::Model, Format::Anthropic).notes(),
+            ["run_code: not sent to Anthropic: no anthropic configuration"]
+        );
+        assert_eq!(list(Format::Mcp), json!([]));
+        assert_eq!(registry.list(Audience::Model, Format::Mcp).notes().len(), 2);
+
+        // Entries point at their tool, so a runtime can leave out a disabled one.
+        let entries = registry.list(Audience::Model, Format::Anthropic).entries();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].tool, registry.index_of("web_search"));
+    }
+
+    #[test]
+    fn provider_tools_are_the_models_only() {
+        let registry = Registry::from_tools([&WEB_SEARCH]).unwrap();
+        let tool = registry.get("web_search").unwrap();
+        assert!(tool.visible_to(Audience::Model));
+        assert!(tool.visible_to(Audience::Subagent));
+        assert!(!tool.visible_to(Audience::User));
+        for format in [Format::OpenAi, Format::Anthropic, Format::Mcp] {
+            assert_eq!(registry.list(Audience::User, format).json(), "[]");
+            assert!(registry.list(Audience::User, format).notes().is_empty());
+        }
+        let error = registry.resolve("web_search", Caller::User).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotVisible);
+        assert!(
+            error.message().contains("run by the model provider"),
+            "{error}"
+        );
+        assert!(registry.resolve("web_search", Caller::Model).is_ok());
+    }
+
+    #[test]
+    fn the_runtime_cannot_run_a_provider_tool() {
+        let registry = Registry::from_tools([&WEB_SEARCH]).unwrap();
+        let error = registry
+            .call("web_search", json!({}))
+            .now_or_never()
+            .expect("nothing to wait for")
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotVisible);
+        assert!(
+            error
+                .message()
+                .starts_with("tool `web_search` is run by the model provider"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn provider_configurations_that_cannot_work_are_refused() {
+        let mismatch = problems(&SEARCH);
+        assert_eq!(mismatch.len(), 1, "{mismatch:?}");
+        assert!(
+            mismatch[0].starts_with("provider tool `search` at "),
+            "{mismatch:?}"
+        );
+        assert!(
+            mismatch[0].contains("names the tool `web_search`, but the tool is named `search`"),
+            "{mismatch:?}"
+        );
+        assert!(problems(&EMPTY)[0].contains("no configuration for any provider"));
+        assert!(
+            problems(&PANICS)[0]
+                .contains("panicked while building the configuration: no API key configured")
+        );
+        assert!(problems(&DEFERRED)[0].contains("it is `deferred`"));
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_level() {

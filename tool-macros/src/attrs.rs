@@ -109,6 +109,11 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
         "a conditional tool: a predicate over session state, evaluated at each step",
     ),
     (
+        "provider",
+        "provider",
+        "a provider-native tool, run by the model provider: a plain fn without parameters returning its `ProviderTool` configuration",
+    ),
+    (
         "annotations",
         "annotations(read_only = bool, destructive = bool, idempotent = bool, open_world = bool)",
         "override the MCP annotations derived from the effect",
@@ -248,6 +253,7 @@ pub(crate) struct Attrs {
     pub(crate) workflow: Option<Given<Option<Entry>>>,
     pub(crate) durable: Option<Given<bool>>,
     pub(crate) enabled: Option<Given<Path>>,
+    pub(crate) provider: Option<Given<bool>>,
     pub(crate) annotations: Option<Given<Annotations>>,
     pub(crate) krate: Option<Given<Path>>,
 }
@@ -307,7 +313,8 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
                 set(slot, lit, span, &key, cx);
             }
         }
-        "untrusted" | "user_only" | "deferred" | "durable" | "output_schema" | "subagents" => {
+        "untrusted" | "user_only" | "deferred" | "durable" | "output_schema" | "subagents"
+        | "provider" => {
             let value = flag_value(&meta, &key, cx)?;
             let slot = match key.as_str() {
                 "untrusted" => &mut attrs.untrusted,
@@ -315,6 +322,7 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
                 "deferred" => &mut attrs.deferred,
                 "durable" => &mut attrs.durable,
                 "output_schema" => &mut attrs.output_schema,
+                "provider" => &mut attrs.provider,
                 _ => &mut attrs.subagents,
             };
             if let Some(value) = value {
@@ -1080,7 +1088,7 @@ mod tests {
                i18n(en(title = "T", summary = "S")), effect = money, untrusted, deferred,
                subagents = false, approval(request = once, prompt = "Pay {amount}?", response = only_me),
                approval_key = input, ends_turn = done, label(start = "Paying {amount}", delta = d, complete = c),
-               output_schema, to_model_output = p, durable, enabled = e,
+               output_schema, to_model_output = p, durable, enabled = e, provider,
                annotations(idempotent = true), crate = ::toolwright"#,
         );
         assert!(!cx.has_errors(), "{:?}", cx.messages());
@@ -1097,6 +1105,7 @@ mod tests {
         assert!(!attrs.subagents.unwrap().value);
         assert_eq!(attrs.i18n.unwrap().value.len(), 1);
         assert_eq!(attrs.annotations.unwrap().value.idempotent, Some(true));
+        assert!(Attrs::flag(&attrs.provider));
     }
 
     #[test]

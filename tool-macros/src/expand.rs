@@ -3,7 +3,9 @@
 //! The user's fn is emitted untouched. Beside it: a braced struct with the fn's name (type
 //! namespace only, so it cannot clash with the fn) whose `TOOL` const is the descriptor, adapter
 //! fns in that struct's impl, assertions for rules that need other items, and the `inventory`
-//! submission. Every path is absolute through the facade's hidden `__private` module.
+//! submission. Every path is absolute through the facade's hidden `__private` module. A
+//! `provider` tool gets the same frame with a descriptor of its own (`expand_provider`): its fn
+//! builds a configuration and is never called by the runtime.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
@@ -30,15 +32,13 @@ enum Kind {
 
 pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let Input {
-        item,
-        attrs,
-        sig,
-        description,
-        krate,
+        attrs, sig, krate, ..
     } = input;
     let tw = quote!(#krate::__private);
+    if Attrs::flag(&attrs.provider) {
+        return expand_provider(input, &tw);
+    }
     let ident = &sig.ident;
-    let vis = &item.vis;
     let first = sig
         .first
         .as_ref()
@@ -366,6 +366,161 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         _ => quote!(::core::option::Option::None),
     };
 
+    let ends_turn_kind = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
+        None => quote!(#tw::EndsTurn::Never),
+        Some(EndsTurn::Always) => quote!(#tw::EndsTurn::Always),
+        Some(EndsTurn::ByOutput(_)) => quote!(#tw::EndsTurn::ByOutput),
+    };
+    let annotations = {
+        let a = attrs
+            .annotations
+            .as_ref()
+            .map(|g| g.value.clone())
+            .unwrap_or_default();
+        let hint = |v: Option<bool>| match v {
+            Some(b) => quote!(::core::option::Option::Some(#b)),
+            None => quote!(::core::option::Option::None),
+        };
+        let (r, d, i, o) = (
+            hint(a.read_only),
+            hint(a.destructive),
+            hint(a.idempotent),
+            hint(a.open_world),
+        );
+        quote!(#tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o })
+    };
+    let projected = attrs.to_model_output.is_some();
+    let kind_tokens = match kind {
+        Kind::Plain => quote!(#tw::ToolKind::Plain),
+        Kind::Durable => quote!(#tw::ToolKind::Durable),
+        Kind::Workflow(Entry::Execute) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Execute)),
+        Kind::Workflow(Entry::Task) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Task)),
+        Kind::Workflow(Entry::Serve) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Serve)),
+    };
+    let type_name = args_type_name(first, serve);
+    let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
+    let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
+
+    // Assertions for rules that need another item, spanned at the user's tokens.
+    let mut assertions = Vec::new();
+    // The argument type needs no assertion of its own: `FIELDS` in the descriptor already names
+    // `<Args as ToolInput>`, and one more use with another "required by" note would repeat the
+    // same error.
+    if serve {
+        let args_span = serve_args_span(first).unwrap_or(first_span);
+        let args_text = serve_args_text(first);
+        let tw_args = respan(tw.clone(), args_span);
+        let message = LitStr::new(
+            &format!(
+                "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
+            ),
+            args_span,
+        );
+        assertions.push(quote_spanned! {args_span=>
+            const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
+        });
+    }
+    if serve && Attrs::flag(&attrs.output_schema) {
+        // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
+        let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
+        let tw = respan(tw.clone(), span);
+        assertions.push(quote_spanned! {span=>
+            const _: () = #tw::assert_output_schema::<#serve_output>();
+        });
+    }
+
+    let descriptor_fields = quote! {
+        approval: #approval,
+        ends_turn: #ends_turn_kind,
+        label: #tw::LabelSpec {
+            start: #label_start,
+            delta: #label_delta,
+            complete: #label_complete,
+        },
+        annotations: #annotations,
+        output_schema: #output_schema,
+        projected: #projected,
+        kind: #kind_tokens,
+        provider: ::core::option::Option::None,
+        input: #tw::InputSpec {
+            schema: #schema,
+            fields: #fields,
+            type_name: #type_name,
+        },
+        requirements: &[#(#requirements),*],
+        invoke: Self::__invoke,
+    };
+    let items = quote! {
+        #invoke
+        #finish_fn
+        #(#adapters)*
+    };
+    emit(input, &tw, descriptor_fields, items, assertions)
+}
+
+/// A provider-native tool: the model provider runs it, so the descriptor carries no argument
+/// struct, no policy and no adapters beyond the fn that builds the configuration, and an
+/// `invoke` that only says the runtime cannot run it.
+fn expand_provider(input: &Input<'_>, tw: &TokenStream) -> TokenStream {
+    let ident = &input.sig.ident;
+    let ret = input
+        .sig
+        .output
+        .as_ref()
+        .expect("checked: a provider tool has a return type");
+    // `__config` is spanned at the return type as written: when that type is not
+    // `ProviderTool`, the `ProviderOutput` error lands there (an alias of it is accepted).
+    let ret_span = ret.span();
+    let tw_ret = respan(tw.clone(), ret_span);
+    let build = quote_spanned! {ret_span=>
+        let __config: #ret = #ident();
+        #tw_ret::provider_tool(__config)
+    };
+    let descriptor_fields = quote! {
+        approval: ::core::option::Option::None,
+        ends_turn: #tw::EndsTurn::Never,
+        label: #tw::LabelSpec {
+            start: ::core::option::Option::None,
+            delta: ::core::option::Option::None,
+            complete: false,
+        },
+        annotations: #tw::Annotations::NONE,
+        output_schema: ::core::option::Option::None,
+        projected: false,
+        kind: #tw::ToolKind::Plain,
+        provider: ::core::option::Option::Some(Self::__provider),
+        input: #tw::PROVIDER_INPUT,
+        requirements: &[],
+        invoke: #tw::provider_invoke,
+    };
+    let items = quote! {
+        fn __provider() -> #tw::ProviderTool {
+            #build
+        }
+    };
+    emit(input, tw, descriptor_fields, items, Vec::new())
+}
+
+/// The output every tool shares: the user's fn, the struct carrying `TOOL` (the descriptor:
+/// the fields every tool fills the same way, then `fields`), `items` in its impl, the
+/// assertions (`assertions` and the reserved-name one), and the `inventory` submission.
+fn emit(
+    input: &Input<'_>,
+    tw: &TokenStream,
+    fields: TokenStream,
+    items: TokenStream,
+    mut assertions: Vec<TokenStream>,
+) -> TokenStream {
+    let Input {
+        item,
+        attrs,
+        sig,
+        description,
+        ..
+    } = input;
+    let ident = &sig.ident;
+    let vis = &item.vis;
+
     let enabled = match &attrs.enabled {
         Some(g) => {
             let path = &g.value;
@@ -373,8 +528,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
-
-    // Names and plain data.
     let fn_name = ident.to_string().trim_start_matches("r#").to_owned();
     let name = attrs
         .name
@@ -419,40 +572,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let user_only = Attrs::flag(&attrs.user_only);
     let deferred = Attrs::flag(&attrs.deferred);
     let subagents = attrs.subagents.as_ref().is_none_or(|g| g.value);
-    let ends_turn_kind = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
-        None => quote!(#tw::EndsTurn::Never),
-        Some(EndsTurn::Always) => quote!(#tw::EndsTurn::Always),
-        Some(EndsTurn::ByOutput(_)) => quote!(#tw::EndsTurn::ByOutput),
-    };
-    let annotations = {
-        let a = attrs
-            .annotations
-            .as_ref()
-            .map(|g| g.value.clone())
-            .unwrap_or_default();
-        let hint = |v: Option<bool>| match v {
-            Some(b) => quote!(::core::option::Option::Some(#b)),
-            None => quote!(::core::option::Option::None),
-        };
-        let (r, d, i, o) = (
-            hint(a.read_only),
-            hint(a.destructive),
-            hint(a.idempotent),
-            hint(a.open_world),
-        );
-        quote!(#tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o })
-    };
-    let projected = attrs.to_model_output.is_some();
-    let kind_tokens = match kind {
-        Kind::Plain => quote!(#tw::ToolKind::Plain),
-        Kind::Durable => quote!(#tw::ToolKind::Durable),
-        Kind::Workflow(Entry::Execute) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Execute)),
-        Kind::Workflow(Entry::Task) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Task)),
-        Kind::Workflow(Entry::Serve) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Serve)),
-    };
-    let type_name = args_type_name(first, serve);
-    let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
-    let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
     let location = quote_spanned! {ident.span()=>
         #tw::Location {
             file: ::core::file!(),
@@ -462,33 +581,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         }
     };
 
-    // Assertions for rules that need another item, spanned at the user's tokens.
-    let mut assertions = Vec::new();
-    // The argument type needs no assertion of its own: `FIELDS` in the descriptor already names
-    // `<Args as ToolInput>`, and one more use with another "required by" note would repeat the
-    // same error.
-    if serve {
-        let args_span = serve_args_span(first).unwrap_or(first_span);
-        let args_text = serve_args_text(first);
-        let tw_args = respan(tw.clone(), args_span);
-        let message = LitStr::new(
-            &format!(
-                "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
-            ),
-            args_span,
-        );
-        assertions.push(quote_spanned! {args_span=>
-            const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
-        });
-    }
-    if serve && Attrs::flag(&attrs.output_schema) {
-        // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
-        let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
-        let tw = respan(tw.clone(), span);
-        assertions.push(quote_spanned! {span=>
-            const _: () = #tw::assert_output_schema::<#serve_output>();
-        });
-    }
     let reserved_message = if attrs.name.is_some() {
         format!(
             "`{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"
@@ -532,31 +624,12 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 user_only: #user_only,
                 deferred: #deferred,
                 subagents: #subagents,
-                approval: #approval,
-                ends_turn: #ends_turn_kind,
-                label: #tw::LabelSpec {
-                    start: #label_start,
-                    delta: #label_delta,
-                    complete: #label_complete,
-                },
-                annotations: #annotations,
-                output_schema: #output_schema,
-                projected: #projected,
-                kind: #kind_tokens,
                 enabled: #enabled,
-                input: #tw::InputSpec {
-                    schema: #schema,
-                    fields: #fields,
-                    type_name: #type_name,
-                },
-                requirements: &[#(#requirements),*],
-                invoke: Self::__invoke,
                 location: #location,
+                #fields
             };
 
-            #invoke
-            #finish_fn
-            #(#adapters)*
+            #items
         }
 
         #[allow(unused_qualifications, clippy::all)]

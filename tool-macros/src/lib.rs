@@ -1,7 +1,7 @@
 //! The `#[tool]` attribute and `#[derive(ToolInput)]` of toolwright.
 //!
 //! Use them through the `toolwright` facade, which documents them in full. The macro parses its
-//! keys into a typed IR (`attrs`), checks the rules C1–C16 over it (`rules`, `sig`), and only then
+//! keys into a typed IR (`attrs`), checks the rules C1–C19 over it (`rules`, `sig`), and only then
 //! expands (`expand`); on any error it emits the user's fn untouched with every error at once
 //! (`fallback`). It never panics on user input.
 
@@ -43,7 +43,7 @@ fn tool_impl(
         }
         None => quote!(::toolwright),
     };
-    let sig = sig::analyze(&item_fn, &mut cx);
+    let sig = sig::analyze(&item_fn, attrs::Attrs::flag(&attrs.provider), &mut cx);
     let doc = attrs::doc_comment(&item_fn.attrs);
     rules::check(
         &rules::Tool {
@@ -117,6 +117,16 @@ mod tests {
             ("i18n(en)", "fn f(a: A) {}"),
             ("= =", "async fn f(self) {}"),
             ("effect = read, name = \"\"", "/// d\nfn f(a: A) {}"),
+            ("provider", "fn f(a: A) {}"),
+            (
+                "provider = 1, effect = read",
+                "/// d\nfn f() -> ProviderTool {}",
+            ),
+            (
+                "provider, effect = read",
+                "/// d\nasync fn f(self) -> impl Sized {}",
+            ),
+            ("provider, effect = read, deferred", "/// d\nfn f() {}"),
         ] {
             let out = tool_impl(args.parse().unwrap(), item.parse().unwrap());
             assert!(

@@ -1,4 +1,4 @@
-//! The compile-time rules C1–C16. Each has an id, the sentence the README's rule table shows,
+//! The compile-time rules C1–C19. Each has an id, the sentence the README's rule table shows,
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
@@ -104,10 +104,33 @@ pub(crate) const RULES: &[Rule] = &[
         summary: "a workflow tool that is not `async`, generic fns, `self` receivers, or the wrong context type for the tool's kind → error",
         check: Some(c16_workflow_async),
     },
+    Rule {
+        id: "C17",
+        summary: "`provider` + `deferred` → error (the provider runs only the tools in the list it is sent, and a deferred tool is not in it)",
+        check: Some(c17_provider_deferred),
+    },
+    Rule {
+        id: "C18",
+        summary: "`provider` + a key for tools the runtime runs (`workflow`, `durable`, `approval`, `approval_key`, `ends_turn`, `user_only`, `label`, `output_schema`, `to_model_output`, `annotations`), or `effect = money`/`public` → error (the provider runs the call: nobody can approve it first)",
+        check: Some(c18_provider_keys),
+    },
+    Rule {
+        id: "C19",
+        summary: "a `provider` fn that takes parameters, is `async`, or does not return `ProviderTool` → error",
+        check: Some(c19_provider_signature),
+    },
 ];
 
+/// The rules whose checks run on a `provider` tool. The others concern keys C18 refuses on one
+/// (or the argument struct it does not have), and would only repeat its errors in other words.
+const PROVIDER_RULES: &[&str] = &["C3", "C4", "C13", "C14", "C17", "C18", "C19"];
+
 pub(crate) fn check(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let provider = Attrs::flag(&tool.attrs.provider);
     for rule in RULES {
+        if provider && !PROVIDER_RULES.contains(&rule.id) {
+            continue;
+        }
         if let Some(check) = rule.check {
             check(tool, cx);
         }
@@ -394,6 +417,131 @@ fn c16_workflow_async(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
 }
 
+/// The provider runs a provider-native tool from the tool list it is sent; `deferred` leaves the
+/// tool out of that list, and `tool_search` cannot hand the provider a tool it did not get.
+fn c17_provider_deferred(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    if !Attrs::flag(&a.provider) {
+        return;
+    }
+    if let Some(g) = a.deferred.as_ref().filter(|g| g.value) {
+        cx.error_at(g.span, "`deferred` on a `provider` tool: the provider runs only the tools in the list it is sent, and a deferred tool is left out of that list, so the model could never reach it; remove `deferred`");
+    }
+}
+
+/// The provider runs the call and hands the result straight back to the model: the runtime
+/// learns of it afterwards, so keys that act before, around or instead of running the tool
+/// cannot apply.
+fn c18_provider_keys(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    if !Attrs::flag(&a.provider) {
+        return;
+    }
+    let runs = "the model provider runs it";
+    let mut refuse = |span, key: &str, why: &str| {
+        cx.error_at(
+            span,
+            format!("`{key}` on a `provider` tool: {why}; remove `{key}`"),
+        );
+    };
+    if let Some(g) = &a.workflow {
+        refuse(
+            g.span,
+            "workflow",
+            &format!("{runs}, so there is no body to run from a journal"),
+        );
+    }
+    if let Some(g) = a.durable.as_ref().filter(|g| g.value) {
+        refuse(
+            g.span,
+            "durable",
+            &format!("{runs}, so there are no steps to journal"),
+        );
+    }
+    let approve = "the provider runs the call before the runtime learns of it, so nobody can approve it first (a tool that needs approval cannot be provider-native)";
+    if let Some(approval) = &a.approval {
+        refuse(approval.span, "approval", approve);
+    }
+    if let Some(g) = &a.approval_key {
+        refuse(g.span, "approval_key", approve);
+    }
+    if let Some(g) = a.ends_turn.as_ref().filter(|g| g.value.is_some()) {
+        refuse(
+            g.span,
+            "ends_turn",
+            "the provider hands the result straight back to the model, which goes on answering",
+        );
+    }
+    if let Some(g) = a.user_only.as_ref().filter(|g| g.value) {
+        refuse(
+            g.span,
+            "user_only",
+            "only the model can reach a tool its provider runs",
+        );
+    }
+    if let Some(g) = &a.label {
+        refuse(
+            g.span,
+            "label",
+            "labels render from arguments the runtime parses, and the provider defines this tool's arguments; the user sees the humanized tool name",
+        );
+    }
+    if let Some(g) = a.output_schema.as_ref().filter(|g| g.value) {
+        refuse(
+            g.span,
+            "output_schema",
+            "the provider defines the shape of its result",
+        );
+    }
+    if let Some(g) = &a.to_model_output {
+        refuse(
+            g.span,
+            "to_model_output",
+            "the provider hands the result to the model itself, before the runtime sees it",
+        );
+    }
+    if let Some(g) = &a.annotations {
+        refuse(
+            g.span,
+            "annotations",
+            "annotations describe MCP tools, and a provider tool is never served over MCP",
+        );
+    }
+    if let Some(effect) = &a.effect {
+        let name = match effect.value {
+            Effect::Money => "money",
+            Effect::Public => "public",
+            _ => return,
+        };
+        cx.error_at(
+            effect.span,
+            format!("`effect = {name}` on a `provider` tool: a `{name}` tool needs an approval policy, and nobody can approve a call the provider already ran; use `effect = read` or `effect = write`, or write a tool the runtime runs"),
+        );
+    }
+}
+
+/// The registry calls a provider tool's fn once, at collection, to build its configuration:
+/// nothing passes it arguments, a context, or awaits it. The return type is checked by a
+/// generated assertion, at the type as written (an alias of `ProviderTool` works).
+fn c19_provider_signature(tool: &Tool<'_>, cx: &mut Ctxt) {
+    if !Attrs::flag(&tool.attrs.provider) {
+        return;
+    }
+    let sig = tool.sig;
+    for param in &sig.typed_params {
+        cx.error_spanned(param, "a `provider` tool takes no parameters: the registry calls its fn once to build the configuration, and the provider runs the tool with arguments of its own; remove this parameter");
+    }
+    if let Some(span) = sig.asyncness {
+        cx.error_at(span, "a `provider` tool is a plain `fn`: the registry calls it once, at collection, to build the configuration; remove `async`");
+    }
+    if sig.output.is_none() {
+        cx.error_at(
+            sig.ident.span(),
+            "a `provider` tool returns its configuration: write `-> ProviderTool` and build it with `ProviderTool::new().openai(...).anthropic(...)`",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,7 +550,7 @@ mod tests {
     fn run(attr: &str, item: &str) -> Vec<String> {
         let (attrs, mut cx) = parse_str(attr);
         let item: syn::ItemFn = syn::parse_str(item).unwrap();
-        let sig = crate::sig::analyze(&item, &mut cx);
+        let sig = crate::sig::analyze(&item, Attrs::flag(&attrs.provider), &mut cx);
         let doc = crate::attrs::doc_comment(&item.attrs).is_some();
         check(
             &Tool {
@@ -480,6 +628,63 @@ mod tests {
         assert!(run("effect = read", "/// d\nfn f<T>(a: T) {}")[0].contains("cannot be generic"));
         assert!(run("effect = read", "/// d\nfn f(&self) {}")[0].contains("cannot take `self`"));
         assert!(run("effect = read", "/// d\nfn f(a: &A) {}")[0].contains("by value"));
+    }
+
+    const P: &str = "/// d\nfn web_search() -> ProviderTool { ProviderTool::new() }";
+
+    #[test]
+    fn provider_tools() {
+        assert!(run("provider, effect = read, untrusted", P).is_empty());
+        assert!(
+            run(
+                "provider, effect = write, name = \"search\", toolset = \"web\", title = \"Web search\", summary = \"s\", subagents = false, enabled = e",
+                P
+            )
+            .is_empty()
+        );
+        // Flags set to `false` state the defaults: nothing to refuse.
+        assert!(
+            run(
+                "provider, effect = read, deferred = false, durable = false, user_only = false, output_schema = false, ends_turn = false",
+                P
+            )
+            .is_empty()
+        );
+        assert!(run("provider, effect = read, deferred", P)[0].contains("could never reach it"));
+        let keys = run(
+            "provider, effect = read, workflow = execute, durable, approval = always, approval_key = input, ends_turn, user_only, label(start = \"x\"), output_schema, to_model_output = p, annotations(read_only = true)",
+            P,
+        );
+        assert_eq!(keys.len(), 10, "{keys:?}");
+        assert!(
+            keys.iter().all(|m| m.contains("on a `provider` tool")),
+            "{keys:?}"
+        );
+        // C10 stays quiet: C18 says why no approval can work.
+        let money = run("provider, effect = money", P);
+        assert_eq!(money.len(), 1, "{money:?}");
+        assert!(money[0].contains("nobody can approve a call the provider already ran"));
+        // No argument struct is asked for; each parameter, `async` and a missing return type are.
+        let signature = run(
+            "provider, effect = read",
+            "/// d\nasync fn web_search(a: A, ctx: ToolContext) {}",
+        );
+        assert_eq!(signature.len(), 4, "{signature:?}");
+        assert!(signature[0].contains("takes no parameters"));
+        assert!(signature[2].contains("remove `async`"));
+        assert!(signature[3].contains("write `-> ProviderTool`"));
+        // The rules about keys and argument structs of other tools stay quiet.
+        assert_eq!(
+            run("provider, effect = read, user_only, deferred", P).len(),
+            2
+        );
+        assert!(
+            run(
+                "provider, effect = read",
+                "fn web_search() -> ProviderTool { ProviderTool::new() }"
+            )[0]
+            .contains("needs a description")
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, ReturnType, Type};
+use syn::{FnArg, Ident, ItemFn, PatType, ReturnType, Type};
 
 use crate::ctxt::Ctxt;
 
@@ -14,11 +14,15 @@ pub(crate) struct Sig {
     pub(crate) first: Option<Type>,
     /// The parameters after it: contexts and state.
     pub(crate) rest: Vec<Type>,
+    /// Each typed parameter as written (`name: Type`), for messages about the parameters.
+    pub(crate) typed_params: Vec<PatType>,
     /// The written return type; `None` for `()`.
     pub(crate) output: Option<Type>,
 }
 
-pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
+/// `provider` says the fn is a provider-native tool's, which takes no argument struct: its
+/// parameters are reported by the rules (C19), not here.
+pub(crate) fn analyze(item: &ItemFn, provider: bool, cx: &mut Ctxt) -> Sig {
     let sig = &item.sig;
     if let Some(unsafety) = &sig.unsafety {
         cx.error_spanned(
@@ -48,6 +52,7 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
     }
 
     let mut params = Vec::new();
+    let mut typed_params = Vec::new();
     for input in &sig.inputs {
         match input {
             FnArg::Receiver(receiver) => cx.error_spanned(
@@ -55,6 +60,11 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
                 "a tool cannot take `self`: `#[tool]` goes on a free fn; reach shared state through a `State<T>` parameter",
             ),
             FnArg::Typed(typed) => {
+                typed_params.push(typed.clone());
+                if provider {
+                    params.push((*typed.ty).clone());
+                    continue;
+                }
                 if let Type::ImplTrait(_) = &*typed.ty {
                     cx.error_spanned(&typed.ty, "a tool cannot take `impl Trait` (that makes it generic); name a concrete type");
                     continue;
@@ -67,6 +77,7 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
     let mut params = params.into_iter();
     let first = params.next();
     match &first {
+        _ if provider => {}
         None => cx.error_spanned(
             &sig.ident,
             "a tool takes its argument struct as the first parameter; for a tool without arguments write `_: NoInput`",
@@ -78,7 +89,12 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
         ReturnType::Default => None,
         ReturnType::Type(_, ty) => {
             if let Type::ImplTrait(_) = &**ty {
-                cx.error_spanned(ty, "a tool's return type must be named (`Result<T, ToolError>` or `T`), not `impl Trait`");
+                let message = if provider {
+                    "a `provider` tool returns `ProviderTool`, not `impl Trait`; write `-> ProviderTool`"
+                } else {
+                    "a tool's return type must be named (`Result<T, ToolError>` or `T`), not `impl Trait`"
+                };
+                cx.error_spanned(ty, message);
             }
             Some((**ty).clone())
         }
@@ -90,6 +106,7 @@ pub(crate) fn analyze(item: &ItemFn, cx: &mut Ctxt) -> Sig {
         fn_span: sig.fn_token.span(),
         first,
         rest: params.collect(),
+        typed_params,
         output,
     }
 }

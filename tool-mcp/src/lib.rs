@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod client;
 mod http_server;
 mod tasks;
 
@@ -52,6 +53,7 @@ use toolwright_runtime::{
     RuntimeError, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
 };
 
+pub use client::{AuthResolver, McpConnector};
 pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
 
 /// Why serving failed.
@@ -138,7 +140,8 @@ impl McpServer {
     /// A server for `runtime`'s registry, listing what the model audience sees. The list is
     /// converted here, once.
     pub fn new(runtime: Runtime) -> Self {
-        let list = runtime.registry().list(Audience::Model, Format::Mcp);
+        let registry = runtime.registry();
+        let list = registry.list(Audience::Model, Format::Mcp);
         let tools: Vec<Tool> = list
             .entries()
             .iter()
@@ -159,7 +162,7 @@ impl McpServer {
             .registry()
             .tools()
             .iter()
-            .any(|t| t.descriptor().enabled.is_some());
+            .any(|t| t.enabled().is_some());
         // A random key per server: sealed states survive as long as the server does. Servers
         // that share parked calls share a key (`McpServer::request_state_key`).
         let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]

@@ -29,7 +29,7 @@ impl McpServer {
             .runtime
             .registry()
             .get(&result.tool)
-            .is_some_and(|t| t.descriptor().kind == ToolKind::Workflow(Entry::Task));
+            .is_some_and(|t| t.kind() == ToolKind::Workflow(Entry::Task));
         if !supports || !is_task || result.is_error {
             return None;
         }

@@ -154,6 +154,29 @@ pub enum Event {
         /// Tools that went away.
         removed: Vec<String>,
     },
+    /// A connection's state changed (connected, down, refused).
+    #[serde(rename = "connection.changed")]
+    ConnectionChanged {
+        /// The connection.
+        connection: String,
+        /// Where it is now.
+        state: crate::remote::ConnectionState,
+    },
+    /// A remote server lists a definition of a tool that differs from the pinned one: the tool
+    /// is withheld until a person approves the change.
+    #[serde(rename = "tool.definition_changed")]
+    ToolDefinitionChanged {
+        /// The connection.
+        connection: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// The model-facing name (`<connection>__<tool>`).
+        name: String,
+        /// The digest of the approved definition.
+        pinned_digest: String,
+        /// The digest of the definition the server lists now.
+        digest: String,
+    },
     /// Something the host should know that is not an error (e.g. a large file sent to the model).
     #[serde(rename = "warning")]
     Warning {

@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Registry, ServeIncoming,
-    StepNames, ToolError,
+    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, ServeIncoming, StepNames,
+    Tool, ToolError,
 };
 
 use crate::event::Event;
@@ -25,8 +25,8 @@ pub(crate) struct RuntimeHost {
     pub(crate) token: CancellationToken,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) states: Arc<States>,
-    pub(crate) registry: Registry,
-    pub(crate) tool: usize,
+    /// The tool being called (a snapshot: the registry may change while the call runs).
+    pub(crate) tool: Arc<Tool>,
     pub(crate) session_id: String,
     pub(crate) turn_id: String,
     pub(crate) call_id: String,
@@ -203,7 +203,7 @@ fn journal_error(error: StoreError) -> ToolError {
 
 impl RuntimeHost {
     fn tool_name(&self) -> &str {
-        self.registry.tools()[self.tool].name()
+        self.tool.name()
     }
 }
 
@@ -232,7 +232,7 @@ impl CallHost for RuntimeHost {
         if self.events.receiver_count() == 0 {
             return;
         }
-        let tool = &self.registry.tools()[self.tool];
+        let tool = &self.tool;
         // A delta label callback that panics means no label, not a failed call.
         let label = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             tool.delta_label(&self.input, &snapshot)

@@ -10,19 +10,22 @@ mod host;
 mod pipeline;
 pub mod record;
 mod recover;
+pub mod remote;
 mod runtime;
 pub mod store;
 mod task;
 
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use record::{
-    Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest, JournalEntry,
-    Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
-    TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, ClosedStep, Decision, DefinitionChange, EntryKind,
+    InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, PinRecord,
+    RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus,
+    TurnRecord, TurnStatus,
 };
 pub use runtime::{
-    AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, RespondOutcome, Runtime,
-    RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome, SystemClock, ToolCall, Turn,
+    AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, ProviderResult,
+    RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome,
+    SystemClock, ToolCall, Turn,
 };
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
 #[cfg(feature = "postgres")]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     ApprovalCall, ApprovalDecision, AskAnswer, AskRequest, Audience, CallContext, Caller,
-    ContentPart, Effect, EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled,
+    ContentPart, Effect, EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, Registry,
     RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError,
     approval::requester_only, names,
 };
@@ -47,10 +47,12 @@ enum Executed {
 enum Prepared {
     /// The call already has its result (an error, a denial, a meta-tool answer).
     Done(CallResult),
+    /// A provider-native tool the model provider ran: its result came with the response.
+    Provided(CallResult),
     /// The call may run.
     Run {
         call_id: String,
-        tool: usize,
+        tool: Arc<Tool>,
         input: Value,
     },
     /// A task meta-tool (`task_wait`, `task_cancel`), run with the step's calls.
@@ -62,7 +64,7 @@ enum Prepared {
     /// The call waits for a person.
     Ask {
         call_id: String,
-        tool: usize,
+        tool: Arc<Tool>,
         input: Value,
         request: Box<InputRequest>,
     },
@@ -70,6 +72,8 @@ enum Prepared {
 
 /// What one step works with, read once at its start.
 struct StepScope {
+    /// The tools as they were when the step began.
+    registry: Registry,
     session: SessionRecord,
     turn: TurnRecord,
     approved: BTreeSet<String>,
@@ -174,9 +178,11 @@ impl Turn {
             BTreeSet::new()
         };
         let audience = audience_of(&turn);
-        let disabled = rt.disabled_tools(&session, &turn);
-        let notices = rt.announce(&session, &turn, &disabled).await?;
+        let registry = rt.registry();
+        let disabled = rt.disabled_tools(&registry, &session, &turn);
+        let notices = rt.announce(&registry, &session, &turn, &disabled).await?;
         let mut scope = StepScope {
+            registry,
             session,
             turn,
             approved,
@@ -238,10 +244,9 @@ impl Turn {
         for (call, prep) in calls.iter().zip(&prepared).filter(|_| announced) {
             let (tool, input) = match prep {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
-                    let t = &rt.0.registry.tools()[*tool];
-                    (t.name().to_owned(), input.clone())
+                    (tool.name().to_owned(), input.clone())
                 }
-                Prepared::Done(result) => {
+                Prepared::Done(result) | Prepared::Provided(result) => {
                     (result.tool.clone(), Value::String(call.arguments.clone()))
                 }
                 Prepared::Meta {
@@ -250,9 +255,11 @@ impl Turn {
             };
             let label = match prep {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
-                    start_label(&rt.0.registry.tools()[*tool], input)
+                    start_label(tool, input)
                 }
-                Prepared::Done(result) => names::humanize(&result.tool),
+                Prepared::Done(result) | Prepared::Provided(result) => {
+                    names::humanize(&result.tool)
+                }
                 Prepared::Meta { name, .. } => names::humanize(name),
             };
             rt.emit(Event::ActionRequested {
@@ -284,7 +291,7 @@ impl Turn {
                 calls: prepared
                     .iter()
                     .map(|p| match p {
-                        Prepared::Done(result) => PendingCall {
+                        Prepared::Done(result) | Prepared::Provided(result) => PendingCall {
                             call_id: result.call_id.clone(),
                             tool: result.tool.clone(),
                             input: Value::Null,
@@ -298,7 +305,7 @@ impl Turn {
                             input,
                         } => PendingCall {
                             call_id: call_id.clone(),
-                            tool: rt.0.registry.tools()[*tool].name().to_owned(),
+                            tool: tool.name().to_owned(),
                             input: input.clone(),
                             state: CallState::Running,
                         },
@@ -315,7 +322,7 @@ impl Turn {
                             request,
                         } => PendingCall {
                             call_id: call_id.clone(),
-                            tool: rt.0.registry.tools()[*tool].name().to_owned(),
+                            tool: tool.name().to_owned(),
                             input: input.clone(),
                             state: CallState::Waiting {
                                 request_id: request.request_id.clone(),
@@ -354,7 +361,7 @@ impl Turn {
                     rt.execute(
                         &scope.session,
                         &scope.turn,
-                        *tool,
+                        tool,
                         call_id,
                         input.clone(),
                         None,
@@ -388,12 +395,14 @@ impl Turn {
         for (prep, ran) in prepared.iter().zip(ran) {
             let (result, invoked) = match (prep, ran) {
                 (Prepared::Run { call_id, tool, .. }, Some(Executed::Suspended(suspension))) => {
-                    let name = rt.0.registry.tools()[*tool].name();
+                    let name = tool.name();
                     suspended.push(rt.suspension_request(&scope.turn, call_id, name, suspension));
                     continue;
                 }
                 (_, Some(Executed::Done(result))) => (result, true),
                 (Prepared::Done(result), None) => (result.clone(), false),
+                // The provider ran it: its output is in the turn, and taints like any other.
+                (Prepared::Provided(result), None) => (result.clone(), true),
                 _ => continue,
             };
             rt.note_taint(&mut scope.turn, &result, invoked);
@@ -445,7 +454,7 @@ impl Turn {
                                 if matches!(prep, Prepared::Ask { .. })
                                     || parked.contains(call_id) =>
                             {
-                                let name = rt.0.registry.tools()[*tool].name();
+                                let name = tool.name();
                                 all.push(CallResult::failed(
                                     call_id,
                                     name,
@@ -536,8 +545,9 @@ impl Turn {
                 .session(&turn.session_id)
                 .await?
                 .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
-        let list = rt.0.registry.list(audience_of(&turn), format);
-        let disabled = rt.disabled_tools(&session, &turn);
+        let registry = rt.registry();
+        let list = registry.list(audience_of(&turn), format);
+        let disabled = rt.disabled_tools(&registry, &session, &turn);
         if disabled.is_empty() {
             return Ok(list.json().to_owned());
         }
@@ -561,7 +571,8 @@ impl Turn {
     /// is conditional.
     pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
         let rt = &self.runtime;
-        if !rt.0.registry.tools().iter().any(|t| t.enabled().is_some()) {
+        let registry = rt.registry();
+        if !registry.tools().iter().any(|t| t.enabled().is_some()) {
             return Ok(Vec::new());
         }
         let turn = self.record().await?;
@@ -571,9 +582,9 @@ impl Turn {
                 .await?
                 .ok_or_else(|| RuntimeError::UnknownSession(turn.session_id.clone()))?;
         let mut names: Vec<String> = rt
-            .disabled_tools(&session, &turn)
+            .disabled_tools(&registry, &session, &turn)
             .into_iter()
-            .map(|i| rt.0.registry.tools()[i].name().to_owned())
+            .map(|i| registry.tools()[i].name().to_owned())
             .collect();
         names.sort();
         Ok(names)
@@ -659,6 +670,40 @@ impl Turn {
     }
 }
 
+/// The record of a provider-native call: the provider's output as is (the model already has
+/// it in the provider's own form), an error carrying the output's text when the provider says
+/// the call failed.
+fn provider_result(
+    call: &ToolCall,
+    tool: &Tool,
+    provided: &crate::runtime::ProviderResult,
+) -> CallResult {
+    if provided.is_error {
+        let text = match &provided.output {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        return CallResult::failed(
+            &call.call_id,
+            tool.name(),
+            ToolError::with_code(
+                ErrorCode::ToolFailed,
+                format!("the provider's `{}` failed: {text}", tool.name()),
+            ),
+        );
+    }
+    CallResult {
+        call_id: call.call_id.clone(),
+        tool: tool.name().to_owned(),
+        is_error: false,
+        model: ModelOutput::Json(provided.output.clone()),
+        output: provided.output.clone(),
+        error: None,
+        ends_turn: false,
+        label: None,
+    }
+}
+
 fn ends_turn(turn: &TurnRecord, results: &[CallResult]) -> bool {
     // Subagents must answer their parent, and structured-output turns must produce it.
     turn.caller != Caller::Subagent
@@ -669,11 +714,15 @@ fn ends_turn(turn: &TurnRecord, results: &[CallResult]) -> bool {
 
 impl Runtime {
     /// Tools whose `enabled` predicate is false for `session` now.
-    fn disabled_tools(&self, session: &SessionRecord, turn: &TurnRecord) -> HashSet<usize> {
+    fn disabled_tools(
+        &self,
+        registry: &Registry,
+        session: &SessionRecord,
+        turn: &TurnRecord,
+    ) -> HashSet<usize> {
         let info = session_info(session, turn);
         let cx = EnabledContext::new(&info, &session.state);
-        self.0
-            .registry
+        registry
             .tools()
             .iter()
             .enumerate()
@@ -691,19 +740,20 @@ impl Runtime {
     /// Tells the model once when the set of conditional tools changed.
     async fn announce(
         &self,
+        registry: &Registry,
         session: &SessionRecord,
         turn: &TurnRecord,
         disabled: &HashSet<usize>,
     ) -> Result<Vec<String>, RuntimeError> {
         let audience = audience_of(turn);
-        let now: Vec<String> = self
-            .0
-            .registry
+        let now: Vec<String> = registry
             .tools()
             .iter()
             .enumerate()
             .filter(|(i, t)| {
-                t.enabled().is_some() && !disabled.contains(i) && t.listed_for(audience)
+                (t.enabled().is_some() || t.remote_tool().is_some())
+                    && !disabled.contains(i)
+                    && t.listed_for(audience)
             })
             .map(|(_, t)| t.name().to_owned())
             .collect();
@@ -752,17 +802,21 @@ impl Runtime {
         Ok(added
             .iter()
             .map(|n| format!("New tool available: {n}"))
-            .chain(
-                removed
-                    .iter()
-                    .map(|n| format!("Tool no longer available: {n}")),
-            )
+            .chain(removed.iter().map(|n| {
+                if registry.get(n).is_some_and(Tool::is_withheld) {
+                    format!(
+                        "Tool withheld: {n} (its server changed its definition; calling it asks the user to approve the change)"
+                    )
+                } else {
+                    format!("Tool no longer available: {n}")
+                }
+            }))
             .collect())
     }
 
     /// Resolves, checks and decides one call; runs nothing.
     async fn prepare(&self, scope: &StepScope, call: &ToolCall) -> Prepared {
-        let registry = &self.0.registry;
+        let registry = &scope.registry;
         let fail = |tool: &str, error: ToolError| {
             Prepared::Done(CallResult::failed(&call.call_id, tool, error))
         };
@@ -837,12 +891,43 @@ impl Runtime {
             Ok(tool) => tool,
             Err(error) => return fail(&name, error),
         };
+        match (&call.provider_result, tool.provider().is_some()) {
+            (Some(provided), true) => {
+                return Prepared::Provided(provider_result(call, tool, provided));
+            }
+            (Some(_), false) => {
+                return fail(
+                    tool.name(),
+                    ToolError::with_code(
+                        ErrorCode::InvalidInput,
+                        format!(
+                            "`{}` is not a provider-native tool, so the provider cannot have run it; pass the call without a result and the runtime runs it",
+                            tool.name()
+                        ),
+                    ),
+                );
+            }
+            (None, true) => {
+                return fail(
+                    tool.name(),
+                    ToolError::with_code(
+                        ErrorCode::InvalidInput,
+                        format!(
+                            "`{}` is run by the model provider, which returns its result with the response; the host passes that result with `ToolCall::provider_result`",
+                            tool.name()
+                        ),
+                    ),
+                );
+            }
+            (None, false) => {}
+        }
         let Some(index) = registry.index_of(tool.name()) else {
             return fail(
                 &name,
                 ToolError::with_code(ErrorCode::UnknownTool, format!("no tool named `{name}`")),
             );
         };
+        let mut shared = Arc::clone(&registry.tools()[index]);
         if scope.disabled.contains(&index) {
             return fail(
                 &name,
@@ -856,6 +941,14 @@ impl Runtime {
             Ok(input) => input,
             Err(error) => return fail(tool.name(), error),
         };
+        // A withheld tool may have been approved by another instance since this one listed it.
+        if shared.is_withheld()
+            && self.pinned_meanwhile(&shared).await
+            && let Some(fresh) = crate::runtime::find_tool(&self.registry(), shared.name())
+        {
+            shared = fresh;
+        }
+        let tool: &Tool = &shared;
         // Strict-mode providers send `null` for optional fields they were told are nullable.
         let mut input = input;
         toolwright_core::export::strip_strict_nulls(tool.input_schema(), &mut input);
@@ -865,13 +958,29 @@ impl Runtime {
         };
 
         if tool.is_ask_question() {
-            return self.question(scope, call, index, input);
+            return self.question(scope, call, Arc::clone(&shared), input);
         }
-        let (decision, reasons, key) = self.decide(scope, tool, &input, &call.call_id).await;
+        let (mut decision, mut reasons, key) =
+            self.decide(scope, tool, &input, &call.call_id).await;
+        // A remote tool whose server changed its definition since it was approved runs only
+        // after a person approves the new definition; a denial stays a denial.
+        let change = crate::remote::definition_change(tool);
+        if let Some(change) = &change {
+            decision = decision.strictest(ApprovalDecision::UserApproval);
+            reasons.insert(
+                0,
+                format!(
+                    "the server of connection `{}` changed the {} of `{}` since it was approved",
+                    change.connection,
+                    change.changed_parts().join(", "),
+                    tool.name()
+                ),
+            );
+        }
         match decision {
             ApprovalDecision::NotApplicable | ApprovalDecision::Approved => Prepared::Run {
                 call_id: call.call_id.clone(),
-                tool: index,
+                tool: Arc::clone(&shared),
                 input,
             },
             ApprovalDecision::Denied(reason) => fail(
@@ -887,6 +996,19 @@ impl Runtime {
                     },
                 ),
             ),
+            ApprovalDecision::UserApproval if !scope.info().interactive && change.is_some() => {
+                fail(
+                    tool.name(),
+                    ToolError::with_code(
+                        ErrorCode::ApprovalUnavailable,
+                        format!(
+                            "`{}` is withheld: {}; a person must approve the new definition first, and this session cannot ask one (it runs unattended)",
+                            tool.name(),
+                            reasons[0]
+                        ),
+                    ),
+                )
+            }
             ApprovalDecision::UserApproval if !scope.info().interactive => fail(
                 tool.name(),
                 ToolError::with_code(
@@ -899,10 +1021,18 @@ impl Runtime {
                 ),
             ),
             ApprovalDecision::UserApproval => {
-                let prompt = self.prompt(scope, tool, &input, &call.call_id);
+                let prompt = match &change {
+                    Some(change) => format!(
+                        "The server behind `{}` changed the tool `{}` ({}) since it was approved. Approve its new definition, and this call?",
+                        change.connection,
+                        tool.name(),
+                        change.changed_parts().join(", ")
+                    ),
+                    None => self.prompt(scope, tool, &input, &call.call_id),
+                };
                 Prepared::Ask {
                     call_id: call.call_id.clone(),
-                    tool: index,
+                    tool: Arc::clone(&shared),
                     request: Box::new(InputRequest {
                         request_id: new_id("req"),
                         kind: RequestKind::ToolApproval,
@@ -917,6 +1047,7 @@ impl Runtime {
                         approval_key: key,
                         journal_position: None,
                         task_id: None,
+                        definition_change: change.map(Box::new),
                         status: RequestStatus::Pending,
                     }),
                     input,
@@ -927,7 +1058,13 @@ impl Runtime {
 
     /// `ask_question`: parks the call on a question (or answers `unavailable` when nobody can
     /// be asked).
-    fn question(&self, scope: &StepScope, call: &ToolCall, index: usize, input: Value) -> Prepared {
+    fn question(
+        &self,
+        scope: &StepScope,
+        call: &ToolCall,
+        tool: Arc<Tool>,
+        input: Value,
+    ) -> Prepared {
         if !scope.info().interactive {
             let output = json!({ "status": "unavailable" });
             return Prepared::Done(CallResult {
@@ -950,7 +1087,7 @@ impl Runtime {
             .to_owned();
         Prepared::Ask {
             call_id: call.call_id.clone(),
-            tool: index,
+            tool,
             request: Box::new(InputRequest {
                 request_id: new_id("req"),
                 kind: RequestKind::Question,
@@ -965,6 +1102,7 @@ impl Runtime {
                 approval_key: None,
                 journal_position: None,
                 task_id: None,
+                definition_change: None,
                 status: RequestStatus::Pending,
             }),
             input,
@@ -1079,7 +1217,16 @@ impl Runtime {
     }
 
     fn prompt(&self, scope: &StepScope, tool: &Tool, input: &Value, call_id: &str) -> String {
-        let default = || format!("Approve {}?", start_label(tool, input));
+        let default = || match tool.remote_tool() {
+            // Whoever approves should know a third-party server acts.
+            Some(remote) => format!(
+                "Approve {} (tool `{}` of the server behind connection `{}`)?",
+                start_label(tool, input),
+                remote.definition().name,
+                remote.connection()
+            ),
+            None => format!("Approve {}?", start_label(tool, input)),
+        };
         let Some(render) = tool.approval().and_then(|a| a.prompt) else {
             return default();
         };
@@ -1122,13 +1269,12 @@ impl Runtime {
             }
             Err(error) => return CallResult::failed(&call.call_id, "tool_search", error),
         };
-        let found: Vec<Value> = self
-            .0
+        let found: Vec<Value> = scope
             .registry
             .search(&query, scope.audience)
             .into_iter()
             .filter(|t| {
-                self.0
+                scope
                     .registry
                     .index_of(t.name())
                     .is_none_or(|i| !scope.disabled.contains(&i))
@@ -1162,7 +1308,7 @@ impl Runtime {
         &self,
         session: &SessionRecord,
         turn: &TurnRecord,
-        index: usize,
+        tool: &Arc<Tool>,
         call_id: &str,
         input: Value,
         approved_by: Option<Approver>,
@@ -1170,14 +1316,13 @@ impl Runtime {
         lease: Option<&Lease>,
         cleanup: bool,
     ) -> Executed {
-        let tool = &self.0.registry.tools()[index];
         if let toolwright_core::ToolKind::Workflow(
             toolwright_core::Entry::Task | toolwright_core::Entry::Serve,
         ) = tool.kind()
         {
             // The body runs as a task of its own; the call's result is the receipt.
             return Executed::Done(
-                self.start_task(session, turn, index, call_id, input, approved_by)
+                self.start_task(session, turn, tool, call_id, input, approved_by)
                     .await,
             );
         }
@@ -1223,8 +1368,7 @@ impl Runtime {
             token: call_token.clone(),
             events: self.0.events.clone(),
             states: self.0.states.clone(),
-            registry: self.0.registry.clone(),
-            tool: index,
+            tool: Arc::clone(tool),
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
             call_id: call_id.to_owned(),
@@ -1407,6 +1551,7 @@ impl Runtime {
                     approval_key: None,
                     journal_position: Some(position),
                     task_id: None,
+                    definition_change: None,
                     status: RequestStatus::Pending,
                 };
                 Parked {
@@ -1476,8 +1621,7 @@ impl Runtime {
             return;
         }
         if self
-            .0
-            .registry
+            .registry()
             .get(&result.tool)
             .is_some_and(|t| t.is_untrusted())
         {
@@ -1531,10 +1675,8 @@ impl Runtime {
                 return Ok(RespondOutcome::Dropped);
             }
 
-            let tool = request
-                .tool
-                .as_deref()
-                .and_then(|name| self.0.registry.get(name));
+            let registry = self.registry();
+            let tool = request.tool.as_deref().and_then(|name| registry.get(name));
             let verdict = response_verdict(tool, &info, &request, &response);
             if let ResponseVerdict::Rejected(reason) = verdict {
                 self.emit(Event::ApprovalCandidate {
@@ -1711,6 +1853,14 @@ impl Runtime {
             };
             for key in remember {
                 store.remember_approval(&session.id, &key).await?;
+            }
+            // Approving a changed remote definition pins it, for every session, before the call
+            // it gated runs.
+            if decision == Decision::Approved
+                && let Some(change) = &request.definition_change
+            {
+                self.approve_change(change, response.principal.clone())
+                    .await?;
             }
             if !question {
                 self.emit(Event::ApprovalCandidate {
@@ -2146,21 +2296,38 @@ impl Runtime {
         token: &CancellationToken,
         lease: Option<&Lease>,
     ) -> (Executed, bool) {
-        let Some((index, tool)) = self
-            .0
-            .registry
-            .index_of(&call.tool)
-            .map(|i| (i, &self.0.registry.tools()[i]))
-        else {
-            let error = ToolError::with_code(
-                ErrorCode::UnknownTool,
-                format!("tool `{}` is no longer registered", call.tool),
-            );
+        let registry = self.registry();
+        let Some(tool) = crate::runtime::find_tool(&registry, &call.tool) else {
+            // A remote tool whose connection is down says so; others are gone.
+            let error = match registry.resolve(&call.tool, turn.caller) {
+                Err(error) if error.code() == ErrorCode::Unavailable => error,
+                _ => ToolError::with_code(
+                    ErrorCode::UnknownTool,
+                    format!("tool `{}` is no longer registered", call.tool),
+                ),
+            };
             return (
                 Executed::Done(CallResult::failed(&call.call_id, &call.tool, error)),
                 false,
             );
         };
+        // The server changed the tool after this call was approved (or again after its change
+        // was approved): what was approved is not what would run.
+        if let Some(change) = crate::remote::definition_change(&tool) {
+            let error = ToolError::with_code(
+                ErrorCode::Denied,
+                format!(
+                    "`{}` did not run: the server of connection `{}` changed its {} after this call was approved; call it again to ask for approval of the new definition",
+                    call.tool,
+                    change.connection,
+                    change.changed_parts().join(", ")
+                ),
+            );
+            return (
+                Executed::Done(CallResult::failed(&call.call_id, &call.tool, error)),
+                false,
+            );
+        }
         let input = match tool.validate(call.input.clone()) {
             Ok(input) => input,
             Err(error) => {
@@ -2201,7 +2368,7 @@ impl Runtime {
             .execute(
                 session,
                 turn,
-                index,
+                &tool,
                 &call.call_id,
                 input,
                 approved_by,
@@ -2222,14 +2389,15 @@ impl Runtime {
         let Ok(Some((session, _))) = self.0.store.session(&turn.session_id).await else {
             return;
         };
+        let registry = self.registry();
         let runs = bodies.into_iter().filter_map(|(call_id, tool, input)| {
-            let index = self.0.registry.index_of(&tool)?;
+            let found = crate::runtime::find_tool(&registry, &tool)?;
             let (session, turn) = (&session, &turn);
             Some(async move {
                 let token = CancellationToken::new();
                 if let Executed::Done(result) = self
                     .execute(
-                        session, turn, index, &call_id, input, None, &token, None, true,
+                        session, turn, &found, &call_id, input, None, &token, None, true,
                     )
                     .await
                     && result.is_error

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolwright_core::{Caller, Effect, Entry, ModelOutput, Principal, ToolError};
+use toolwright_core::{Caller, Effect, Entry, ModelOutput, Principal, RemoteDefinition, ToolError};
 
 /// Whether a session lets calls of an effect run without asking.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -321,8 +321,72 @@ pub struct InputRequest {
     /// it instead of the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// For the call of a remote tool whose server changed its definition since it was
+    /// approved: the pinned and the new definition. Approving the request approves the new
+    /// definition (for every session) and the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_change: Option<Box<DefinitionChange>>,
     /// Where the request is.
     pub status: RequestStatus,
+}
+
+/// A remote tool's definition as pinned and as its server lists it now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DefinitionChange {
+    /// The connection.
+    pub connection: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The definition approved before.
+    pub pinned: RemoteDefinition,
+    /// The definition the server lists now.
+    pub listed: RemoteDefinition,
+    /// The digest of `listed`: what an approval pins.
+    pub digest: String,
+}
+
+impl DefinitionChange {
+    /// The parts of the definition that changed, e.g. `["description", "inputSchema"]`.
+    pub fn changed_parts(&self) -> Vec<&'static str> {
+        let (a, b) = (&self.pinned, &self.listed);
+        let mut parts = Vec::new();
+        if a.title != b.title {
+            parts.push("title");
+        }
+        if a.description != b.description {
+            parts.push("description");
+        }
+        if a.input_schema != b.input_schema {
+            parts.push("inputSchema");
+        }
+        if a.output_schema != b.output_schema {
+            parts.push("outputSchema");
+        }
+        if a.annotations != b.annotations {
+            parts.push("annotations");
+        }
+        parts
+    }
+}
+
+/// A remote tool definition the runtime will run: pinned at the first listing of its
+/// connection (declaring the connection and its allowlist is the approval), replaced only when a
+/// person approves a changed definition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PinRecord {
+    /// The connection.
+    pub connection: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The digest of `definition`.
+    pub digest: String,
+    /// The definition.
+    pub definition: RemoteDefinition,
+    /// Who approved it (`None` for the first pin, and for approvals without an identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<Principal>,
+    /// When it was pinned, Unix milliseconds.
+    pub pinned_at_ms: u64,
 }
 
 impl InputRequest {

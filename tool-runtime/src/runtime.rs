@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision};
+use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision, Tool};
 
 use crate::event::Event;
 use crate::host::States;
@@ -136,6 +136,14 @@ pub enum RuntimeError {
         /// The state's type.
         type_name: &'static str,
     },
+    /// A declared connection cannot be used.
+    #[error("connection `{connection}`: {problem}")]
+    Connection {
+        /// The connection.
+        connection: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
     /// No session with that id.
     #[error("no session `{0}`; open it with `Runtime::open_session`")]
     UnknownSession(String),
@@ -176,6 +184,13 @@ pub enum RuntimeError {
     },
 }
 
+/// The tool `name` of `registry`, shared.
+pub(crate) fn find_tool(registry: &Registry, name: &str) -> Option<Arc<Tool>> {
+    registry
+        .index_of(name)
+        .map(|index| Arc::clone(&registry.tools()[index]))
+}
+
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
     registry: Registry,
@@ -183,6 +198,7 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     decider: Option<Arc<dyn Decider>>,
     options: Options,
+    connections: Vec<crate::remote::Connection>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -223,6 +239,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Declares a connection to a remote server whose allowed tools join the registry as
+    /// `<connection>__<tool>` once [`Runtime::connect`] has started it.
+    pub fn connection(mut self, connection: crate::remote::Connection) -> Self {
+        self.connections.push(connection);
+        self
+    }
+
     /// The runtime. Fails when a tool needs state that was not registered.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         for tool in self.registry.tools() {
@@ -235,22 +258,33 @@ impl RuntimeBuilder {
                 }
             }
         }
+        for (i, connection) in self.connections.iter().enumerate() {
+            if let Some(problem) = connection.problem(&self.registry, &self.connections[..i]) {
+                return Err(RuntimeError::Connection {
+                    connection: connection.name().to_owned(),
+                    problem,
+                });
+            }
+        }
         let store = match self.store {
             Some(store) => store,
             None => Arc::new(SqliteStore::in_memory()?),
         };
+        let remote = crate::remote::Remote::new(self.registry.clone(), self.connections);
         let (events, _) = broadcast::channel(1024);
         Ok(Runtime(Arc::new(Inner {
             semaphore: Semaphore::new(self.options.concurrency.max(1)),
-            reads_approvals: self.registry.tools().iter().any(|t| {
-                matches!(
-                    t.approval().map(|a| a.request),
-                    Some(
-                        toolwright_core::RequestPolicy::Once
-                            | toolwright_core::RequestPolicy::Custom(_)
+            // Remote tools default to `once`, and their policies can be overridden at any time.
+            reads_approvals: !remote.is_empty()
+                || self.registry.tools().iter().any(|t| {
+                    matches!(
+                        t.approval().map(|a| a.request),
+                        Some(
+                            toolwright_core::RequestPolicy::Once
+                                | toolwright_core::RequestPolicy::Custom(_)
+                        )
                     )
-                )
-            }),
+                }),
             active: std::sync::Mutex::new(HashMap::new()),
             heartbeat: std::sync::atomic::AtomicBool::new(false),
             runs_tasks: self.registry.tools().iter().any(|t| {
@@ -264,7 +298,8 @@ impl RuntimeBuilder {
             tasks: std::sync::Mutex::new(HashMap::new()),
             task_changed: tokio::sync::Notify::new(),
             registrations: std::sync::atomic::AtomicU64::new(0),
-            registry: self.registry,
+            registry: arc_swap::ArcSwap::from_pointee(self.registry.clone()),
+            remote,
             states: Arc::new(self.states),
             store,
             decider: self.decider,
@@ -275,7 +310,11 @@ impl RuntimeBuilder {
 }
 
 pub(crate) struct Inner {
-    pub(crate) registry: Registry,
+    /// The tools now: the local registry joined by the connections' tools. Read once per step
+    /// (a snapshot), replaced whole when a connection's list changes.
+    pub(crate) registry: arc_swap::ArcSwap<Registry>,
+    /// Remote connections and their supervisors.
+    pub(crate) remote: crate::remote::Remote,
     pub(crate) states: Arc<States>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
@@ -407,8 +446,10 @@ impl SessionSpec {
     }
 }
 
-/// One model call of a step: the call id, the tool name and the raw JSON arguments.
+/// One model call of a step: the call id, the tool name and the raw JSON arguments; for a
+/// provider-native tool, also the result the provider returned with the response.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The call id the model gave.
     pub call_id: String,
@@ -416,6 +457,19 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments as the model wrote them (JSON text).
     pub arguments: String,
+    /// What the model provider returned for a provider-native tool it ran itself.
+    pub provider_result: Option<ProviderResult>,
+}
+
+/// The result of a provider-native tool call (web search, code execution, ...), as the model
+/// provider returned it with its response: the runtime records it in the step (events, taint of
+/// an `untrusted` tool) instead of running anything.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderResult {
+    /// The provider's result block, as JSON.
+    pub output: Value,
+    /// Whether the provider reported the call as failed.
+    pub is_error: bool,
 }
 
 impl ToolCall {
@@ -429,6 +483,22 @@ impl ToolCall {
             call_id: call_id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            provider_result: None,
+        }
+    }
+
+    /// A call of provider-native tool `name` that the provider already ran, with its result
+    /// (`output`, failed when `is_error`).
+    pub fn provider_result(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+        output: Value,
+        is_error: bool,
+    ) -> Self {
+        ToolCall {
+            provider_result: Some(ProviderResult { output, is_error }),
+            ..ToolCall::new(call_id, name, arguments)
         }
     }
 }
@@ -569,12 +639,15 @@ impl Runtime {
             store: None,
             decider: None,
             options: Options::default(),
+            connections: Vec::new(),
         }
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &Registry {
-        &self.0.registry
+    /// The tools now: the registry the runtime was built with, joined by the tools of its
+    /// connections as they are listed (see [`Runtime::connect`]). A snapshot: cheap to take,
+    /// consistent while held.
+    pub fn registry(&self) -> Registry {
+        Registry::clone(&self.0.registry.load())
     }
 
     /// The store.

@@ -113,12 +113,11 @@ impl Runtime {
         &self,
         session: &SessionRecord,
         turn: &TurnRecord,
-        index: usize,
+        tool: &Arc<Tool>,
         call_id: &str,
         mut input: Value,
         approved_by: Option<Approver>,
     ) -> CallResult {
-        let tool = &self.0.registry.tools()[index];
         let entry = match tool.kind() {
             ToolKind::Workflow(entry) => entry,
             _ => Entry::Task,
@@ -366,13 +365,12 @@ impl Runtime {
         token: &CancellationToken,
         lease: Option<&Lease>,
     ) -> RunEnd {
-        let Some(index) = self.0.registry.index_of(&task.tool) else {
+        let Some(tool) = crate::runtime::find_tool(&self.registry(), &task.tool) else {
             return RunEnd::Broken(ToolError::with_code(
                 ErrorCode::UnknownTool,
                 format!("tool `{}` is no longer registered", task.tool),
             ));
         };
-        let tool = &self.0.registry.tools()[index];
         let session = match self.0.store.session(&task.session_id).await {
             Ok(Some((session, _))) => session,
             Ok(None) => {
@@ -400,8 +398,7 @@ impl Runtime {
             token: token.clone(),
             events: self.0.events.clone(),
             states: self.0.states.clone(),
-            registry: self.0.registry.clone(),
-            tool: index,
+            tool: tool.clone(),
             session_id: session.id.clone(),
             turn_id: task.turn_id.clone(),
             call_id: first.call_id.clone(),
@@ -453,10 +450,10 @@ impl Runtime {
             tokio::select! {
                 biased;
                 Some((call, output)) = incoming.recv() => {
-                    self.record_reply(&task.id, tool, call, output, lease).await;
+                    self.record_reply(&task.id, &tool, call, output, lease).await;
                 }
                 outcome = run.as_mut() => {
-                    let result = self.call_result(&session.id, &first.turn_id, tool, &first.call_id, outcome);
+                    let result = self.call_result(&session.id, &first.turn_id, &tool, &first.call_id, outcome);
                     break RunEnd::Returned(result);
                 }
                 () = host.parked.notified() => {
@@ -479,7 +476,8 @@ impl Runtime {
         }
         // Replies sent before the body stopped are recorded; none is lost with the body.
         while let Ok((call, output)) = incoming.try_recv() {
-            self.record_reply(&task.id, tool, call, output, lease).await;
+            self.record_reply(&task.id, &tool, call, output, lease)
+                .await;
         }
         // The body is dropped as this fn returns, after `discarding` is set.
         end
@@ -619,6 +617,7 @@ impl Runtime {
                             approval_key: None,
                             journal_position: Some(*position),
                             task_id: Some(task.id.clone()),
+                            definition_change: None,
                             status: RequestStatus::Pending,
                         };
                         task.requests.push(made.clone());
@@ -791,9 +790,9 @@ impl Runtime {
             let Some((session, _)) = self.0.store.session(&task.session_id).await? else {
                 return Err(RuntimeError::UnknownSession(task.session_id.clone()));
             };
-            let tool = self.0.registry.get(&task.tool);
+            let registry = self.registry();
             let verdict = crate::pipeline::response_verdict(
-                tool,
+                registry.get(&task.tool),
                 &task_info(&session, &task),
                 &request,
                 &response,

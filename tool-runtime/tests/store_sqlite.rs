@@ -50,6 +50,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
                     approval_key: None,
                     journal_position: None,
                     task_id: None,
+                    definition_change: None,
                     status: RequestStatus::Pending,
                 })
                 .collect(),
@@ -214,10 +215,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -249,17 +250,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 4)
+        .pragma_update(None, "user_version", 5)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 4") && message.contains("newer toolwright"),
+        message.contains("schema version 5") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        4,
+        5,
         "the refused file must not be changed"
     );
 }
@@ -342,10 +343,15 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
-/// Turns a current file back into what release `version` (1 or 2) wrote: version 3 added
-/// leases and timer columns, version 2 the task tables.
+/// Turns a current file back into what release `version` (1 to 3) wrote: version 4 added the
+/// pins, version 3 leases and timer columns, version 2 the task tables.
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("DROP TABLE pins; PRAGMA user_version = 3;")
+        .unwrap();
+    if version == 3 {
+        return;
+    }
     conn.execute_batch(
         "DROP INDEX turns_due; DROP INDEX turns_by_owner; DROP INDEX tasks_due; \
          DROP INDEX tasks_leased; \
@@ -363,6 +369,25 @@ fn downgrade(path: &Path, version: u32) {
 }
 
 #[tokio::test]
+async fn a_version_3_file_gets_a_pins_table() {
+    let (_dir, path) = temp_db();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .put_session(&toolwright_runtime::SessionRecord::new("kept"), None)
+            .await
+            .unwrap();
+    }
+    downgrade(&path, 3);
+    assert_eq!(user_version(&path), 3);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 4);
+    assert!(store.session("kept").await.unwrap().is_some());
+    conformance::pins(&store).await;
+}
+
+#[tokio::test]
 async fn a_version_1_file_is_migrated_keeping_its_records() {
     let (_dir, path) = temp_db();
     {
@@ -375,7 +400,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -402,7 +427,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());

@@ -121,7 +121,7 @@ fn main() {
         refund_templated::TOOL,
     ])
     .unwrap();
-    let approval = |name: &str| registry.get(name).unwrap().descriptor().approval.unwrap();
+    let approval = |name: &str| registry.get(name).unwrap().approval().unwrap();
 
     assert!(matches!(
         approval("refund_never").request,

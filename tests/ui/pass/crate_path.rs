@@ -22,5 +22,8 @@ async fn echo(args: Args) -> String {
 
 fn main() {
     let registry = tw::Registry::from_tools([echo::TOOL]).unwrap();
-    assert_eq!(registry.get("echo").unwrap().descriptor().fn_name, "echo");
+    assert_eq!(
+        registry.get("echo").unwrap().descriptor().unwrap().fn_name,
+        "echo"
+    );
 }

@@ -55,7 +55,7 @@ fn main() {
         beta_search::TOOL,
     ])
     .unwrap();
-    let d = |name: &str| registry.get(name).unwrap().descriptor();
+    let d = |name: &str| registry.get(name).unwrap().descriptor().unwrap();
 
     assert_eq!(d("fetch_page").effect, Effect::Read);
     assert!(d("fetch_page").untrusted);

@@ -88,7 +88,7 @@ fn main() {
     .unwrap();
 
     let tool = registry.get("wallet__card_balance").unwrap();
-    let d = tool.descriptor();
+    let d = tool.descriptor().unwrap();
     assert_eq!(tool.id(), "wallet.card_balance");
     assert_eq!(d.fn_name, "balance");
     assert_eq!(d.title, Some("Card balance"));
@@ -99,7 +99,7 @@ fn main() {
     assert!(d.description.starts_with("Balance of one card."));
     assert_eq!(d.effect, toolwright::Effect::Read);
 
-    let aliased = registry.get("aliased").unwrap().descriptor();
+    let aliased = registry.get("aliased").unwrap().descriptor().unwrap();
     assert_eq!(
         aliased.description,
         "Fails on purpose when asked to, through an aliased `Result`."

@@ -77,7 +77,10 @@ fn main() {
     assert_eq!(rollback::TOOL.ends_turn, EndsTurn::Never);
 
     let deploy_tool = registry.get("deploy").unwrap();
-    assert_eq!(deploy_tool.descriptor().ends_turn, EndsTurn::ByOutput);
+    assert_eq!(
+        deploy_tool.descriptor().unwrap().ends_turn,
+        EndsTurn::ByOutput
+    );
     assert_eq!(deploy_tool.start_label(&input), "Deploying api 1.2");
     assert_eq!(
         deploy_tool
@@ -89,7 +92,7 @@ fn main() {
 
     let rollback_tool = registry.get("rollback").unwrap();
     assert_eq!(rollback_tool.start_label(&input), "Rolling back api");
-    assert!(rollback_tool.descriptor().projected);
+    assert!(rollback_tool.descriptor().unwrap().projected);
 
     futures_executor::block_on(async {
         let out = registry.call("deploy", input.clone()).await.unwrap();

@@ -85,7 +85,7 @@ fn main() {
         charge::TOOL,
     ])
     .unwrap();
-    let kind = |name: &str| registry.get(name).unwrap().descriptor().kind;
+    let kind = |name: &str| registry.get(name).unwrap().descriptor().unwrap().kind;
     assert_eq!(kind("seed_project"), ToolKind::Workflow(Entry::Execute));
     assert_eq!(kind("backfill"), ToolKind::Workflow(Entry::Task));
     assert_eq!(kind("plan_release"), ToolKind::Workflow(Entry::Serve));

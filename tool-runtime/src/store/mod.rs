@@ -35,7 +35,7 @@ pub mod postgres_sql {
 }
 pub use sqlite::SqliteStore;
 
-use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +260,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// The approval keys remembered in session `session_id`.
     fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>>;
+
+    /// The pinned definitions of connection `connection`'s tools.
+    fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>>;
+
+    /// Pins `pin` if the tool's stored pin has digest `replacing` (`None`: it has no pin yet).
+    /// Returns whether it was written: `false` when another pin is there (a concurrent approval,
+    /// or a first pin by another instance); read the pins again.
+    fn pin<'a>(
+        &'a self,
+        pin: &'a PinRecord,
+        replacing: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// The task `id`, with its version.
     fn task(&self, id: &str) -> BoxFuture<'_, Result<Option<(TaskRecord, u64)>, StoreError>>;

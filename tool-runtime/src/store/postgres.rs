@@ -33,7 +33,7 @@ use super::rows::{
     written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
 /// rather than `now()`: `now()` is the start of the transaction, which may have waited for a row
@@ -45,11 +45,18 @@ macro_rules! now_ms {
 }
 
 /// The schema, one script per version (see the scripts' header for the rules).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../migrations/postgres/0001_initial.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        2,
+        "pins",
+        include_str!("../../migrations/postgres/0002_pins.sql"),
+    ),
+];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application
 /// sharing the database may keep its own migrations in sqlx's default `_sqlx_migrations`.
@@ -605,6 +612,82 @@ impl Store for PostgresStore {
                 .map(|keys| keys.into_iter().collect());
             self.finish(result, || {
                 format!("reading approvals of session `{session_id}`")
+            })
+        })
+    }
+
+    fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {
+        let connection = connection.to_owned();
+        Box::pin(async move {
+            let result = query_scalar::<_, String>(
+                "SELECT json FROM pins WHERE connection = $1 ORDER BY tool",
+            )
+            .bind(&connection)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(Failure::from)
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|json| {
+                        serde_json::from_str(json).map_err(|error| {
+                            Failure::Store(StoreError::Corrupt {
+                                id: format!("pins of `{connection}`"),
+                                error: error.to_string(),
+                            })
+                        })
+                    })
+                    .collect()
+            });
+            self.finish(result, || {
+                format!("reading the pins of connection `{connection}`")
+            })
+        })
+    }
+
+    fn pin<'a>(
+        &'a self,
+        pin: &'a PinRecord,
+        replacing: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let result = async {
+                let json = encode(&format!("{}/{}", pin.connection, pin.tool), pin)
+                    .map_err(Failure::Store)?;
+                let done = match replacing {
+                    None => {
+                        query(
+                            "INSERT INTO pins (connection, tool, digest, json) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                        )
+                        .bind(&pin.connection)
+                        .bind(&pin.tool)
+                        .bind(&pin.digest)
+                        .bind(&json)
+                        .execute(&self.pool)
+                        .await?
+                    }
+                    Some(old) => {
+                        query(
+                            "UPDATE pins SET digest = $3, json = $4 \
+                             WHERE connection = $1 AND tool = $2 AND digest = $5",
+                        )
+                        .bind(&pin.connection)
+                        .bind(&pin.tool)
+                        .bind(&pin.digest)
+                        .bind(&json)
+                        .bind(old)
+                        .execute(&self.pool)
+                        .await?
+                    }
+                };
+                Ok::<bool, Failure>(done.rows_affected() == 1)
+            }
+            .await;
+            self.finish(result, || {
+                format!(
+                    "pinning tool `{}` of connection `{}`",
+                    pin.tool, pin.connection
+                )
             })
         })
     }

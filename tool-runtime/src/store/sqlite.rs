@@ -18,7 +18,7 @@ use super::rows::{
     written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
 
 /// How long an operation waits for another connection (usually another process) that holds the
 /// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
@@ -30,7 +30,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
 
 /// Version 1.
 ///
@@ -109,6 +109,18 @@ ALTER TABLE tasks ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX tasks_due ON tasks (wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX tasks_leased ON tasks (created, id) WHERE status IN ('running', 'cancelling');
+";
+
+/// Version 4: the pinned definitions of remote tools (one row per connection and tool; `json` is
+/// the [`PinRecord`]).
+const SCHEMA_V4: &str = "
+CREATE TABLE pins (
+    connection TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    json       TEXT NOT NULL,
+    PRIMARY KEY (connection, tool)
+);
 ";
 
 /// The embedded store: one SQLite file in WAL mode, every commit synced to disk.
@@ -490,6 +502,62 @@ impl Store for SqliteStore {
                     .query_map([&session_id], |row| row.get(0))?
                     .collect::<Result<BTreeSet<String>, _>>()?;
                 Ok(keys)
+            },
+        )
+    }
+
+    fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {
+        let connection = connection.to_owned();
+        self.call(
+            format!("reading the pins of connection `{connection}`"),
+            move |conn| {
+                let mut statement = conn
+                    .prepare_cached("SELECT json FROM pins WHERE connection = ?1 ORDER BY tool")?;
+                let rows = statement
+                    .query_map([&connection], |row| row.get::<_, String>(0))?
+                    .collect::<Result<Vec<String>, _>>()?;
+                rows.iter()
+                    .map(|json| {
+                        serde_json::from_str(json).map_err(|error| {
+                            Failure::Store(StoreError::Corrupt {
+                                id: format!("pins of `{connection}`"),
+                                error: error.to_string(),
+                            })
+                        })
+                    })
+                    .collect()
+            },
+        )
+    }
+
+    fn pin<'a>(
+        &'a self,
+        pin: &'a PinRecord,
+        replacing: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let json = encode(&format!("{}/{}", pin.connection, pin.tool), pin);
+        let (connection, tool, digest) =
+            (pin.connection.clone(), pin.tool.clone(), pin.digest.clone());
+        let replacing = replacing.map(str::to_owned);
+        self.call(
+            format!("pinning tool `{tool}` of connection `{connection}`"),
+            move |conn| {
+                let json = json.map_err(Failure::Store)?;
+                let written = match &replacing {
+                    None => conn
+                        .prepare_cached(
+                            "INSERT INTO pins (connection, tool, digest, json) \
+                             VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                        )?
+                        .execute(params![connection, tool, digest, json])?,
+                    Some(old) => conn
+                        .prepare_cached(
+                            "UPDATE pins SET digest = ?3, json = ?4 \
+                             WHERE connection = ?1 AND tool = ?2 AND digest = ?5",
+                        )?
+                        .execute(params![connection, tool, digest, json, old])?,
+                };
+                Ok(written == 1)
             },
         )
     }
