@@ -449,7 +449,6 @@ fn every_problem_is_listed_together() {
             RegistryProblem::ServeTaskId { .. } => "serve task_id",
             RegistryProblem::OutputNotObject { .. } => "output not object",
             RegistryProblem::SchemaCompile { .. } => "schema compile",
-            RegistryProblem::RemoteCollision { .. } => "remote collision",
             RegistryProblem::Provider { .. } => "provider",
         })
         .collect();

@@ -191,6 +191,32 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
     ToolCall::new(id, name, arguments.to_string())
 }
 
+/// Settings for a fixture tool that changes nothing worth asking about.
+fn harmless() -> ToolOverride {
+    ToolOverride::new()
+        .effect(Effect::Read)
+        .approval(RequestPolicy::Never)
+}
+
+/// Runs a step that must complete.
+async fn run(turn: &Turn, calls: Vec<ToolCall>) -> Vec<CallResult> {
+    completed(turn.step(calls).await.unwrap())
+}
+
+/// Runs a step that must wait for a person.
+async fn wait(turn: &Turn, calls: Vec<ToolCall>) -> Vec<InputRequest> {
+    waiting(turn.step(calls).await.unwrap())
+}
+
+/// Alice approves `request`; the turn must resume and complete.
+async fn approve(rt: &Runtime, request: &InputRequest) -> Vec<CallResult> {
+    resumed(
+        rt.respond(InputResponse::approve(&request.request_id, Some(alice())))
+            .await
+            .unwrap(),
+    )
+}
+
 fn completed(outcome: StepOutcome) -> Vec<CallResult> {
     match outcome {
         StepOutcome::Completed { results, .. } => results,
@@ -296,15 +322,11 @@ async fn an_allowlisted_name_the_server_does_not_expose_fails_the_connection_nam
     ));
     // Its tools are not there, and a call says why.
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let results = completed(
-        turn.step(vec![call(
-            "c1",
-            "everything__echo",
-            json!({"message": "x"}),
-        )])
-        .await
-        .unwrap(),
-    );
+    let results = run(
+        &turn,
+        vec![call("c1", "everything__echo", json!({"message": "x"}))],
+    )
+    .await;
     assert!(results[0].is_error);
     assert!(
         text(&results[0]).contains("refused"),
@@ -322,37 +344,22 @@ async fn an_untrusted_tool_asks_once_then_taints_the_turn() {
     );
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let requests = waiting(
-        turn.step(vec![call(
-            "c1",
-            "everything__echo",
-            json!({"message": "hi"}),
-        )])
-        .await
-        .unwrap(),
-    );
+    let requests = wait(
+        &turn,
+        vec![call("c1", "everything__echo", json!({"message": "hi"}))],
+    )
+    .await;
     assert_eq!(requests[0].tool.as_deref(), Some("everything__echo"));
-    let results = resumed(
-        rt.respond(InputResponse::approve(
-            &requests[0].request_id,
-            Some(alice()),
-        ))
-        .await
-        .unwrap(),
-    );
+    let results = approve(&rt, &requests[0]).await;
     assert_eq!(text(&results[0]), "Echo: hi");
     let record = turn.record().await.unwrap();
     assert_eq!(record.tainted_by.as_deref(), Some("everything__echo"));
     // `once` remembered the grant, but the turn is tainted now: a `write` call asks again.
-    let requests = waiting(
-        turn.step(vec![call(
-            "c2",
-            "everything__echo",
-            json!({"message": "again"}),
-        )])
-        .await
-        .unwrap(),
-    );
+    let requests = wait(
+        &turn,
+        vec![call("c2", "everything__echo", json!({"message": "again"}))],
+    )
+    .await;
     assert!(
         requests[0].reasons.iter().any(|r| r.contains("untrusted")),
         "{:?}",
@@ -412,15 +419,15 @@ async fn trusted_annotations_map_to_effects_and_overrides_win() {
 
     let turn = turn(&rt, SessionSpec::new("s")).await;
     let path = root_dir.join("hello.txt");
-    let results = completed(
-        turn.step(vec![
+    let results = run(
+        &turn,
+        vec![
             call("c1", "fs__read_text_file", json!({ "path": path })),
             // Outside the served directory: the server's error reaches the model.
             call("c2", "fs__read_text_file", json!({ "path": "/etc/passwd" })),
-        ])
-        .await
-        .unwrap(),
-    );
+        ],
+    )
+    .await;
     assert!(!results[0].is_error, "{results:?}");
     assert_eq!(text(&results[0]), "line1\nline2\n");
     // structuredContent is the output, checked against the server's outputSchema.
@@ -433,27 +440,20 @@ async fn trusted_annotations_map_to_effects_and_overrides_win() {
     );
     assert!(turn.record().await.unwrap().tainted_by.is_none());
 
-    let requests = waiting(
-        turn.step(vec![call(
+    let requests = wait(
+        &turn,
+        vec![call(
             "c3",
             "fs__write_file",
             json!({ "path": root_dir.join("new.txt"), "content": "written" }),
-        )])
-        .await
-        .unwrap(),
-    );
+        )],
+    )
+    .await;
     assert!(
         !root_dir.join("new.txt").exists(),
         "nothing runs before the approval"
     );
-    let results = resumed(
-        rt.respond(InputResponse::approve(
-            &requests[0].request_id,
-            Some(alice()),
-        ))
-        .await
-        .unwrap(),
-    );
+    let results = approve(&rt, &requests[0]).await;
     assert!(!results[0].is_error, "{results:?}");
     assert_eq!(
         std::fs::read_to_string(root_dir.join("new.txt")).unwrap(),
@@ -472,24 +472,19 @@ async fn input_is_validated_against_the_server_schema_before_the_call() {
                 .allow(["add", "bad_output"])
                 .trusted()
                 // It has no annotations: MCP's defaults make it open-world and destructive.
-                .tool(
-                    "bad_output",
-                    ToolOverride::new()
-                        .effect(Effect::Read)
-                        .approval(RequestPolicy::Never),
-                ),
+                .tool("bad_output", harmless()),
         ],
     );
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let results = completed(
-        turn.step(vec![
+    let results = run(
+        &turn,
+        vec![
             call("c1", "fixture__add", json!({ "a": "two", "b": 3 })),
             call("c2", "fixture__add", json!({ "a": 2 })),
-        ])
-        .await
-        .unwrap(),
-    );
+        ],
+    )
+    .await;
     for result in &results {
         assert_eq!(code(result), ErrorCode::InvalidInput, "{result:?}");
     }
@@ -501,15 +496,15 @@ async fn input_is_validated_against_the_server_schema_before_the_call() {
         fixture.calls()
     );
 
-    let results = completed(
-        turn.step(vec![
+    let results = run(
+        &turn,
+        vec![
             call("c3", "fixture__add", json!({ "a": 2, "b": 3 })),
             // Its structuredContent breaks its own outputSchema: an error, not data.
             call("c4", "fixture__bad_output", json!({})),
-        ])
-        .await
-        .unwrap(),
-    );
+        ],
+    )
+    .await;
     assert_eq!(results[0].output, json!({ "sum": 5 }));
     assert_eq!(
         code(&results[1]),
@@ -538,16 +533,10 @@ async fn the_auth_resolver_runs_for_every_request() {
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
     let echo = |id: &str| call(id, "fixture__echo", json!({ "text": id }));
-    assert_eq!(
-        text(&completed(turn.step(vec![echo("one")]).await.unwrap())[0]),
-        "one"
-    );
+    assert_eq!(text(&run(&turn, vec![echo("one")]).await[0]), "one");
     // The server now accepts only the new token; the same session goes on with it.
     std::fs::write(fixture.token_file(), "token-2").unwrap();
-    assert_eq!(
-        text(&completed(turn.step(vec![echo("two")]).await.unwrap())[0]),
-        "two"
-    );
+    assert_eq!(text(&run(&turn, vec![echo("two")]).await[0]), "two");
     let headers: Vec<String> = fixture
         .log()
         .iter()
@@ -574,8 +563,13 @@ async fn the_auth_resolver_runs_for_every_request() {
     // A resolver that fails: the call fails saying so, and the server saw no request without
     // a token.
     std::fs::remove_file(fixture.token_file()).unwrap();
-    let result = &completed(turn.step(vec![echo("three")]).await.unwrap())[0];
+    let result = &run(&turn, vec![echo("three")]).await[0];
     assert!(result.is_error);
+    assert!(
+        text(result).contains("nothing was sent"),
+        "{}",
+        text(result)
+    );
     assert_eq!(fixture.calls(), ["echo", "echo"]);
 }
 
@@ -613,14 +607,14 @@ async fn server_annotations_reach_custom_policies_and_unattended_sessions_run_no
     );
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let results = completed(
-        turn.step(vec![
+    let results = run(
+        &turn,
+        vec![
             call("c1", "fixture__delete_note", json!({ "id": "n1" })),
             call("c2", "fixture__echo", json!({ "text": "hi" })),
-        ])
-        .await
-        .unwrap(),
-    );
+        ],
+    )
+    .await;
     assert_eq!(code(&results[0]), ErrorCode::Denied);
     assert!(
         text(&results[0]).contains("destroys data"),
@@ -638,15 +632,11 @@ async fn server_annotations_reach_custom_policies_and_unattended_sessions_run_no
     );
     rt.connect().await.unwrap();
     let turn = crate::turn(&rt, SessionSpec::new("cron").non_interactive()).await;
-    let results = completed(
-        turn.step(vec![call(
-            "c1",
-            "fixture__delete_note",
-            json!({ "id": "n1" }),
-        )])
-        .await
-        .unwrap(),
-    );
+    let results = run(
+        &turn,
+        vec![call("c1", "fixture__delete_note", json!({ "id": "n1" }))],
+    )
+    .await;
     assert_eq!(code(&results[0]), ErrorCode::ApprovalUnavailable);
     assert_eq!(fixture.calls(), ["echo"]);
 }
@@ -662,31 +652,25 @@ async fn a_changed_definition_is_withheld_until_a_person_approves_it() {
         Connection::new("fixture", fixture.connector())
             .allow(["echo", "mutate"])
             .trusted()
-            .tool(
-                "mutate",
-                ToolOverride::new()
-                    .effect(Effect::Read)
-                    .approval(RequestPolicy::Never),
-            )
+            .tool("mutate", harmless())
     };
     let rt = runtime(dir.path(), vec![connection()]);
     let mut events = rt.subscribe();
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let first = completed(
-        turn.step(vec![call("c1", "fixture__echo", json!({ "text": "a" }))])
-            .await
-            .unwrap(),
-    );
+    let first = run(
+        &turn,
+        vec![call("c1", "fixture__echo", json!({ "text": "a" }))],
+    )
+    .await;
     assert_eq!(text(&first[0]), "a");
 
     // The server changes `echo` (a prompt injection in its description, a new parameter) and
     // says its list changed.
-    let mutated = completed(
-        turn.step(vec![call("c2", "fixture__mutate", json!({}))])
-            .await
-            .unwrap(),
-    );
+    // A step that resolved its tools before the change arrives (held here as a registry
+    // snapshot taken now).
+    let before = rt.registry();
+    let mutated = run(&turn, vec![call("c2", "fixture__mutate", json!({}))]).await;
     assert!(!mutated[0].is_error, "{mutated:?}");
     let changed = event(&mut events, |e| {
         matches!(e, Event::ToolDefinitionChanged { .. })
@@ -705,6 +689,17 @@ async fn a_changed_definition_is_withheld_until_a_person_approves_it() {
     assert_ne!(pinned_digest, digest);
     assert!(rt.registry().get("fixture__echo").unwrap().is_withheld());
     assert_eq!(rt.connections()[0].withheld, ["fixture__echo"]);
+    // Its old, approved tool object no longer reaches the server either.
+    let stale = before
+        .call("fixture__echo", json!({ "text": "stale" }))
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), ErrorCode::Denied, "{}", stale.message());
+    assert!(
+        stale.message().contains("changed its definition"),
+        "{}",
+        stale.message()
+    );
     let list = turn.tool_list(Format::OpenAi).await.unwrap();
     assert!(
         !list.contains("fixture__echo"),
@@ -759,14 +754,7 @@ async fn a_changed_definition_is_withheld_until_a_person_approves_it() {
     );
     assert_eq!(fixture.calls(), ["echo", "mutate"]);
 
-    let results = resumed(
-        rt.respond(InputResponse::approve(
-            &requests[0].request_id,
-            Some(alice()),
-        ))
-        .await
-        .unwrap(),
-    );
+    let results = approve(&rt, &requests[0]).await;
     assert_eq!(text(&results[0]), "b");
     assert_eq!(fixture.calls(), ["echo", "mutate", "echo"]);
     assert!(!rt.registry().get("fixture__echo").unwrap().is_withheld());
@@ -802,21 +790,12 @@ async fn a_definition_that_changed_while_the_runtime_was_away_is_withheld_at_con
             Connection::new("other", fixture.connector())
                 .allow(["mutate"])
                 .trusted()
-                .tool(
-                    "mutate",
-                    ToolOverride::new()
-                        .effect(Effect::Read)
-                        .approval(RequestPolicy::Never),
-                ),
+                .tool("mutate", harmless()),
         ],
     );
     other.connect().await.unwrap();
     let t = turn(&other, SessionSpec::new("o")).await;
-    completed(
-        t.step(vec![call("m", "other__mutate", json!({}))])
-            .await
-            .unwrap(),
-    );
+    run(&t, vec![call("m", "other__mutate", json!({}))]).await;
 
     let rt = runtime(dir.path(), vec![connection()]);
     rt.connect().await.unwrap();
@@ -825,11 +804,7 @@ async fn a_definition_that_changed_while_the_runtime_was_away_is_withheld_at_con
     assert!(echo.is_withheld());
     // An unattended session cannot approve it: refused, not run.
     let t = turn(&rt, SessionSpec::new("cron").non_interactive()).await;
-    let results = completed(
-        t.step(vec![call("c", "fixture__echo", json!({ "text": "x" }))])
-            .await
-            .unwrap(),
-    );
+    let results = run(&t, vec![call("c", "fixture__echo", json!({ "text": "x" }))]).await;
     assert_eq!(code(&results[0]), ErrorCode::ApprovalUnavailable);
     assert!(
         text(&results[0]).contains("withheld"),
@@ -877,10 +852,7 @@ async fn a_killed_stdio_server_is_restarted_and_its_calls_fail_meanwhile() {
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
     let echo = |id: &str| call(id, "everything__echo", json!({ "message": id }));
-    assert_eq!(
-        text(&completed(turn.step(vec![echo("one")]).await.unwrap())[0]),
-        "Echo: one"
-    );
+    assert_eq!(text(&run(&turn, vec![echo("one")]).await[0]), "Echo: one");
 
     let first = std::fs::read_to_string(&pids).unwrap();
     let pid = first.lines().next().unwrap().trim().to_owned();
@@ -901,7 +873,7 @@ async fn a_killed_stdio_server_is_restarted_and_its_calls_fail_meanwhile() {
         )
     })
     .await;
-    let down = &completed(turn.step(vec![echo("two")]).await.unwrap())[0];
+    let down = &run(&turn, vec![echo("two")]).await[0];
     assert_eq!(code(down), ErrorCode::Unavailable, "{down:?}");
     assert!(text(down).contains("reconnects"), "{}", text(down));
     // Nothing else waits on it: the tool is still listed, the turn goes on.
@@ -923,7 +895,7 @@ async fn a_killed_stdio_server_is_restarted_and_its_calls_fail_meanwhile() {
     })
     .await;
     assert_eq!(
-        text(&completed(turn.step(vec![echo("three")]).await.unwrap())[0]),
+        text(&run(&turn, vec![echo("three")]).await[0]),
         "Echo: three"
     );
     assert_eq!(std::fs::read_to_string(&pids).unwrap().lines().count(), 2);
@@ -945,19 +917,16 @@ async fn a_restarted_http_server_is_reached_again() {
     rt.connect().await.unwrap();
     let turn = turn(&rt, SessionSpec::new("s")).await;
     let echo = |id: &str| call(id, "fixture__echo", json!({ "text": id }));
-    assert_eq!(
-        text(&completed(turn.step(vec![echo("one")]).await.unwrap())[0]),
-        "one"
-    );
+    assert_eq!(text(&run(&turn, vec![echo("one")]).await[0]), "one");
 
     let mut fixture = fixture;
     fixture.kill();
-    let down = &completed(turn.step(vec![echo("two")]).await.unwrap())[0];
+    let down = &run(&turn, vec![echo("two")]).await[0];
     assert!(down.is_error, "{down:?}");
     fixture.restart();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let result = &completed(turn.step(vec![echo("three")]).await.unwrap())[0];
+        let result = &run(&turn, vec![echo("three")]).await[0];
         if !result.is_error {
             assert_eq!(text(result), "three");
             break;
@@ -1100,15 +1069,15 @@ async fn server_progress_becomes_partial_results() {
     rt.connect().await.unwrap();
     let mut events = rt.subscribe();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let results = completed(
-        turn.step(vec![call(
+    let results = run(
+        &turn,
+        vec![call(
             "c1",
             "everything__trigger-long-running-operation",
             json!({ "duration": 1, "steps": 2 }),
-        )])
-        .await
-        .unwrap(),
-    );
+        )],
+    )
+    .await;
     assert!(!results[0].is_error, "{results:?}");
     let mut snapshots = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -1122,4 +1091,143 @@ async fn server_progress_becomes_partial_results() {
     }
     assert!(!snapshots.is_empty(), "no progress arrived");
     assert_eq!(snapshots[0]["total"], 2.0, "{snapshots:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_approved_by_another_instance_is_seen_without_asking_again() {
+    let fixture = Fixture::start();
+    let dir = tempfile::tempdir().unwrap();
+    let connection = || {
+        Connection::new("fixture", fixture.connector())
+            .allow(["echo", "mutate"])
+            .trusted()
+            .tool("mutate", harmless())
+    };
+    // Two instances on one store.
+    let a = runtime(dir.path(), vec![connection()]);
+    let b = runtime(dir.path(), vec![connection()]);
+    a.connect().await.unwrap();
+    b.connect().await.unwrap();
+    let on_a = turn(&a, SessionSpec::new("a")).await;
+    run(&on_a, vec![call("m", "fixture__mutate", json!({}))]).await;
+    // `b` lists again on reconnect or list change; here it learns from its own connection.
+    let mut events = b.subscribe();
+    let on_b = turn(&b, SessionSpec::new("b")).await;
+    run(&on_b, vec![call("m2", "fixture__mutate", json!({}))]).await;
+    event(&mut events, |e| {
+        matches!(e, Event::ToolDefinitionChanged { .. })
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !a.registry().get("fixture__echo").unwrap().is_withheld() {
+        assert!(Instant::now() < deadline, "`a` never saw the change");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        a.approve_definition("fixture__echo", Some(alice()))
+            .await
+            .unwrap()
+    );
+    // `b` still holds the tool withheld, finds the pin moved on, and runs the call.
+    assert!(b.registry().get("fixture__echo").unwrap().is_withheld());
+    let results = run(
+        &on_b,
+        vec![call(
+            "e",
+            "fixture__echo",
+            json!({ "text": "x", "shout": true }),
+        )],
+    )
+    .await;
+    assert_eq!(text(&results[0]), "X", "{results:?}");
+    assert!(!b.registry().get("fixture__echo").unwrap().is_withheld());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_remote_tools_are_found_and_called_through_the_meta_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        dir.path(),
+        vec![
+            Connection::new("everything", everything())
+                .allow(["echo", "get-sum"])
+                .tool("get-sum", ToolOverride::new().deferred(true)),
+        ],
+    );
+    rt.connect().await.unwrap();
+    let turn = turn(&rt, SessionSpec::new("s")).await;
+    let list = turn.tool_list(Format::OpenAi).await.unwrap();
+    assert!(
+        !list.contains("everything__get-sum") && list.contains("tool_search"),
+        "{list}"
+    );
+    let found = run(
+        &turn,
+        vec![call("s", "tool_search", json!({ "query": "sum numbers" }))],
+    )
+    .await;
+    assert!(
+        serde_json::to_string(&found[0].output)
+            .unwrap()
+            .contains("everything__get-sum")
+    );
+    // Still untrusted: found or not, it asks before it runs.
+    let requests = wait(
+        &turn,
+        vec![call(
+            "c",
+            "tool_call",
+            json!({ "name": "everything__get-sum", "input": { "a": 1, "b": 2 } }),
+        )],
+    )
+    .await;
+    assert_eq!(requests[0].tool.as_deref(), Some("everything__get-sum"));
+    let results = approve(&rt, &requests[0]).await;
+    assert_eq!(text(&results[0]), "The sum of 1 and 2 is 3.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_runtime_stops_its_stdio_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // Through a shell that stays as the parent: the whole process group must go.
+    let script = format!(
+        "echo $$ >> '{}'; node '{}' stdio",
+        pids.display(),
+        npm_server("server-everything").display()
+    );
+    let rt = runtime(
+        dir.path(),
+        vec![
+            Connection::new(
+                "everything",
+                McpConnector::stdio("sh").args(["-c", &script]),
+            )
+            .allow(["echo"]),
+        ],
+    );
+    rt.connect().await.unwrap();
+    let pid = std::fs::read_to_string(&pids).unwrap().trim().to_owned();
+    let alive = |pid: &str| {
+        Command::new("kill")
+            .args(["-0", pid])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(alive(&pid));
+    drop(rt);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(&pid) {
+        assert!(Instant::now() < deadline, "the server outlived its runtime");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // No grandchild left in its group either.
+    let group = Command::new("pgrep").args(["-g", &pid]).output().unwrap();
+    assert!(
+        group.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&group.stdout)
+    );
 }

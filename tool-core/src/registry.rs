@@ -564,11 +564,7 @@ impl Tool {
         let output = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result?,
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string payload".to_owned());
+                let what = panic_message(panic.as_ref());
                 return Err(ToolError::with_code(
                     ErrorCode::ToolPanicked,
                     format!(
@@ -645,11 +641,7 @@ fn provider_config(
     let config = match std::panic::catch_unwind(build) {
         Ok(config) => config,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string payload".to_owned());
+            let what = panic_message(panic.as_ref());
             report(format!(
                 "its fn panicked while building the configuration: {what}"
             ));
@@ -660,6 +652,15 @@ fn provider_config(
         report(problem);
     }
     Some(config)
+}
+
+/// The message of a caught panic (`panic!` with a literal or a formatted string).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".to_owned())
 }
 
 /// A remote schema in model-facing form: the server's schema without `$schema` (the dialect is
@@ -795,16 +796,6 @@ pub enum RegistryProblem {
         first: Location,
         /// The second definition.
         second: Location,
-    },
-    /// A remote tool takes the name of a tool already in the registry.
-    #[error(
-        "connection `{connection}` lists a tool named `{name}`, which another tool already has; rename the connection or the other tool"
-    )]
-    RemoteCollision {
-        /// The model-facing name.
-        name: String,
-        /// The connection.
-        connection: String,
     },
     /// Two tools share an id.
     #[error("two tools have the id `{id}`: one at {first}, one at {second}; rename one")]
@@ -1011,13 +1002,15 @@ impl Registry {
     /// (a call to one fails with it); `offline` names connections that have no tools now, with
     /// the reason (a call to any `<connection>__...` name fails with it).
     ///
-    /// Fails when a remote tool takes the name or id of a tool already here.
+    /// A remote tool that takes the name or id of a tool already here (a local one, or an
+    /// earlier remote one: a server listing a name twice) is left out and named unavailable:
+    /// one server's mistake never holds back the others' lists.
     pub fn with_remote(
         &self,
         remote: impl IntoIterator<Item = Arc<Tool>>,
         unavailable: impl IntoIterator<Item = (String, String)>,
         offline: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Registry, RegistryError> {
+    ) -> Registry {
         let mut tools: Vec<Arc<Tool>> = self
             .0
             .tools
@@ -1025,39 +1018,27 @@ impl Registry {
             .filter(|t| t.remote_tool().is_none())
             .cloned()
             .collect();
-        let mut problems = Vec::new();
-        let mut names: HashMap<String, usize> = tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
+        let mut unavailable: HashMap<String, String> = unavailable.into_iter().collect();
+        let mut names: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.name.clone()).collect();
         let mut ids: std::collections::HashSet<String> =
             tools.iter().map(|t| t.id.clone()).collect();
         for tool in remote {
-            let connection = tool
-                .remote_tool()
-                .map(|r| r.connection.clone())
-                .unwrap_or_default();
-            if names.contains_key(&tool.name) || !ids.insert(tool.id.clone()) {
-                problems.push(RegistryProblem::RemoteCollision {
-                    name: tool.name.clone(),
-                    connection,
-                });
+            if names.contains(&tool.name) || ids.contains(&tool.id) {
+                unavailable.insert(
+                    tool.name.clone(),
+                    "another tool has its name; its server lists it twice, or a local tool took it"
+                        .into(),
+                );
                 continue;
             }
-            names.insert(tool.name.clone(), tools.len());
+            names.insert(tool.name.clone());
+            ids.insert(tool.id.clone());
             tools.push(tool);
-        }
-        if !problems.is_empty() {
-            return Err(RegistryError { problems });
         }
         // Deterministic order: lists are cached and compared across refreshes.
         tools.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Self::assemble(
-            tools,
-            unavailable.into_iter().collect(),
-            offline.into_iter().collect(),
-        ))
+        Self::assemble(tools, unavailable, offline.into_iter().collect())
     }
 
     /// Every tool, sorted by model-facing name.
@@ -1226,7 +1207,7 @@ impl Registry {
                 .0
                 .tools
                 .iter()
-                .any(|t| t.is_deferred() && t.visible_to(audience))
+                .any(|t| t.is_deferred() && t.visible_to(audience) && !t.is_withheld())
     }
 
     /// Whether `audience` can call `task` or `serve` workflow tools (and so the `task_wait` and

@@ -367,6 +367,22 @@ mod tests {
     }
 
     #[test]
+    fn a_name_taken_twice_is_unavailable_and_holds_back_nothing_else() {
+        let tool =
+            |name: &str| Arc::new(build(definition(name, json!({ "type": "object" }))).unwrap());
+        let registry = crate::Registry::from_tools([]).unwrap().with_remote(
+            [tool("echo"), tool("echo"), tool("sum")],
+            [],
+            [],
+        );
+        let names: Vec<&str> = registry.tools().iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["srv__echo", "srv__sum"]);
+        let (name, reason) = registry.unavailable().next().unwrap();
+        assert_eq!(name, "srv__echo");
+        assert!(reason.contains("twice"), "{reason}");
+    }
+
+    #[test]
     fn the_digest_covers_every_part_of_a_definition_and_ignores_key_order() {
         let base = definition(
             "echo",

@@ -39,6 +39,9 @@ const INHERITED_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR",
 ];
 
+/// What a failed auth resolver's errors say, so that a call can tell nothing was sent.
+const NO_TOKEN: &str = "the auth resolver gave no token";
+
 /// Resolves the bearer token of each HTTP request (`None`: send none). Called for every request,
 /// so a token can be refreshed without reconnecting; it never enters stored state.
 pub trait AuthResolver: Send + Sync + 'static {
@@ -214,6 +217,13 @@ impl McpConnector {
                 } else {
                     std::process::Stdio::null()
                 };
+                // Its own process group, killed whole: a server started through a wrapper
+                // (`npx`, `uvx`, a shell) leaves no grandchildren behind; and killed when dropped,
+                // even if the runtime is shutting down.
+                let mut command = process_wrap::tokio::CommandWrap::from(command);
+                command
+                    .wrap(process_wrap::tokio::ProcessGroup::leader())
+                    .wrap(process_wrap::tokio::KillOnDrop);
                 let (child, _) = TokioChildProcess::builder(command)
                     .stderr(stderr)
                     .spawn()
@@ -401,12 +411,18 @@ impl RemoteSession for Session {
             let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let unreachable = |error: &dyn std::error::Error| {
+                let cause = chain(error);
+                // The resolver runs before anything is sent: the server cannot have acted.
+                let unknown = if cause.contains(NO_TOKEN) {
+                    "nothing was sent"
+                } else {
+                    "whether it acted is unknown"
+                };
                 ToolError::with_code(
                     ErrorCode::Unavailable,
                     format!(
-                        "calling `{}` on its server failed: {}; whether it acted is unknown",
-                        cx.tool_name(),
-                        chain(error)
+                        "calling `{}` on its server failed: {cause}; {unknown}",
+                        cx.tool_name()
                     ),
                 )
             };
@@ -436,7 +452,8 @@ impl RemoteSession for Session {
                 () = cx.host().cancelled() => {
                     return Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled", cx.tool_name())));
                 }
-                () = self.closed.cancelled() => {
+                                () = self.closed.cancelled() => {
+                    abandon.id = None;
                     return Err(ToolError::with_code(
                         ErrorCode::Unavailable,
                         format!("the server of `{}` went away during the call; whether it acted is unknown. The runtime reconnects in the background", cx.tool_name()),
@@ -625,9 +642,7 @@ impl AuthClient {
         match &self.auth {
             None => Ok(fallback),
             Some(resolver) => resolver.token().await.map_err(|error| {
-                StreamableHttpError::UnexpectedServerResponse(
-                    format!("the auth resolver gave no token: {error}").into(),
-                )
+                StreamableHttpError::UnexpectedServerResponse(format!("{NO_TOKEN}: {error}").into())
             }),
         }
     }

@@ -47,8 +47,9 @@ enum Executed {
 enum Prepared {
     /// The call already has its result (an error, a denial, a meta-tool answer).
     Done(CallResult),
-    /// A provider-native tool the model provider ran: its result came with the response.
-    Provided(CallResult),
+    /// A provider-native tool the model provider ran: its result came with the response; and
+    /// whether the tool is `untrusted`.
+    Provided(CallResult, bool),
     /// The call may run.
     Run {
         call_id: String,
@@ -246,7 +247,7 @@ impl Turn {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
                     (tool.name().to_owned(), input.clone())
                 }
-                Prepared::Done(result) | Prepared::Provided(result) => {
+                Prepared::Done(result) | Prepared::Provided(result, _) => {
                     (result.tool.clone(), Value::String(call.arguments.clone()))
                 }
                 Prepared::Meta {
@@ -257,7 +258,7 @@ impl Turn {
                 Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => {
                     start_label(tool, input)
                 }
-                Prepared::Done(result) | Prepared::Provided(result) => {
+                Prepared::Done(result) | Prepared::Provided(result, _) => {
                     names::humanize(&result.tool)
                 }
                 Prepared::Meta { name, .. } => names::humanize(name),
@@ -291,7 +292,7 @@ impl Turn {
                 calls: prepared
                     .iter()
                     .map(|p| match p {
-                        Prepared::Done(result) | Prepared::Provided(result) => PendingCall {
+                        Prepared::Done(result) | Prepared::Provided(result, _) => PendingCall {
                             call_id: result.call_id.clone(),
                             tool: result.tool.clone(),
                             input: Value::Null,
@@ -399,13 +400,18 @@ impl Turn {
                     suspended.push(rt.suspension_request(&scope.turn, call_id, name, suspension));
                     continue;
                 }
-                (_, Some(Executed::Done(result))) => (result, true),
+                // Taint is decided by the tool that ran, not by what the registry holds now (a
+                // server may have dropped the tool meanwhile).
+                (Prepared::Run { tool, .. }, Some(Executed::Done(result))) => {
+                    (result, tool.is_untrusted())
+                }
+                (_, Some(Executed::Done(result))) => (result, false),
                 (Prepared::Done(result), None) => (result.clone(), false),
                 // The provider ran it: its output is in the turn, and taints like any other.
-                (Prepared::Provided(result), None) => (result.clone(), true),
+                (Prepared::Provided(result, untrusted), None) => (result.clone(), *untrusted),
                 _ => continue,
             };
-            rt.note_taint(&mut scope.turn, &result, invoked);
+            note_taint(&mut scope.turn, &result, invoked);
             rt.emit(Event::ActionResult {
                 session_id: scope.session.id.clone(),
                 turn_id: self.id.clone(),
@@ -704,6 +710,15 @@ fn provider_result(
     }
 }
 
+/// An untrusted tool whose body ran taints the rest of the turn, whatever it returned: an error
+/// message may quote third-party text too. A call the pipeline refused before it ran (unknown,
+/// invalid, denied) read nothing and taints nothing. `untrusted_ran`: an untrusted tool ran.
+fn note_taint(turn: &mut TurnRecord, result: &CallResult, untrusted_ran: bool) {
+    if untrusted_ran && turn.tainted_by.is_none() {
+        turn.tainted_by = Some(result.tool.clone());
+    }
+}
+
 fn ends_turn(turn: &TurnRecord, results: &[CallResult]) -> bool {
     // Subagents must answer their parent, and structured-output turns must produce it.
     turn.caller != Caller::Subagent
@@ -893,7 +908,10 @@ impl Runtime {
         };
         match (&call.provider_result, tool.provider().is_some()) {
             (Some(provided), true) => {
-                return Prepared::Provided(provider_result(call, tool, provided));
+                return Prepared::Provided(
+                    provider_result(call, tool, provided),
+                    tool.is_untrusted(),
+                );
             }
             (Some(_), false) => {
                 return fail(
@@ -1478,7 +1496,7 @@ impl Runtime {
     ) -> Result<StepOutcome, RuntimeError> {
         let mut results = Vec::new();
         for (result, invoked) in ran {
-            self.note_taint(&mut turn, &result, invoked);
+            note_taint(&mut turn, &result, invoked);
             if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
                 call.state = CallState::Finished {
                     result: result.clone(),
@@ -1610,22 +1628,6 @@ impl Runtime {
                     message,
                 });
             }
-        }
-    }
-
-    /// An untrusted tool whose body ran taints the rest of the turn, whatever it returned: an
-    /// error message may quote third-party text too. A call the pipeline refused before it ran
-    /// (unknown, invalid, denied) read nothing and taints nothing.
-    fn note_taint(&self, turn: &mut TurnRecord, result: &CallResult, invoked: bool) {
-        if !invoked || turn.tainted_by.is_some() {
-            return;
-        }
-        if self
-            .registry()
-            .get(&result.tool)
-            .is_some_and(|t| t.is_untrusted())
-        {
-            turn.tainted_by = Some(result.tool.clone());
         }
     }
 
@@ -1817,6 +1819,16 @@ impl Runtime {
                     },
                 };
             }
+            // Approving a changed remote definition pins it, for every session, before the turn
+            // is claimed: a failure here leaves the request pending (answer again), never a
+            // claimed call whose approval was lost. Pinning twice (a retry of this loop, a second
+            // approver) is harmless.
+            if decision == Decision::Approved
+                && let Some(change) = &request.definition_change
+            {
+                self.approve_change(change, response.principal.clone())
+                    .await?;
+            }
             // `once` memory is written only when no request for the same key is still pending.
             let remember = settled_grants(step);
             let pending: Vec<String> = step
@@ -1854,14 +1866,7 @@ impl Runtime {
             for key in remember {
                 store.remember_approval(&session.id, &key).await?;
             }
-            // Approving a changed remote definition pins it, for every session, before the call
-            // it gated runs.
-            if decision == Decision::Approved
-                && let Some(change) = &request.definition_change
-            {
-                self.approve_change(change, response.principal.clone())
-                    .await?;
-            }
+
             if !question {
                 self.emit(Event::ApprovalCandidate {
                     session_id: session.id.clone(),
@@ -2233,7 +2238,7 @@ impl Runtime {
             results.push(result);
         }
         for result in &results {
-            self.note_taint(&mut turn, result, invoked.contains(&result.call_id));
+            note_taint(&mut turn, result, invoked.contains(&result.call_id));
         }
         let cancelled = turn.status == TurnStatus::Cancelled;
         let ends = !cancelled
@@ -2377,7 +2382,7 @@ impl Runtime {
                 false,
             )
             .await;
-        (result, true)
+        (result, tool.is_untrusted())
     }
 }
 

@@ -301,6 +301,9 @@ fn describe(failures: &[(String, ConnectionState)]) -> String {
 pub(crate) struct Remote {
     local: Registry,
     links: Vec<Arc<Link>>,
+    /// Held while a registry is assembled and stored, so that two publishes cannot store in the
+    /// wrong order (an older view last).
+    publishing: Mutex<()>,
     started: AtomicBool,
     shutdown: CancellationToken,
 }
@@ -314,6 +317,9 @@ impl Drop for Remote {
 struct Link {
     decl: Connection,
     changed: ListChanged,
+    /// Held for a whole rebuild (pins read, tools built, state replaced), so that a rebuild from
+    /// an older listing cannot land after one from a newer listing.
+    rebuilding: tokio::sync::Mutex<()>,
     state: Mutex<LinkState>,
     /// Becomes `true` when the first attempt is over (up, down or refused).
     settled: watch::Sender<bool>,
@@ -346,6 +352,7 @@ impl Remote {
                 Arc::new(Link {
                     decl,
                     changed: ListChanged::default(),
+                    rebuilding: tokio::sync::Mutex::new(()),
                     state: Mutex::new(LinkState {
                         state: ConnectionState::Connecting,
                         session: None,
@@ -362,6 +369,7 @@ impl Remote {
         Remote {
             local,
             links,
+            publishing: Mutex::new(()),
             started: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         }
@@ -377,7 +385,7 @@ impl Remote {
 
     /// The local tools joined by every connection's, or, for connections without a listing,
     /// the reason their names are missing.
-    fn assemble(&self) -> Result<Registry, toolwright_core::RegistryError> {
+    fn assemble(&self) -> Registry {
         let mut tools = Vec::new();
         let mut unavailable = Vec::new();
         let mut offline = Vec::new();
@@ -491,8 +499,7 @@ impl Runtime {
         let Some(change) = self.definition_change(name) else {
             return Ok(false);
         };
-        self.approve_change(&change, by).await?;
-        Ok(true)
+        self.approve_change(&change, by).await
     }
 
     /// Pins `change.listed` in place of `change.pinned` and publishes the tool again.
@@ -500,7 +507,7 @@ impl Runtime {
         &self,
         change: &DefinitionChange,
         by: Option<Principal>,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<bool, RuntimeError> {
         let pin = PinRecord {
             connection: change.connection.clone(),
             tool: change.tool.clone(),
@@ -509,17 +516,23 @@ impl Runtime {
             approved_by: by,
             pinned_at_ms: self.0.options.clock.now_ms(),
         };
-        // Another approval of the same change may have landed first; any other outcome leaves
-        // the tool withheld, and its next call asks again.
-        self.0
+        let written = self
+            .0
             .store
             .pin(&pin, Some(&change.pinned.digest()))
             .await?;
         if let Some(link) = self.0.remote.link(&change.connection) {
-            let definitions = link.lock().definitions.clone();
-            rebuild(link, &self.0, definitions).await?;
+            rebuild(link, &self.0, None).await?;
         }
-        Ok(())
+        // Not written: another approval of the same change landed first (the definition is
+        // pinned all the same), or the pin moved on (the tool stays withheld, and its next call
+        // asks again).
+        let pinned = self
+            .registry()
+            .get(&names::model_name(Some(&change.connection), &change.tool))
+            .and_then(Tool::remote_tool)
+            .is_some_and(|r| r.withheld().is_none() && r.digest() == change.digest);
+        Ok(written || pinned)
     }
 
     /// For a withheld tool: whether its pin now matches what the server lists (approved by
@@ -538,8 +551,7 @@ impl Runtime {
             return false;
         }
         if let Some(link) = self.0.remote.link(remote.connection()) {
-            let definitions = link.lock().definitions.clone();
-            return rebuild(link, &self.0, definitions).await.is_ok();
+            return rebuild(link, &self.0, None).await.is_ok();
         }
         false
     }
@@ -560,14 +572,12 @@ pub(crate) fn definition_change(tool: &Tool) -> Option<DefinitionChange> {
 
 /// Replaces the runtime's registry with the local tools and every connection's current tools.
 fn publish(inner: &Inner) {
-    match inner.remote.assemble() {
-        Ok(registry) => inner.registry.store(Arc::new(registry)),
-        // Names are checked when the runtime is built (a connection cannot take a local tool's
-        // prefix), so this is a bug; the previous registry stays.
-        Err(error) => {
-            tracing::error!(%error, "the tools of the connections could not be published")
-        }
-    }
+    let _order = inner
+        .remote
+        .publishing
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    inner.registry.store(Arc::new(inner.remote.assemble()));
 }
 
 /// Records the connection's new state, publishes the registry it implies, then announces it.
@@ -626,7 +636,7 @@ async fn supervise(link: Arc<Link>, runtime: Weak<Inner>, shutdown: Cancellation
         };
         match outcome {
             Ok(session) => {
-                attempts = 0;
+                let up_since = tokio::time::Instant::now();
                 link.lock().session = Some(Arc::clone(&session));
                 let Some(inner) = runtime.upgrade() else {
                     return;
@@ -634,30 +644,42 @@ async fn supervise(link: Arc<Link>, runtime: Weak<Inner>, shutdown: Cancellation
                 set_state(&link, Some(&inner), ConnectionState::Up);
                 drop(inner);
                 link.settled.send_replace(true);
-                // Up: refresh on every list change until the session ends.
-                loop {
+                // Up: refresh on every list change until the session ends. A listing that
+                // fails or hangs ends the session too: the server said its tools changed, so the
+                // old ones must not stay callable; reconnecting lists them afresh.
+                let ended = loop {
                     tokio::select! {
                         () = shutdown.cancelled() => return,
-                        () = session.closed() => break,
+                        () = session.closed() => break "the server closed the connection".to_owned(),
                         () = link.changed.0.notified() => {
-                            let listing = session.list_tools().await;
+                            let listing = tokio::select! {
+                                () = shutdown.cancelled() => return,
+                                () = session.closed() => break "the server closed the connection".to_owned(),
+                                listing = tokio::time::timeout(link.decl.connect_timeout, session.list_tools()) => listing,
+                            };
+                            let listing = match listing {
+                                Ok(Ok(listing)) => listing,
+                                Ok(Err(error)) => break format!("listing its tools again failed: {error}"),
+                                Err(_) => break format!("listing its tools again took over {:?}", link.decl.connect_timeout),
+                            };
                             let Some(inner) = runtime.upgrade() else { return };
-                            match listing {
-                                Ok(listing) => {
-                                    if let Err(Failure::Down(error) | Failure::Refused(error)) =
-                                        refresh(&link, &inner, listing).await
-                                    {
-                                        tracing::warn!(connection = %link.decl.name, %error, "refreshing the tool list failed");
-                                    }
-                                }
-                                Err(error) => {
-                                    tracing::warn!(connection = %link.decl.name, %error, "listing the tools again failed");
-                                }
+                            if let Err(Failure::Down(error) | Failure::Refused(error)) =
+                                refresh(&link, &inner, listing).await
+                            {
+                                break error;
                             }
                         }
                     }
-                }
+                };
                 link.lock().session = None;
+                drop(session);
+                // A server that dies right after each listing must still back off.
+                attempts = if up_since.elapsed() > link.decl.backoff.1 {
+                    0
+                } else {
+                    attempts.saturating_add(1)
+                };
+                tracing::warn!(connection = %link.decl.name, error = %ended, "connection ended");
                 let Some(inner) = runtime.upgrade() else {
                     return;
                 };
@@ -665,8 +687,8 @@ async fn supervise(link: Arc<Link>, runtime: Weak<Inner>, shutdown: Cancellation
                     &link,
                     Some(&inner),
                     ConnectionState::Down {
-                        error: "the server closed the connection".into(),
-                        attempts: 0,
+                        error: ended,
+                        attempts,
                     },
                 );
             }
@@ -753,23 +775,37 @@ async fn refresh(
         }
         Allow::All | Allow::Unset => listing,
     };
-    rebuild(link, inner, definitions)
+    rebuild(link, inner, Some(definitions))
         .await
         .map_err(|error| Failure::Down(format!("its pins could not be read: {error}")))
 }
 
-/// Builds the connection's tools from `definitions` and the stored pins, and publishes them.
+/// Builds the connection's tools from `definitions` (a new listing; `None`: the last one) and
+/// the stored pins, and publishes them.
 async fn rebuild(
     link: &Arc<Link>,
     inner: &Inner,
-    definitions: Vec<RemoteDefinition>,
+    definitions: Option<Vec<RemoteDefinition>>,
 ) -> Result<(), RuntimeError> {
+    let _one_at_a_time = link.rebuilding.lock().await;
+    let definitions = match definitions {
+        Some(definitions) => definitions,
+        None => link.lock().definitions.clone(),
+    };
     let connection = &link.decl.name;
     let mut pins: Vec<PinRecord> = inner.store.pins(connection).await?;
     let mut tools = Vec::with_capacity(definitions.len());
     let mut unavailable = Vec::new();
     let mut changed = Vec::new();
+    let mut seen = HashSet::new();
     for definition in &definitions {
+        let name = names::model_name(Some(connection), &definition.name);
+        if !seen.insert(definition.name.clone()) {
+            // Which of the two would run is anyone's guess: neither does.
+            tools.retain(|t: &Arc<Tool>| t.name() != name);
+            unavailable.push((name, "its server lists two tools with this name".to_owned()));
+            continue;
+        }
         let digest = definition.digest();
         let mut pinned = pins.iter().find(|p| p.tool == definition.name).cloned();
         if pinned.is_none() {
@@ -805,8 +841,8 @@ async fn rebuild(
         let invoker = Arc::new(LinkInvoker {
             link: Arc::downgrade(link),
             tool: definition.name.clone(),
+            digest: digest.clone(),
         });
-        let name = names::model_name(Some(connection), &definition.name);
         if let Some((_, pinned_digest)) = &withheld {
             changed.push((
                 name.clone(),
@@ -847,6 +883,10 @@ async fn rebuild(
         state.definitions = definitions;
         state.tools = tools;
         state.unavailable = unavailable;
+        // Forget announcements of changes no longer pending: a change back and forth is news.
+        state
+            .announced
+            .retain(|(tool, digest)| changed.iter().any(|c| &c.1 == tool && &c.3 == digest));
         changed
             .into_iter()
             .filter(|(_, tool, _, digest)| state.announced.insert((tool.clone(), digest.clone())))
@@ -871,6 +911,9 @@ async fn rebuild(
 struct LinkInvoker {
     link: Weak<Link>,
     tool: String,
+    /// The definition this tool was built from: a call runs only while it is the one the
+    /// connection holds, approved.
+    digest: String,
 }
 
 impl RemoteInvoke for LinkInvoker {
@@ -887,10 +930,37 @@ impl RemoteInvoke for LinkInvoker {
                 ))
             });
         };
-        let (session, state) = {
+        let (session, state, listed, current) = {
             let guard = link.lock();
-            (guard.session.clone(), guard.state.clone())
+            let current = guard
+                .tools
+                .iter()
+                .filter_map(|t| t.remote_tool())
+                .find(|r| r.definition().name == self.tool)
+                .map(|r| (r.digest() == self.digest, r.withheld().is_some()));
+            (
+                guard.session.clone(),
+                guard.state.clone(),
+                guard.listed,
+                current,
+            )
         };
+        let name = names::model_name(Some(&link.decl.name), &self.tool);
+        // The last check before anything reaches the server: a step resolves its tools when it
+        // begins, and the server may have changed this one since.
+        let refusal = match current {
+            Some((true, false)) => None,
+            Some(_) => Some(format!(
+                "`{name}` did not run: its server changed its definition since this call was prepared; call it again (a person approves the new definition first)"
+            )),
+            None if listed => Some(format!(
+                "`{name}` did not run: its server no longer lists it"
+            )),
+            None => None,
+        };
+        if let Some(message) = refusal {
+            return Box::pin(async move { Err(ToolError::with_code(ErrorCode::Denied, message)) });
+        }
         match session {
             Some(session) => session.call_tool(self.tool.clone(), input, cx),
             None => {
@@ -902,8 +972,7 @@ impl RemoteInvoke for LinkInvoker {
                     _ => "it is not connected yet".to_owned(),
                 };
                 let message = format!(
-                    "`{}` cannot be called now: connection `{}` is down, {why}; the runtime reconnects in the background, so try again in a moment or do without this tool",
-                    names::model_name(Some(&link.decl.name), &self.tool),
+                    "`{name}` cannot be called now: connection `{}` is down, {why}; the runtime reconnects in the background, so try again in a moment or do without this tool",
                     link.decl.name
                 );
                 Box::pin(async move { Err(ToolError::with_code(ErrorCode::Unavailable, message)) })

@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::{DurableContext, ErrorCode, ToolError, WorkflowContext};
 
 use super::rows::{
-    check_token as stale, clamp, decode, encode, status_name, stored_versions, task_status_name,
-    written,
+    check_token as stale, clamp, decode, decode_pins, encode, status_name, stored_versions,
+    task_status_name, written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
@@ -626,18 +626,7 @@ impl Store for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(Failure::from)
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|json| {
-                        serde_json::from_str(json).map_err(|error| {
-                            Failure::Store(StoreError::Corrupt {
-                                id: format!("pins of `{connection}`"),
-                                error: error.to_string(),
-                            })
-                        })
-                    })
-                    .collect()
-            });
+            .and_then(|rows| decode_pins(&connection, &rows).map_err(Failure::Store));
             self.finish(result, || {
                 format!("reading the pins of connection `{connection}`")
             })

@@ -89,6 +89,21 @@ pub(super) fn check_token(lease: &Lease, stored: Option<i64>) -> Result<(), Stor
     }
 }
 
+/// The pins of `connection` from their JSON rows.
+pub(super) fn decode_pins(
+    connection: &str,
+    rows: &[String],
+) -> Result<Vec<crate::record::PinRecord>, StoreError> {
+    rows.iter()
+        .map(|json| {
+            serde_json::from_str(json).map_err(|error| StoreError::Corrupt {
+                id: format!("pins of `{connection}`"),
+                error: error.to_string(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

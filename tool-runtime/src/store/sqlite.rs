@@ -14,8 +14,8 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::rows::{
-    check_token as stale, clamp, decode, encode, status_name, stored_versions, task_status_name,
-    written,
+    check_token as stale, clamp, decode, decode_pins, encode, status_name, stored_versions,
+    task_status_name, written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
@@ -516,16 +516,7 @@ impl Store for SqliteStore {
                 let rows = statement
                     .query_map([&connection], |row| row.get::<_, String>(0))?
                     .collect::<Result<Vec<String>, _>>()?;
-                rows.iter()
-                    .map(|json| {
-                        serde_json::from_str(json).map_err(|error| {
-                            Failure::Store(StoreError::Corrupt {
-                                id: format!("pins of `{connection}`"),
-                                error: error.to_string(),
-                            })
-                        })
-                    })
-                    .collect()
+                decode_pins(&connection, &rows).map_err(Failure::Store)
             },
         )
     }
