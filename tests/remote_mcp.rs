@@ -1231,3 +1231,66 @@ async fn dropping_the_runtime_stops_its_stdio_servers() {
         String::from_utf8_lossy(&group.stdout)
     );
 }
+
+/// A runtime serving its tools over MCP serves its remote ones too, and tells its clients when
+/// they change: here a second runtime is that client, through its own connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_serving_mcp_relays_its_remote_tools_and_their_changes() {
+    let fixture = Fixture::start();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = runtime(
+        dir.path(),
+        vec![
+            Connection::new("fixture", fixture.connector())
+                .allow(["echo", "mutate"])
+                .trusted()
+                .tool("mutate", harmless()),
+        ],
+    );
+    // The server is built before the connection lists: its list follows the registry.
+    let server = toolwright::mcp::McpServer::new(upstream.clone());
+    upstream.connect().await.unwrap();
+    let http = toolwright::mcp::McpHttp::new(server).start().await.unwrap();
+
+    let downstream_dir = tempfile::tempdir().unwrap();
+    let downstream = runtime(
+        downstream_dir.path(),
+        vec![
+            Connection::new(
+                "up",
+                McpConnector::http(format!("http://{}/mcp", http.addr())),
+            )
+            .allow_all()
+            .trusted()
+            .tool("fixture__mutate", harmless()),
+        ],
+    );
+    downstream.connect().await.unwrap();
+    let names: Vec<String> = downstream
+        .registry()
+        .tools()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["up__fixture__echo", "up__fixture__mutate"]);
+
+    let turn = turn(&downstream, SessionSpec::new("s")).await;
+    run(&turn, vec![call("m", "up__fixture__mutate", json!({}))]).await;
+    // Upstream withholds the changed `echo` (it leaves upstream's list), and its MCP clients
+    // are told its list changed: downstream lists again and loses it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while downstream.registry().get("up__fixture__echo").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "downstream never heard of the change"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let results = run(
+        &turn,
+        vec![call("e", "up__fixture__echo", json!({ "text": "x" }))],
+    )
+    .await;
+    assert!(results[0].is_error, "withheld upstream: {results:?}");
+    assert!(!fixture.calls().contains(&"echo".to_owned()));
+}

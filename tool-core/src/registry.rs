@@ -1041,6 +1041,12 @@ impl Registry {
         Self::assemble(tools, unavailable, offline.into_iter().collect())
     }
 
+    /// Whether `self` and `other` are the same registry (clones of one build), not merely equal:
+    /// what a cache built from a registry compares to know it is still current.
+    pub fn same(&self, other: &Registry) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Every tool, sorted by model-facing name.
     pub fn tools(&self) -> &[Arc<Tool>] {
         &self.0.tools

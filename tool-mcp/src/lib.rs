@@ -47,7 +47,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use toolwright_core::{Audience, Caller, ContentPart, Format, ModelOutput, Principal};
+use toolwright_core::{Audience, Caller, ContentPart, Format, ModelOutput, Principal, Registry};
 use toolwright_runtime::{
     CallResult, Event, InputRequest, InputResponse, RequestKind, RespondOutcome, Runtime,
     RuntimeError, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
@@ -97,6 +97,8 @@ struct Binding {
     turn: Option<Turn>,
     /// The conditional tools unavailable in this session when it last listed or called.
     unavailable: Vec<String>,
+    /// The tools listed when the session last listed (remote tools come and go).
+    listed: Vec<String>,
     /// The task telling the client when they change.
     watching: Option<tokio::task::JoinHandle<()>>,
 }
@@ -109,40 +111,17 @@ impl Drop for Binding {
     }
 }
 
-/// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
-/// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
-#[derive(Clone)]
-pub struct McpServer {
-    runtime: Runtime,
-    tools: Arc<Vec<Tool>>,
-    by_name: Arc<HashMap<String, usize>>,
-    page_size: usize,
-    principal: Option<Principal>,
-    name: String,
-    /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
-    conditional: bool,
-    /// Seals the `requestState` of input-required results (HMAC with the server's key).
-    states: Arc<RequestStateCodec>,
-    /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
-    binding: Arc<Mutex<Binding>>,
+/// The runtime's model-facing tool list in MCP form, for one registry.
+struct Listing {
+    registry: Registry,
+    tools: Vec<Tool>,
+    by_name: HashMap<String, usize>,
 }
 
-impl std::fmt::Debug for McpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer")
-            .field("tools", &self.tools.len())
-            .field("page_size", &self.page_size)
-            .finish_non_exhaustive()
-    }
-}
-
-impl McpServer {
-    /// A server for `runtime`'s registry, listing what the model audience sees. The list is
-    /// converted here, once.
-    pub fn new(runtime: Runtime) -> Self {
-        let registry = runtime.registry();
-        let list = registry.list(Audience::Model, Format::Mcp);
-        let tools: Vec<Tool> = list
+impl Listing {
+    fn of(registry: Registry) -> Listing {
+        let tools: Vec<Tool> = registry
+            .list(Audience::Model, Format::Mcp)
             .entries()
             .iter()
             .filter_map(|entry| match serde_json::from_str::<Tool>(entry.json.get()) {
@@ -158,6 +137,64 @@ impl McpServer {
             .enumerate()
             .map(|(i, t)| (t.name.to_string(), i))
             .collect();
+        Listing {
+            registry,
+            tools,
+            by_name,
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+}
+
+/// `cache`, or a new listing when the runtime's registry is no longer the one it was made from.
+fn current_listing(runtime: &Runtime, cache: &arc_swap::ArcSwap<Listing>) -> Arc<Listing> {
+    let current = cache.load_full();
+    let registry = runtime.registry();
+    if current.registry.same(&registry) {
+        return current;
+    }
+    let fresh = Arc::new(Listing::of(registry));
+    cache.store(Arc::clone(&fresh));
+    fresh
+}
+
+/// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
+/// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Runtime,
+    /// The MCP form of the runtime's tool list, converted once per registry (the runtime's
+    /// registry changes when its connections' tools do).
+    listing: Arc<arc_swap::ArcSwap<Listing>>,
+    page_size: usize,
+    principal: Option<Principal>,
+    name: String,
+    /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
+    conditional: bool,
+    /// Seals the `requestState` of input-required results (HMAC with the server's key).
+    states: Arc<RequestStateCodec>,
+    /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
+    binding: Arc<Mutex<Binding>>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("tools", &self.listing.load().tools.len())
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server for `runtime`'s registry, listing what the model audience sees. The list is
+    /// converted once per registry: again only when the runtime's tools change (tools of its
+    /// remote connections come, go or change).
+    pub fn new(runtime: Runtime) -> Self {
+        let listing = Listing::of(runtime.registry());
         let conditional = runtime
             .registry()
             .tools()
@@ -174,13 +211,17 @@ impl McpServer {
             states: Arc::new(RequestStateCodec::new_unchecked(key)),
             conditional,
             runtime,
-            tools: Arc::new(tools),
-            by_name: Arc::new(by_name),
+            listing: Arc::new(arc_swap::ArcSwap::from_pointee(listing)),
             page_size: DEFAULT_PAGE_SIZE,
             principal: None,
             name: "toolwright".to_owned(),
             binding: Arc::new(Mutex::new(Binding::default())),
         }
+    }
+
+    /// The current listing: converted again when the runtime's registry changed.
+    fn listing(&self) -> Arc<Listing> {
+        current_listing(&self.runtime, &self.listing)
     }
 
     /// Who the client acts for when the transport does not say (stdio: the local user).
@@ -281,7 +322,8 @@ impl McpServer {
     }
 
     /// Tells the client to list again whenever the host changes the session's state in a way
-    /// that makes conditional tools come or go.
+    /// that makes conditional tools come or go, and whenever the tools of the runtime's remote
+    /// connections change.
     fn watch_session(
         &self,
         session_id: &str,
@@ -290,22 +332,39 @@ impl McpServer {
         let mut events = self.runtime.subscribe();
         let binding = Arc::downgrade(&self.binding);
         let session_id = session_id.to_owned();
+        let (runtime, cache) = (self.runtime.clone(), Arc::clone(&self.listing));
         tokio::spawn(async move {
             loop {
                 let event = events.recv().await;
-                let changed = match event {
-                    Ok(Event::SessionChanged { session_id: s }) => s == session_id,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                let (changed, remote) = match event {
+                    Ok(Event::SessionChanged { session_id: s }) => (s == session_id, false),
+                    Ok(Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. }) => {
+                        (false, true)
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
                     Err(_) => break,
-                    Ok(_) => false,
+                    Ok(_) => (false, false),
                 };
-                if !changed {
+                if !changed && !remote {
                     continue;
                 }
                 let Some(binding) = binding.upgrade() else {
                     break;
                 };
                 let mut binding = binding.lock().await;
+                if remote {
+                    let names = current_listing(&runtime, &cache).names();
+                    if names != binding.listed {
+                        binding.listed = names;
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+                if !changed {
+                    continue;
+                }
                 let Some(turn) = binding.turn.clone() else {
                     continue;
                 };
@@ -643,10 +702,11 @@ impl McpServer {
         if result.is_error {
             return CallToolResult::error(content);
         }
-        let has_output_schema = self
+        let listing = self.listing();
+        let has_output_schema = listing
             .by_name
             .get(&result.tool)
-            .is_some_and(|&i| self.tools[i].output_schema.is_some());
+            .is_some_and(|&i| listing.tools[i].output_schema.is_some());
         let mut mcp = CallToolResult::success(content);
         if has_output_schema && result.output.is_object() {
             mcp.structured_content = Some(result.output.clone());
@@ -867,7 +927,18 @@ impl ServerHandler for McpServer {
         } else {
             Vec::new()
         };
-        let tools: Vec<&Tool> = self
+        let listing = self.listing();
+        // Without waiting for a call of this session to finish: at worst the client is told
+        // once more than needed that the list changed.
+        if let Ok(mut binding) = self.binding.try_lock() {
+            binding.listed = listing.names();
+            // A client that only lists still hears when remote tools change (a session with
+            // conditional tools got its watcher with its turn, above).
+            if binding.watching.is_none() {
+                binding.watching = Some(self.watch_session("", cx.peer.clone()));
+            }
+        }
+        let tools: Vec<&Tool> = listing
             .tools
             .iter()
             .filter(|t| !unavailable.iter().any(|u| t.name == u.as_str()))
@@ -896,7 +967,8 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.by_name.get(name).map(|&i| self.tools[i].clone())
+        let listing = self.listing();
+        listing.by_name.get(name).map(|&i| listing.tools[i].clone())
     }
 
     async fn call_tool(
