@@ -761,7 +761,8 @@ impl Runtime {
         disabled: &HashSet<usize>,
     ) -> Result<Vec<String>, RuntimeError> {
         let audience = audience_of(turn);
-        let now: Vec<String> = registry
+        // Borrowed names: the usual step finds the list unchanged and copies nothing.
+        let now: Vec<&str> = registry
             .tools()
             .iter()
             .enumerate()
@@ -770,7 +771,7 @@ impl Runtime {
                     && !disabled.contains(i)
                     && t.listed_for(audience)
             })
-            .map(|(_, t)| t.name().to_owned())
+            .map(|(_, t)| t.name())
             .collect();
         // Per audience: a user's list and a model's list differ, and alternating between them
         // must not read as tools coming and going.
@@ -779,10 +780,12 @@ impl Runtime {
             Audience::Subagent => "subagent",
             Audience::User => "user",
         };
-        let before = session.announced.get(key).cloned();
-        if before.as_ref() == Some(&now) {
+        let before = session.announced.get(key);
+        if before.is_some_and(|before| before.iter().eq(now.iter().copied())) {
             return Ok(Vec::new());
         }
+        let before = before.cloned();
+        let now: Vec<String> = now.into_iter().map(str::to_owned).collect();
         loop {
             let Some((mut stored, version)) = self.0.store.session(&session.id).await? else {
                 return Err(RuntimeError::UnknownSession(session.id.clone()));
