@@ -120,6 +120,23 @@ pub mod runtime {
     pub use toolwright_runtime::{PgStep, PostgresStore, store::postgres_sql};
 }
 
+/// The sandbox a host installs: files and commands in one confined place, reached through
+/// `ToolContext::sandbox`, with the built-in tools `read`, `write`, `edit`, `bash`, `grep` and
+/// `glob` over it.
+pub mod sandbox {
+    #[doc(inline)]
+    pub use toolwright_core::sandbox::{
+        DirEntry, EntryKind, ExecOutput, ExecRequest, FileChunk, Found, GrepMatch, GrepRequest,
+        Sandbox, SandboxError,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::sandbox_tools::{
+        BASH_MAX_TIMEOUT, EDIT_MAX_BYTES, FIND_MAX, READ_MAX_BYTES, READ_MAX_LINES,
+    };
+    #[doc(inline)]
+    pub use toolwright_runtime::LocalSandbox;
+}
+
 /// Serving the runtime over the Model Context Protocol (stdio and streamable HTTP), through rmcp.
 pub mod mcp {
     #[doc(inline)]

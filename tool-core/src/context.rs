@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
 use crate::output::CallOutput;
+use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
 use crate::workflow::{AskAnswer, AskRequest};
 
@@ -94,6 +95,10 @@ pub trait CallHost: Send + Sync + 'static {
                 "step `{name}` writes to the store's database, which needs a runtime whose store runs steps in its transactions (the Postgres store); run the tool through such a runtime"
             ),
         ))))
+    }
+    /// The sandbox the host installed, if any. The default has none.
+    fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
+        None
     }
 }
 
@@ -561,6 +566,21 @@ impl ToolContext {
     pub fn call_context(&self) -> &CallContext {
         &self.cx
     }
+
+    /// The sandbox the host installed: files and commands in one confined place. An error when
+    /// the runtime has none. (A `durable` tool reaches it too; a workflow body does not: run
+    /// commands through a plain tool.)
+    pub fn sandbox(&self) -> Result<Arc<dyn Sandbox>, ToolError> {
+        self.cx.0.host.sandbox().ok_or_else(|| {
+            ToolError::with_code(
+                ErrorCode::MissingState,
+                format!(
+                    "`{}` needs a sandbox, and none is installed; install one with `RuntimeBuilder::sandbox`",
+                    self.cx.tool_name()
+                ),
+            )
+        })
+    }
 }
 
 /// The context of a `durable` tool: a [`ToolContext`] plus journaled steps.
@@ -862,6 +882,7 @@ pub struct DetachedHost {
     steps: StepNames,
     states: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cancelled: AtomicBool,
+    sandbox: Option<Arc<dyn Sandbox>>,
 }
 
 impl std::fmt::Debug for DetachedHost {
@@ -876,6 +897,12 @@ impl DetachedHost {
     /// `self` serving `state` to `State<T>` parameters and `ctx.state::<T>()`.
     pub fn with_state<T: Send + Sync + 'static>(mut self, state: T) -> Self {
         self.states.insert(TypeId::of::<T>(), Arc::new(state));
+        self
+    }
+
+    /// `self` serving `sandbox` to `ctx.sandbox()`.
+    pub fn with_sandbox(mut self, sandbox: impl Sandbox) -> Self {
+        self.sandbox = Some(Arc::new(sandbox));
         self
     }
 
@@ -911,6 +938,10 @@ impl CallHost for DetachedHost {
 
     fn partial(&self, snapshot: Value) {
         self.push(HostEvent::Partial(snapshot));
+    }
+
+    fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
+        self.sandbox.clone()
     }
 
     fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {

@@ -21,6 +21,8 @@ pub mod output;
 pub mod provider;
 pub mod registry;
 pub mod remote;
+pub mod sandbox;
+pub mod sandbox_tools;
 pub mod schema;
 pub mod session;
 pub mod workflow;
@@ -48,5 +50,9 @@ pub use output::{CallOutput, ContentPart, ModelOutput, Status};
 pub use provider::ProviderTool;
 pub use registry::{Audience, Registry, RegistryError, RegistryProblem, Tool, ToolList};
 pub use remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool, ToolOverride};
+pub use sandbox::{
+    DirEntry, EntryKind, ExecOutput, ExecRequest, FileChunk, Found, GrepMatch, GrepRequest,
+    Sandbox, SandboxError,
+};
 pub use session::{Caller, Principal, PrincipalType, SessionInfo};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

@@ -126,7 +126,10 @@ impl Tool {
                 at,
             });
         }
-        if names::is_reserved(&name) && !crate::builtin::is_ask_question(descriptor) {
+        if names::is_reserved(&name)
+            && !crate::builtin::is_ask_question(descriptor)
+            && !crate::sandbox_tools::is_sandbox_tool(descriptor)
+        {
             problems.push(RegistryProblem::Reserved {
                 name: name.clone(),
                 at,
@@ -1039,6 +1042,36 @@ impl Registry {
         // Deterministic order: lists are cached and compared across refreshes.
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         Self::assemble(tools, unavailable, offline.into_iter().collect())
+    }
+
+    /// This registry's `#[tool]`s plus the built-in sandbox tools (`read`, `write`, `edit`,
+    /// `bash`, `grep`, `glob`), each with the request policy `approvals` names for it (others:
+    /// never). What a runtime with a sandbox serves.
+    pub fn with_sandbox_tools(
+        &self,
+        approvals: &[(&str, ApprovalSpec)],
+    ) -> Result<Registry, RegistryError> {
+        let descriptors = self
+            .0
+            .tools
+            .iter()
+            .filter_map(|t| t.descriptor())
+            .chain(crate::sandbox_tools::sandbox_tools());
+        let mut registry = Self::from_tools(descriptors)?;
+        let inner = Arc::get_mut(&mut registry.0).expect("a registry just built is not shared");
+        for tool in &mut inner.tools {
+            let Some(&(_, approval)) = approvals.iter().find(|(name, _)| *name == tool.name) else {
+                continue;
+            };
+            if let Some(tool) = Arc::get_mut(tool)
+                && tool
+                    .descriptor()
+                    .is_some_and(crate::sandbox_tools::is_sandbox_tool)
+            {
+                tool.approval = Some(approval);
+            }
+        }
+        Ok(registry)
     }
 
     /// Whether `self` and `other` are the same registry (clones of one build), not merely equal:

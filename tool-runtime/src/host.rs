@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, ServeIncoming, StepNames,
-    Tool, ToolError,
+    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Sandbox, ServeIncoming,
+    StepNames, Tool, ToolError,
 };
 
 use crate::event::Event;
@@ -27,6 +27,8 @@ pub(crate) struct RuntimeHost {
     pub(crate) states: Arc<States>,
     /// The tool being called (a snapshot: the registry may change while the call runs).
     pub(crate) tool: Arc<Tool>,
+    /// The sandbox the host installed on the runtime.
+    pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     pub(crate) session_id: String,
     pub(crate) turn_id: String,
     pub(crate) call_id: String,
@@ -208,6 +210,10 @@ impl RuntimeHost {
 }
 
 impl CallHost for RuntimeHost {
+    fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
+        self.sandbox.clone()
+    }
+
     fn is_cancelled(&self) -> bool {
         self.token.is_cancelled()
     }

@@ -12,6 +12,7 @@ pub mod record;
 mod recover;
 pub mod remote;
 mod runtime;
+pub mod sandbox;
 pub mod store;
 mod task;
 
@@ -27,6 +28,7 @@ pub use runtime::{
     RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome,
     SystemClock, ToolCall, Turn,
 };
+pub use sandbox::LocalSandbox;
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};

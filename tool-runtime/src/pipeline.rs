@@ -1390,6 +1390,7 @@ impl Runtime {
             events: self.0.events.clone(),
             states: self.0.states.clone(),
             tool: Arc::clone(tool),
+            sandbox: self.0.sandbox.clone(),
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
             call_id: call_id.to_owned(),

@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision, Tool};
+use toolwright_core::{Caller, Effect, Principal, Registry, ResponseDecision, Sandbox, Tool};
 
 use crate::event::Event;
 use crate::host::States;
@@ -136,6 +136,9 @@ pub enum RuntimeError {
         /// The state's type.
         type_name: &'static str,
     },
+    /// The sandbox or its built-in tools cannot be set up as declared.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
     /// A declared connection cannot be used.
     #[error("connection `{connection}`: {problem}")]
     Connection {
@@ -199,6 +202,8 @@ pub struct RuntimeBuilder {
     decider: Option<Arc<dyn Decider>>,
     options: Options,
     connections: Vec<crate::remote::Connection>,
+    sandbox: Option<Arc<dyn Sandbox>>,
+    sandbox_approvals: Vec<(&'static str, toolwright_core::ApprovalSpec)>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -239,6 +244,35 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Installs the sandbox plain and durable tools reach through `ctx.sandbox()`, and offers
+    /// the built-in tools `read`, `write`, `edit`, `bash`, `grep` and `glob` over it (no approval
+    /// unless [`RuntimeBuilder::sandbox_approval`] sets one; the session's per-effect
+    /// permissions apply as to any tool: `write`, `edit` and `bash` have effect `write`).
+    pub fn sandbox(mut self, sandbox: impl Sandbox) -> Self {
+        self.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
+    /// The request policy of built-in sandbox tool `tool` (`"bash"`, `"write"`, ...), e.g.
+    /// `RequestPolicy::Always` for `bash`. A name that is not a built-in tool is refused when the
+    /// runtime is built.
+    pub fn sandbox_approval(
+        mut self,
+        tool: &'static str,
+        policy: toolwright_core::RequestPolicy,
+    ) -> Self {
+        self.sandbox_approvals.push((
+            tool,
+            toolwright_core::ApprovalSpec {
+                request: policy,
+                prompt: None,
+                response: None,
+                key: toolwright_core::ApprovalKey::ToolName,
+            },
+        ));
+        self
+    }
+
     /// Declares a connection to a remote server whose allowed tools join the registry as
     /// `<connection>__<tool>` once [`Runtime::connect`] has started it.
     pub fn connection(mut self, connection: crate::remote::Connection) -> Self {
@@ -247,7 +281,27 @@ impl RuntimeBuilder {
     }
 
     /// The runtime. Fails when a tool needs state that was not registered.
-    pub fn build(self) -> Result<Runtime, RuntimeError> {
+    pub fn build(mut self) -> Result<Runtime, RuntimeError> {
+        if let Some((tool, _)) = self
+            .sandbox_approvals
+            .iter()
+            .find(|(tool, _)| !["read", "write", "edit", "bash", "grep", "glob"].contains(tool))
+        {
+            return Err(RuntimeError::Sandbox(format!(
+                "`sandbox_approval(\"{tool}\", ...)` names no built-in sandbox tool; they are read, write, edit, bash, grep and glob"
+            )));
+        }
+        if self.sandbox.is_some() {
+            self.registry = self
+                .registry
+                .with_sandbox_tools(&self.sandbox_approvals)
+                .map_err(|error| RuntimeError::Sandbox(error.to_string()))?;
+        } else if !self.sandbox_approvals.is_empty() {
+            return Err(RuntimeError::Sandbox(
+                "`sandbox_approval` without a sandbox: install one with `RuntimeBuilder::sandbox`"
+                    .into(),
+            ));
+        }
         for tool in self.registry.tools() {
             for requirement in tool.requirements().iter().flatten() {
                 if !self.states.contains_key(&(requirement.type_id)()) {
@@ -300,6 +354,7 @@ impl RuntimeBuilder {
             registrations: std::sync::atomic::AtomicU64::new(0),
             registry: arc_swap::ArcSwap::from_pointee(self.registry.clone()),
             remote,
+            sandbox: self.sandbox,
             states: Arc::new(self.states),
             store,
             decider: self.decider,
@@ -315,6 +370,8 @@ pub(crate) struct Inner {
     pub(crate) registry: arc_swap::ArcSwap<Registry>,
     /// Remote connections and their supervisors.
     pub(crate) remote: crate::remote::Remote,
+    /// The sandbox the host installed.
+    pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     pub(crate) states: Arc<States>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
@@ -640,6 +697,8 @@ impl Runtime {
             decider: None,
             options: Options::default(),
             connections: Vec::new(),
+            sandbox: None,
+            sandbox_approvals: Vec::new(),
         }
     }
 

@@ -399,6 +399,7 @@ impl Runtime {
             events: self.0.events.clone(),
             states: self.0.states.clone(),
             tool: tool.clone(),
+            sandbox: self.0.sandbox.clone(),
             session_id: session.id.clone(),
             turn_id: task.turn_id.clone(),
             call_id: first.call_id.clone(),

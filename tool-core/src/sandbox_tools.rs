@@ -1,0 +1,571 @@
+//! The built-in sandbox tools, offered when the host installs a sandbox: `read`, `write`, `edit`,
+//! `bash`, `grep` and `glob`, with Flue's semantics (read truncates at 2000 lines or 50 KB and
+//! says so, write creates parent folders, edit replaces exact text and says when it is absent or
+//! not unique). Their names are reserved: no user tool may take one.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::context::CallContext;
+use crate::descriptor::{EndsTurn, InputSpec, LabelSpec, Location, ToolDescriptor, ToolKind};
+use crate::effect::{Annotations, Effect};
+use crate::error::{ErrorCode, ToolError};
+use crate::output::{CallOutput, ModelOutput};
+use crate::sandbox::{ExecRequest, GrepRequest, Sandbox, SandboxError};
+
+/// Most lines `read` returns at once.
+pub const READ_MAX_LINES: usize = 2000;
+/// Most bytes `read` returns at once.
+pub const READ_MAX_BYTES: usize = 50 * 1024;
+/// Largest file `edit` rewrites.
+pub const EDIT_MAX_BYTES: usize = 10 * 1024 * 1024;
+/// Most matches `grep` and paths `glob` return.
+pub const FIND_MAX: usize = 200;
+/// The longest `bash` may run, and its default.
+pub const BASH_MAX_TIMEOUT: Duration = Duration::from_secs(600);
+const BASH_DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Arguments of `read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// The file, relative to the sandbox root.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The first line to return, from 1 (default 1).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// How many lines to return at most (default and maximum 2000).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 2000))]
+    pub limit: Option<u64>,
+}
+
+/// Arguments of `write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The file, relative to the sandbox root; missing parent folders are created.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The whole new content of the file.
+    pub content: String,
+}
+
+/// Arguments of `edit`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditArgs {
+    /// The file, relative to the sandbox root.
+    #[schemars(length(min = 1))]
+    pub path: String,
+    /// The exact text to replace, whitespace included; it must appear exactly once.
+    #[schemars(length(min = 1))]
+    pub old_text: String,
+    /// The text to put in its place.
+    pub new_text: String,
+}
+
+/// Arguments of `bash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    /// The command line, run by `sh -c` in the sandbox root.
+    #[schemars(length(min = 1))]
+    pub command: String,
+    /// How long it may run, in seconds (default 120, at most 600).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 600))]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Arguments of `grep`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// The regular expression to search for.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// The file or folder to search, relative to the sandbox root (default: all of it).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only files matching this glob, e.g. `*.rs`.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Ignore case.
+    #[serde(default)]
+    pub case_insensitive: bool,
+}
+
+/// Arguments of `glob`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobArgs {
+    /// The pattern, e.g. `**/*.md`.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// The folder to search in, relative to the sandbox root (default: the root).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// The six built-in sandbox tools.
+pub fn sandbox_tools() -> [&'static ToolDescriptor; 6] {
+    [&READ, &WRITE, &EDIT, &BASH, &GREP, &GLOB]
+}
+
+/// Whether `descriptor` is one of the built-in sandbox tools.
+pub fn is_sandbox_tool(descriptor: &ToolDescriptor) -> bool {
+    sandbox_tools()
+        .iter()
+        .any(|builtin| std::ptr::eq(*builtin, descriptor))
+}
+
+fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|error| {
+        ToolError::with_code(
+            ErrorCode::InvalidInput,
+            format!("`{tool}` got arguments it cannot use: {error}"),
+        )
+    })
+}
+
+fn sandbox_of(cx: &CallContext) -> Result<std::sync::Arc<dyn Sandbox>, ToolError> {
+    cx.host().sandbox().ok_or_else(|| {
+        ToolError::with_code(
+            ErrorCode::MissingState,
+            format!(
+                "`{}` needs the sandbox, and none is installed",
+                cx.tool_name()
+            ),
+        )
+    })
+}
+
+fn failed(error: SandboxError) -> ToolError {
+    ToolError::with_code(ErrorCode::ToolFailed, error.to_string())
+}
+
+fn text(value: Value, text: String) -> CallOutput {
+    CallOutput {
+        value,
+        ends_turn: false,
+        model: Some(ModelOutput::Text(text)),
+        complete_label: None,
+    }
+}
+
+async fn read(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: ReadArgs = arguments("read", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let first = args.offset.unwrap_or(1).max(1);
+    let limit = args
+        .limit
+        .map_or(READ_MAX_LINES, |l| (l as usize).min(READ_MAX_LINES));
+    // Reads 64 KB at a time until the wanted lines are in: memory stays bounded whatever the
+    // file's size.
+    let mut offset = 0u64;
+    let mut line = 1u64;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    let mut bytes = 0usize;
+    let mut cut_by_bytes = false;
+    let mut size;
+    'reading: loop {
+        let chunk = sandbox
+            .read(&args.path, offset, 64 * 1024)
+            .await
+            .map_err(failed)?;
+        size = chunk.size;
+        if offset == 0 && chunk.data.iter().take(8000).any(|&b| b == 0) {
+            return Ok(text(
+                json!({ "path": args.path, "binary": true, "size": size }),
+                format!(
+                    "`{}` is a binary file ({size} bytes); it is not shown. Use `bash` with a tool made for its format.",
+                    args.path
+                ),
+            ));
+        }
+        let done = chunk.data.is_empty();
+        offset += chunk.data.len() as u64;
+        pending.extend_from_slice(&chunk.data);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let rest = pending.split_off(end + 1);
+            let raw = std::mem::replace(&mut pending, rest);
+            if line >= first {
+                let text = String::from_utf8_lossy(&raw[..raw.len() - 1]).into_owned();
+                if lines.len() == limit {
+                    break 'reading;
+                }
+                if bytes + text.len() + 1 > READ_MAX_BYTES {
+                    cut_by_bytes = true;
+                    break 'reading;
+                }
+                bytes += text.len() + 1;
+                lines.push(text);
+            }
+            line += 1;
+        }
+        if done {
+            // The last line has no line break.
+            if !pending.is_empty() && line >= first && lines.len() < limit {
+                let text = String::from_utf8_lossy(&pending).into_owned();
+                if bytes + text.len() > READ_MAX_BYTES {
+                    cut_by_bytes = true;
+                } else {
+                    lines.push(text);
+                }
+            }
+            break;
+        }
+    }
+    let shown_last = first + lines.len() as u64 - 1;
+    let more = cut_by_bytes || offset < size || lines.len() == limit && !pending.is_empty();
+    let mut body = lines.join("\n");
+    if lines.is_empty() && first > 1 {
+        body = format!(
+            "`{}` has fewer than {first} lines; read from an earlier `offset`.",
+            args.path
+        );
+    } else if more {
+        body.push_str(&format!(
+            "\n\n[Showing lines {first}-{shown_last} of `{}` ({}); the file goes on: read again with offset={} to continue.]",
+            args.path,
+            if cut_by_bytes {
+                "cut at 50 KB"
+            } else {
+                "cut at the line limit"
+            },
+            shown_last + 1
+        ));
+    }
+    Ok(text(
+        json!({ "path": args.path, "offset": first, "lines": lines.len(), "truncated": more }),
+        body,
+    ))
+}
+
+async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: WriteArgs = arguments("write", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let bytes = args.content.len();
+    sandbox
+        .write(&args.path, args.content.into_bytes())
+        .await
+        .map_err(failed)?;
+    Ok(text(
+        json!({ "path": args.path, "bytes": bytes }),
+        format!("Wrote {bytes} bytes to `{}`.", args.path),
+    ))
+}
+
+async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: EditArgs = arguments("edit", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let chunk = sandbox
+        .read(&args.path, 0, EDIT_MAX_BYTES + 1)
+        .await
+        .map_err(failed)?;
+    if chunk.size > EDIT_MAX_BYTES as u64 {
+        return Err(ToolError::with_code(
+            ErrorCode::ToolFailed,
+            format!(
+                "`{}` is {} bytes, over the 10 MB `edit` rewrites; change it with `bash` (e.g. sed)",
+                args.path, chunk.size
+            ),
+        ));
+    }
+    let content = String::from_utf8(chunk.data).map_err(|_| {
+        ToolError::with_code(
+            ErrorCode::ToolFailed,
+            format!(
+                "`{}` is not UTF-8 text; `edit` changes text files only",
+                args.path
+            ),
+        )
+    })?;
+    let found = content.matches(args.old_text.as_str()).count();
+    if found == 0 {
+        return Err(ToolError::with_code(
+            ErrorCode::ToolFailed,
+            format!(
+                "the text to replace was not found in `{}`; read the file and copy the text exactly, whitespace and line breaks included",
+                args.path
+            ),
+        ));
+    }
+    if found > 1 {
+        return Err(ToolError::with_code(
+            ErrorCode::ToolFailed,
+            format!(
+                "the text to replace appears {found} times in `{}`; include more of the surrounding lines so that it appears once",
+                args.path
+            ),
+        ));
+    }
+    let updated = content.replacen(args.old_text.as_str(), &args.new_text, 1);
+    sandbox
+        .write(&args.path, updated.into_bytes())
+        .await
+        .map_err(failed)?;
+    Ok(text(
+        json!({ "path": args.path, "replaced": 1 }),
+        format!("Replaced the text in `{}`.", args.path),
+    ))
+}
+
+async fn bash(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: BashArgs = arguments("bash", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let timeout = args
+        .timeout_seconds
+        .map_or(BASH_DEFAULT_TIMEOUT, Duration::from_secs)
+        .min(BASH_MAX_TIMEOUT);
+    let request = ExecRequest {
+        timeout,
+        ..ExecRequest::new(args.command)
+    };
+    let cancel = HostCancel(&cx);
+    let out = sandbox.exec(request, &cancel).await.map_err(failed)?;
+    let mut body = String::new();
+    match (out.exit_code, out.timed_out) {
+        (_, true) => body.push_str(&format!(
+            "The command ran past {}s and was killed.\n",
+            timeout.as_secs()
+        )),
+        (Some(code), _) => body.push_str(&format!("Exit code: {code}\n")),
+        (None, _) => body.push_str("The command was killed.\n"),
+    }
+    if !out.stdout.is_empty() {
+        body.push_str(&format!("stdout:\n{}\n", out.stdout));
+    }
+    if !out.stderr.is_empty() {
+        body.push_str(&format!("stderr:\n{}\n", out.stderr));
+    }
+    if out.truncated {
+        body.push_str(
+            "[Output cut at 50 KB per stream; redirect it to a file and `read` it in parts.]\n",
+        );
+    }
+    Ok(text(
+        json!({
+            "exit_code": out.exit_code,
+            "stdout": out.stdout,
+            "stderr": out.stderr,
+            "timed_out": out.timed_out,
+            "truncated": out.truncated,
+        }),
+        body.trim_end().to_owned(),
+    ))
+}
+
+/// The call's cancellation as the sandbox's signal.
+struct HostCancel<'a>(&'a CallContext);
+
+impl crate::approval::CancelSignal for HostCancel<'_> {
+    fn is_cancelled(&self) -> bool {
+        self.0.host().is_cancelled()
+    }
+
+    fn cancelled(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        self.0.host().cancelled()
+    }
+}
+
+async fn grep(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: GrepArgs = arguments("grep", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let found = sandbox
+        .grep(GrepRequest {
+            pattern: args.pattern.clone(),
+            path: args.path.unwrap_or_default(),
+            glob: args.glob,
+            case_insensitive: args.case_insensitive,
+            max_matches: FIND_MAX,
+        })
+        .await
+        .map_err(failed)?;
+    let mut body: Vec<String> = found
+        .items
+        .iter()
+        .map(|m| format!("{}:{}: {}", m.path, m.line, m.text))
+        .collect();
+    if body.is_empty() {
+        body.push(format!("No line matches `{}`.", args.pattern));
+    }
+    if found.truncated {
+        body.push(format!(
+            "[First {FIND_MAX} matches shown; narrow the pattern, `path` or `glob` to see the rest.]"
+        ));
+    }
+    let matches: Vec<Value> = found
+        .items
+        .iter()
+        .map(|m| json!({ "path": m.path, "line": m.line, "text": m.text }))
+        .collect();
+    Ok(text(
+        json!({ "matches": matches, "truncated": found.truncated }),
+        body.join("\n"),
+    ))
+}
+
+async fn glob(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
+    let args: GlobArgs = arguments("glob", input)?;
+    let sandbox = sandbox_of(&cx)?;
+    let found = sandbox
+        .glob(
+            &args.pattern,
+            args.path.as_deref().unwrap_or_default(),
+            FIND_MAX,
+        )
+        .await
+        .map_err(failed)?;
+    let mut body = found.items.join("\n");
+    if found.items.is_empty() {
+        body = format!("No file matches `{}`.", args.pattern);
+    }
+    if found.truncated {
+        body.push_str(&format!(
+            "\n[First {FIND_MAX} paths shown; narrow the pattern to see the rest.]"
+        ));
+    }
+    Ok(text(
+        json!({ "paths": found.items, "truncated": found.truncated }),
+        body,
+    ))
+}
+
+const fn builtin(
+    name: &'static str,
+    description: &'static str,
+    title: &'static str,
+    effect: Effect,
+    input: InputSpec,
+    invoke: crate::descriptor::InvokeFn,
+    line: u32,
+) -> ToolDescriptor {
+    ToolDescriptor {
+        fn_name: name,
+        name,
+        toolset: None,
+        description,
+        title: Some(title),
+        summary: None,
+        i18n: &[],
+        effect,
+        untrusted: false,
+        user_only: false,
+        deferred: false,
+        subagents: true,
+        approval: None,
+        ends_turn: EndsTurn::Never,
+        label: LabelSpec {
+            start: None,
+            delta: None,
+            complete: false,
+        },
+        annotations: Annotations::NONE,
+        output_schema: None,
+        projected: true,
+        kind: ToolKind::Plain,
+        enabled: None,
+        provider: None,
+        input,
+        requirements: &[],
+        invoke,
+        location: Location {
+            file: file!(),
+            line,
+            column: 1,
+            module_path: module_path!(),
+        },
+    }
+}
+
+static READ: ToolDescriptor = builtin(
+    "read",
+    "Read a text file of the sandbox. Returns up to 2000 lines or 50 KB from `offset` (a line number, from 1) and says when the file goes on; read again with the offset it gives. Binary files are not shown.",
+    "Read a file",
+    Effect::Read,
+    InputSpec {
+        schema: crate::schema::schema_of::<ReadArgs>,
+        fields: &["path", "offset", "limit"],
+        type_name: "ReadArgs",
+    },
+    |input, cx| Box::pin(read(input, cx)),
+    line!(),
+);
+
+static WRITE: ToolDescriptor = builtin(
+    "write",
+    "Write a file of the sandbox, replacing it whole; missing parent folders are created. To change part of a file, use `edit`.",
+    "Write a file",
+    Effect::Write,
+    InputSpec {
+        schema: crate::schema::schema_of::<WriteArgs>,
+        fields: &["path", "content"],
+        type_name: "WriteArgs",
+    },
+    |input, cx| Box::pin(write(input, cx)),
+    line!(),
+);
+
+static EDIT: ToolDescriptor = builtin(
+    "edit",
+    "Replace one exact piece of text in a file of the sandbox. `old_text` must appear exactly once, whitespace included; read the file first and copy it. Fails, saying why, when the text is absent or appears more than once.",
+    "Edit a file",
+    Effect::Write,
+    InputSpec {
+        schema: crate::schema::schema_of::<EditArgs>,
+        fields: &["path", "old_text", "new_text"],
+        type_name: "EditArgs",
+    },
+    |input, cx| Box::pin(edit(input, cx)),
+    line!(),
+);
+
+static BASH: ToolDescriptor = builtin(
+    "bash",
+    "Run a shell command in the sandbox's root folder. Returns the exit code, stdout and stderr (each cut at 50 KB). It is killed, with everything it started, after `timeout_seconds` (default 120).",
+    "Run a command",
+    Effect::Write,
+    InputSpec {
+        schema: crate::schema::schema_of::<BashArgs>,
+        fields: &["command", "timeout_seconds"],
+        type_name: "BashArgs",
+    },
+    |input, cx| Box::pin(bash(input, cx)),
+    line!(),
+);
+
+static GREP: ToolDescriptor = builtin(
+    "grep",
+    "Search the sandbox's files for a regular expression. Returns matching lines as `path:line: text` (at most 200); hidden, ignored and binary files are skipped.",
+    "Search files",
+    Effect::Read,
+    InputSpec {
+        schema: crate::schema::schema_of::<GrepArgs>,
+        fields: &["pattern", "path", "glob", "case_insensitive"],
+        type_name: "GrepArgs",
+    },
+    |input, cx| Box::pin(grep(input, cx)),
+    line!(),
+);
+
+static GLOB: ToolDescriptor = builtin(
+    "glob",
+    "Find files of the sandbox by name pattern, e.g. `**/*.md`. Returns their paths (at most 200); hidden and ignored files are skipped.",
+    "Find files",
+    Effect::Read,
+    InputSpec {
+        schema: crate::schema::schema_of::<GlobArgs>,
+        fields: &["pattern", "path"],
+        type_name: "GlobArgs",
+    },
+    |input, cx| Box::pin(glob(input, cx)),
+    line!(),
+);
