@@ -46,11 +46,31 @@ async fn archive(args: Notes, ctx: DurableContext) -> Result<String, ToolError> 
 }
 
 fn runtime(root: &Path) -> Runtime {
+    // `bash` asks every time by default; the host relaxes `grep` to show the last setting wins.
     Runtime::builder(Registry::from_tools([count_lines::TOOL, archive::TOOL]).unwrap())
         .sandbox(LocalSandbox::open(root).unwrap())
-        .sandbox_approval("bash", RequestPolicy::Always)
+        .sandbox_approval("grep", RequestPolicy::Always)
+        .sandbox_approval("grep", RequestPolicy::Never)
         .build()
         .unwrap()
+}
+
+/// Approves the single request of `outcome` and returns the results of the resumed step.
+async fn approved(rt: &Runtime, outcome: StepOutcome) -> Vec<CallResult> {
+    let StepOutcome::Waiting { requests, .. } = outcome else {
+        panic!("expected a request, got {outcome:?}");
+    };
+    let outcome = rt
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(Principal::user("oidc", "alice")),
+        ))
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
+        panic!("expected the approved call to run, got {outcome:?}");
+    };
+    results
 }
 
 async fn turn(rt: &Runtime) -> Turn {
@@ -109,6 +129,16 @@ async fn the_builtin_tools_are_offered_only_with_a_sandbox() {
         assert!(names.contains(&builtin), "{names:?}");
     }
     let registry = rt.registry();
+    let policy = |name: &str| {
+        registry
+            .get(name)
+            .unwrap()
+            .approval()
+            .map(|a| a.request.name())
+    };
+    assert_eq!(policy("bash"), Some("always"));
+    assert_eq!(policy("grep"), None, "the last setting wins");
+    assert_eq!(policy("write"), None);
     assert_eq!(
         registry.get("read").unwrap().effect(),
         toolwright::Effect::Read
@@ -194,6 +224,31 @@ async fn read_truncates_at_2000_lines_or_50_kb_and_says_how_to_go_on() {
     let binary = text(&run(&turn, "read", json!({ "path": "blob.bin" })).await);
     assert!(binary.contains("binary file"), "{binary}");
 
+    // Exactly one line more than the limit: the notice, not a silently dropped line.
+    std::fs::write(dir.path().join("four.txt"), "a\nb\nc\nd\n").unwrap();
+    let three = text(&run(&turn, "read", json!({ "path": "four.txt", "limit": 3 })).await);
+    assert!(
+        three.starts_with("a\nb\nc\n\n[Showing lines 1-3") && three.contains("offset=4"),
+        "{three}"
+    );
+    let all = text(&run(&turn, "read", json!({ "path": "four.txt", "limit": 4 })).await);
+    assert_eq!(all, "a\nb\nc\nd");
+
+    // One line over 50 KB: shown in part, saying so.
+    std::fs::write(
+        dir.path().join("one.txt"),
+        "z".repeat(80_000) + "\nnext\r\n",
+    )
+    .unwrap();
+    let long = text(&run(&turn, "read", json!({ "path": "one.txt" })).await);
+    assert!(
+        long.contains("Line 1 is 80000 bytes") && long.contains("offset=2"),
+        "{}",
+        &long[long.len() - 200..]
+    );
+    let next = text(&run(&turn, "read", json!({ "path": "one.txt", "offset": 2 })).await);
+    assert_eq!(next, "next", "the CR of a CRLF line end is not shown");
+
     let escape = run(&turn, "read", json!({ "path": "../etc/passwd" })).await;
     assert!(
         escape.is_error && text(&escape).contains("outside the sandbox"),
@@ -238,6 +293,19 @@ async fn write_creates_parents_and_edit_replaces_exact_unique_text() {
         "# Intro\nHello world.\nHello again.\n"
     );
 
+    std::fs::write(dir.path().join("aaa.txt"), "aaa").unwrap();
+    let overlapping = run(
+        &turn,
+        "edit",
+        json!({ "path": "aaa.txt", "old_text": "aa", "new_text": "b" }),
+    )
+    .await;
+    assert!(
+        text(&overlapping).contains("appears 2 times"),
+        "{}",
+        text(&overlapping)
+    );
+
     let once = run(
         &turn,
         "edit",
@@ -263,24 +331,12 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
             json!({ "command": command, "timeout_seconds": timeout }).to_string(),
         )
     };
-    // The host set `always` for bash: each call asks first.
+    // `bash` asks first, every time.
     let outcome = turn
         .step(vec![call("b1", "echo out; echo err >&2; exit 3", 30)])
         .await
         .unwrap();
-    let StepOutcome::Waiting { requests, .. } = outcome else {
-        panic!("bash asks first, got {outcome:?}");
-    };
-    let outcome = rt
-        .respond(InputResponse::approve(
-            &requests[0].request_id,
-            Some(Principal::user("oidc", "alice")),
-        ))
-        .await
-        .unwrap();
-    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
-        panic!("expected the approved call to run, got {outcome:?}");
-    };
+    let results = approved(&rt, outcome).await;
     let body = text(&results[0]);
     assert!(
         body.contains("Exit code: 3")
@@ -291,19 +347,7 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     assert_eq!(results[0].output["exit_code"], 3);
 
     let outcome = turn.step(vec![call("b2", "sleep 30", 1)]).await.unwrap();
-    let StepOutcome::Waiting { requests, .. } = outcome else {
-        panic!("bash asks first, got {outcome:?}");
-    };
-    let outcome = rt
-        .respond(InputResponse::approve(
-            &requests[0].request_id,
-            Some(Principal::user("oidc", "alice")),
-        ))
-        .await
-        .unwrap();
-    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
-        panic!("expected the approved call to run, got {outcome:?}");
-    };
+    let results = approved(&rt, outcome).await;
     assert!(
         text(&results[0]).contains("ran past 1s and was killed"),
         "{}",

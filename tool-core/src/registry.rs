@@ -1045,8 +1045,9 @@ impl Registry {
     }
 
     /// This registry's `#[tool]`s plus the built-in sandbox tools (`read`, `write`, `edit`,
-    /// `bash`, `grep`, `glob`), each with the request policy `approvals` names for it (others:
-    /// never). What a runtime with a sandbox serves.
+    /// `bash`, `grep`, `glob`), each with the request policy `approvals` names for it (the last
+    /// one given wins; otherwise `always` for `bash`, never for the others). What a runtime
+    /// with a sandbox serves.
     pub fn with_sandbox_tools(
         &self,
         approvals: &[(&str, ApprovalSpec)],
@@ -1060,7 +1061,9 @@ impl Registry {
         let mut registry = Self::from_tools(descriptors)?;
         let inner = Arc::get_mut(&mut registry.0).expect("a registry just built is not shared");
         for tool in &mut inner.tools {
-            let Some(&(_, approval)) = approvals.iter().find(|(name, _)| *name == tool.name) else {
+            // The last setting of a tool wins.
+            let Some(&(_, approval)) = approvals.iter().rev().find(|(name, _)| *name == tool.name)
+            else {
                 continue;
             };
             if let Some(tool) = Arc::get_mut(tool)
@@ -1068,7 +1071,9 @@ impl Registry {
                     .descriptor()
                     .is_some_and(crate::sandbox_tools::is_sandbox_tool)
             {
-                tool.approval = Some(approval);
+                // `never` is no approval at all, as for `#[tool]`s.
+                tool.approval =
+                    (!matches!(approval.request, crate::RequestPolicy::Never)).then_some(approval);
             }
         }
         Ok(registry)

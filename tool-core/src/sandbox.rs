@@ -131,8 +131,8 @@ pub struct ExecOutput {
     pub truncated: bool,
 }
 
-/// A regex search over the sandbox's files (ripgrep's rules: hidden files and what
-/// `.gitignore` excludes are skipped, binary files are not searched).
+/// A regex search over the sandbox's files (hidden files are skipped, binary files are not
+/// searched; ignore files such as `.gitignore` are not read: they could lead outside).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrepRequest {
     /// The regular expression (Rust `regex` syntax).
@@ -188,7 +188,7 @@ pub trait Sandbox: Send + Sync + 'static {
     fn grep(&self, request: GrepRequest) -> BoxFuture<'_, Result<Found<GrepMatch>, SandboxError>>;
 
     /// Files under `path` whose path relative to `path` matches the glob `pattern` (e.g.
-    /// `**/*.rs`), at most `max`, skipping hidden and ignored files as `grep` does.
+    /// `**/*.rs`), at most `max`, skipping hidden files as `grep` does.
     fn glob(
         &self,
         pattern: &str,

@@ -166,87 +166,180 @@ async fn read(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
     let limit = args
         .limit
         .map_or(READ_MAX_LINES, |l| (l as usize).min(READ_MAX_LINES));
-    // Reads 64 KB at a time until the wanted lines are in: memory stays bounded whatever the
-    // file's size.
+    let mut page = Page::new(first, limit);
+    // 64 KB at a time; lines before `first` are only counted, and a line is kept up to 50 KB:
+    // memory stays bounded whatever the file's size and shape.
     let mut offset = 0u64;
-    let mut line = 1u64;
-    let mut pending: Vec<u8> = Vec::new();
-    let mut lines: Vec<String> = Vec::new();
-    let mut bytes = 0usize;
-    let mut cut_by_bytes = false;
-    let mut size;
-    'reading: loop {
+    loop {
         let chunk = sandbox
             .read(&args.path, offset, 64 * 1024)
             .await
             .map_err(failed)?;
-        size = chunk.size;
         if offset == 0 && chunk.data.iter().take(8000).any(|&b| b == 0) {
             return Ok(text(
-                json!({ "path": args.path, "binary": true, "size": size }),
+                json!({ "path": args.path, "binary": true, "size": chunk.size }),
                 format!(
-                    "`{}` is a binary file ({size} bytes); it is not shown. Use `bash` with a tool made for its format.",
-                    args.path
+                    "`{}` is a binary file ({} bytes); it is not shown. Use `bash` with a tool made for its format.",
+                    args.path, chunk.size
                 ),
             ));
         }
-        let done = chunk.data.is_empty();
-        offset += chunk.data.len() as u64;
-        pending.extend_from_slice(&chunk.data);
-        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-            let rest = pending.split_off(end + 1);
-            let raw = std::mem::replace(&mut pending, rest);
-            if line >= first {
-                let text = String::from_utf8_lossy(&raw[..raw.len() - 1]).into_owned();
-                if lines.len() == limit {
-                    break 'reading;
-                }
-                if bytes + text.len() + 1 > READ_MAX_BYTES {
-                    cut_by_bytes = true;
-                    break 'reading;
-                }
-                bytes += text.len() + 1;
-                lines.push(text);
-            }
-            line += 1;
+        if chunk.data.is_empty() {
+            page.end();
+            break;
         }
-        if done {
-            // The last line has no line break.
-            if !pending.is_empty() && line >= first && lines.len() < limit {
-                let text = String::from_utf8_lossy(&pending).into_owned();
-                if bytes + text.len() > READ_MAX_BYTES {
-                    cut_by_bytes = true;
-                } else {
-                    lines.push(text);
-                }
-            }
+        offset += chunk.data.len() as u64;
+        if page.feed(&chunk.data) {
             break;
         }
     }
-    let shown_last = first + lines.len() as u64 - 1;
-    let more = cut_by_bytes || offset < size || lines.len() == limit && !pending.is_empty();
-    let mut body = lines.join("\n");
-    if lines.is_empty() && first > 1 {
+    let shown = page.lines.len() as u64;
+    let last = first + shown.saturating_sub(1);
+    let mut body = page.lines.join("\n");
+    if let Some((line, size)) = page.long_line {
+        body.push_str(&format!(
+            "\n\n[Line {line} is {size} bytes; only its first 50 KB are shown. Look at it in parts with `bash` (e.g. `cut -c` or `head -c`).]"
+        ));
+        if page.more {
+            body.push_str(&format!(
+                " The file goes on: read again with offset={}.",
+                line + 1
+            ));
+        }
+    } else if shown == 0 {
         body = format!(
             "`{}` has fewer than {first} lines; read from an earlier `offset`.",
             args.path
         );
-    } else if more {
+    } else if page.more {
         body.push_str(&format!(
-            "\n\n[Showing lines {first}-{shown_last} of `{}` ({}); the file goes on: read again with offset={} to continue.]",
+            "\n\n[Showing lines {first}-{last} of `{}` ({}); the file goes on: read again with offset={} to continue.]",
             args.path,
-            if cut_by_bytes {
+            if page.cut_by_bytes {
                 "cut at 50 KB"
             } else {
                 "cut at the line limit"
             },
-            shown_last + 1
+            last + 1
         ));
     }
     Ok(text(
-        json!({ "path": args.path, "offset": first, "lines": lines.len(), "truncated": more }),
+        json!({ "path": args.path, "offset": first, "lines": shown, "truncated": page.more || page.long_line.is_some() }),
         body,
     ))
+}
+
+/// The lines `read` collects from a stream of chunks.
+struct Page {
+    first: u64,
+    limit: usize,
+    /// The number of the line being read.
+    line: u64,
+    /// The line being read, kept up to 50 KB (only from `first` on).
+    current: Vec<u8>,
+    /// Its whole length so far.
+    current_len: usize,
+    lines: Vec<String>,
+    bytes: usize,
+    /// Whether the file has more than what is shown.
+    more: bool,
+    cut_by_bytes: bool,
+    /// A line over 50 KB, shown in part: its number and size.
+    long_line: Option<(u64, usize)>,
+}
+
+impl Page {
+    fn new(first: u64, limit: usize) -> Self {
+        Page {
+            first,
+            limit,
+            line: 1,
+            current: Vec::new(),
+            current_len: 0,
+            lines: Vec::new(),
+            bytes: 0,
+            more: false,
+            cut_by_bytes: false,
+            long_line: None,
+        }
+    }
+
+    /// Takes in a chunk; returns whether the page is complete.
+    fn feed(&mut self, data: &[u8]) -> bool {
+        let mut start = 0;
+        while start < data.len() {
+            match data[start..].iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    self.take(&data[start..start + at]);
+                    start += at + 1;
+                    if self.finish() {
+                        return true;
+                    }
+                }
+                None => {
+                    self.take(&data[start..]);
+                    break;
+                }
+            }
+        }
+        false
+    }
+
+    /// The end of the file: a last line without a line break is a line.
+    fn end(&mut self) {
+        if self.current_len > 0 {
+            self.finish();
+        }
+    }
+
+    fn take(&mut self, part: &[u8]) {
+        if self.line < self.first {
+            return;
+        }
+        let room = (READ_MAX_BYTES + 1).saturating_sub(self.current.len());
+        self.current
+            .extend_from_slice(&part[..part.len().min(room)]);
+        self.current_len += part.len();
+    }
+
+    /// Ends the current line; returns whether the page is complete.
+    fn finish(&mut self) -> bool {
+        let number = self.line;
+        self.line += 1;
+        if number < self.first {
+            return false;
+        }
+        let raw = std::mem::take(&mut self.current);
+        let len = std::mem::replace(&mut self.current_len, 0);
+        if self.lines.len() == self.limit {
+            // A line beyond the limit exists.
+            self.more = true;
+            return true;
+        }
+        let raw = raw.strip_suffix(b"\r").unwrap_or(&raw);
+        if len > READ_MAX_BYTES {
+            if self.lines.is_empty() {
+                // A character cut in two shows as one replacement character.
+                let cut = READ_MAX_BYTES.min(raw.len());
+                self.lines
+                    .push(String::from_utf8_lossy(&raw[..cut]).into_owned());
+                self.long_line = Some((number, len));
+            } else {
+                self.cut_by_bytes = true;
+            }
+            self.more = true;
+            return true;
+        }
+        let text = String::from_utf8_lossy(raw).into_owned();
+        if self.bytes + text.len() + 1 > READ_MAX_BYTES {
+            self.cut_by_bytes = true;
+            self.more = true;
+            return true;
+        }
+        self.bytes += text.len() + 1;
+        self.lines.push(text);
+        false
+    }
 }
 
 async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
@@ -288,7 +381,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ),
         )
     })?;
-    let found = content.matches(args.old_text.as_str()).count();
+    let found = occurrences(&content, &args.old_text);
     if found == 0 {
         return Err(ToolError::with_code(
             ErrorCode::ToolFailed,
@@ -316,6 +409,19 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         json!({ "path": args.path, "replaced": 1 }),
         format!("Replaced the text in `{}`.", args.path),
     ))
+}
+
+/// How many times `needle` appears in `haystack`, overlapping ones included (`"aa"` appears
+/// twice in `"aaa"`: replacing "the" one would be a guess).
+fn occurrences(haystack: &str, needle: &str) -> usize {
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(at) = haystack[from..].find(needle) {
+        count += 1;
+        let next = from + at;
+        from = next + haystack[next..].chars().next().map_or(1, char::len_utf8);
+    }
+    count
 }
 
 async fn bash(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
@@ -444,9 +550,9 @@ const fn builtin(
     description: &'static str,
     title: &'static str,
     effect: Effect,
+    approval: Option<crate::approval::ApprovalSpec>,
     input: InputSpec,
     invoke: crate::descriptor::InvokeFn,
-    line: u32,
 ) -> ToolDescriptor {
     ToolDescriptor {
         fn_name: name,
@@ -461,7 +567,7 @@ const fn builtin(
         user_only: false,
         deferred: false,
         subagents: true,
-        approval: None,
+        approval,
         ends_turn: EndsTurn::Never,
         label: LabelSpec {
             start: None,
@@ -479,7 +585,7 @@ const fn builtin(
         invoke,
         location: Location {
             file: file!(),
-            line,
+            line: line!(),
             column: 1,
             module_path: module_path!(),
         },
@@ -491,13 +597,13 @@ static READ: ToolDescriptor = builtin(
     "Read a text file of the sandbox. Returns up to 2000 lines or 50 KB from `offset` (a line number, from 1) and says when the file goes on; read again with the offset it gives. Binary files are not shown.",
     "Read a file",
     Effect::Read,
+    None,
     InputSpec {
         schema: crate::schema::schema_of::<ReadArgs>,
         fields: &["path", "offset", "limit"],
         type_name: "ReadArgs",
     },
     |input, cx| Box::pin(read(input, cx)),
-    line!(),
 );
 
 static WRITE: ToolDescriptor = builtin(
@@ -505,13 +611,13 @@ static WRITE: ToolDescriptor = builtin(
     "Write a file of the sandbox, replacing it whole; missing parent folders are created. To change part of a file, use `edit`.",
     "Write a file",
     Effect::Write,
+    None,
     InputSpec {
         schema: crate::schema::schema_of::<WriteArgs>,
         fields: &["path", "content"],
         type_name: "WriteArgs",
     },
     |input, cx| Box::pin(write(input, cx)),
-    line!(),
 );
 
 static EDIT: ToolDescriptor = builtin(
@@ -519,13 +625,13 @@ static EDIT: ToolDescriptor = builtin(
     "Replace one exact piece of text in a file of the sandbox. `old_text` must appear exactly once, whitespace included; read the file first and copy it. Fails, saying why, when the text is absent or appears more than once.",
     "Edit a file",
     Effect::Write,
+    None,
     InputSpec {
         schema: crate::schema::schema_of::<EditArgs>,
         fields: &["path", "old_text", "new_text"],
         type_name: "EditArgs",
     },
     |input, cx| Box::pin(edit(input, cx)),
-    line!(),
 );
 
 static BASH: ToolDescriptor = builtin(
@@ -533,39 +639,46 @@ static BASH: ToolDescriptor = builtin(
     "Run a shell command in the sandbox's root folder. Returns the exit code, stdout and stderr (each cut at 50 KB). It is killed, with everything it started, after `timeout_seconds` (default 120).",
     "Run a command",
     Effect::Write,
+    // A command runs with the host user's rights (only the file API is confined): each one
+    // asks, unless the host says otherwise (`RuntimeBuilder::sandbox_approval`).
+    Some(crate::approval::ApprovalSpec {
+        request: crate::approval::RequestPolicy::Always,
+        prompt: None,
+        response: None,
+        key: crate::approval::ApprovalKey::ToolName,
+    }),
     InputSpec {
         schema: crate::schema::schema_of::<BashArgs>,
         fields: &["command", "timeout_seconds"],
         type_name: "BashArgs",
     },
     |input, cx| Box::pin(bash(input, cx)),
-    line!(),
 );
 
 static GREP: ToolDescriptor = builtin(
     "grep",
-    "Search the sandbox's files for a regular expression. Returns matching lines as `path:line: text` (at most 200); hidden, ignored and binary files are skipped.",
+    "Search the sandbox's files for a regular expression. Returns matching lines as `path:line: text` (at most 200); hidden and binary files are skipped.",
     "Search files",
     Effect::Read,
+    None,
     InputSpec {
         schema: crate::schema::schema_of::<GrepArgs>,
         fields: &["pattern", "path", "glob", "case_insensitive"],
         type_name: "GrepArgs",
     },
     |input, cx| Box::pin(grep(input, cx)),
-    line!(),
 );
 
 static GLOB: ToolDescriptor = builtin(
     "glob",
-    "Find files of the sandbox by name pattern, e.g. `**/*.md`. Returns their paths (at most 200); hidden and ignored files are skipped.",
+    "Find files of the sandbox by name pattern, e.g. `**/*.md`. Returns their paths (at most 200); hidden files are skipped.",
     "Find files",
     Effect::Read,
+    None,
     InputSpec {
         schema: crate::schema::schema_of::<GlobArgs>,
         fields: &["pattern", "path"],
         type_name: "GlobArgs",
     },
     |input, cx| Box::pin(glob(input, cx)),
-    line!(),
 );

@@ -245,17 +245,18 @@ impl RuntimeBuilder {
     }
 
     /// Installs the sandbox plain and durable tools reach through `ctx.sandbox()`, and offers
-    /// the built-in tools `read`, `write`, `edit`, `bash`, `grep` and `glob` over it (no approval
-    /// unless [`RuntimeBuilder::sandbox_approval`] sets one; the session's per-effect
-    /// permissions apply as to any tool: `write`, `edit` and `bash` have effect `write`).
+    /// the built-in tools `read`, `write`, `edit`, `bash`, `grep` and `glob` over it (`bash` asks
+    /// every time, the others never, unless [`RuntimeBuilder::sandbox_approval`] says otherwise;
+    /// the session's per-effect permissions apply as to any tool: `write`, `edit` and `bash`
+    /// have effect `write`).
     pub fn sandbox(mut self, sandbox: impl Sandbox) -> Self {
         self.sandbox = Some(Arc::new(sandbox));
         self
     }
 
     /// The request policy of built-in sandbox tool `tool` (`"bash"`, `"write"`, ...), e.g.
-    /// `RequestPolicy::Always` for `bash`. A name that is not a built-in tool is refused when the
-    /// runtime is built.
+    /// `RequestPolicy::Never` for `bash` in a sandbox that is itself isolated. The last setting
+    /// of a tool wins; a name that is not a built-in tool is refused when the runtime is built.
     pub fn sandbox_approval(
         mut self,
         tool: &'static str,

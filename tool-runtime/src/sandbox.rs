@@ -486,8 +486,13 @@ fn walk_files(dir: &Dir, root: &Path, base: &Path, mut visit: impl FnMut(&Path, 
     let start = root.join(base);
     let walk = ignore::WalkBuilder::new(&start)
         .standard_filters(true)
-        // Ignore files above the search's start, and the user's global git excludes, live
-        // outside what the sandbox shows; its results depend only on files under `base`.
+        // No ignore file is read: the walker opens them by their real path, following
+        // symlinks and without a size limit, so a `.gitignore` linked to `/dev/zero` or to a
+        // FIFO would exhaust memory or block, and one linked outside would leak its lines
+        // through what is skipped. Hidden files are still skipped.
+        .git_ignore(false)
+        .git_exclude(false)
+        .ignore(false)
         .parents(false)
         .git_global(false)
         .require_git(false)
@@ -613,6 +618,9 @@ impl Sink for Collect {
 fn build_matcher(request: &GrepRequest) -> Result<RegexMatcher, SandboxError> {
     RegexMatcherBuilder::new()
         .case_insensitive(request.case_insensitive)
+        // A model's pattern must not make the regex engine take a gigabyte.
+        .size_limit(10 * 1024 * 1024)
+        .dfa_size_limit(10 * 1024 * 1024)
         // A match never spans lines, which is what lets the searcher go line by line.
         .line_terminator(Some(b'\n'))
         .build(&request.pattern)

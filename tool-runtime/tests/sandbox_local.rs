@@ -584,7 +584,7 @@ fn tree(root: &Path) {
 }
 
 #[tokio::test]
-async fn grep_finds_sorted_matches_and_honours_ignores() {
+async fn grep_finds_sorted_matches_and_reads_no_ignore_file() {
     let f = fixture();
     tree(&f.root);
     symlink("src/lib.rs", f.root.join("lib-link.rs")).expect("inside symlink");
@@ -604,9 +604,12 @@ async fn grep_finds_sorted_matches_and_honours_ignores() {
     assert_eq!(
         hits,
         [
+            // `.gitignore` is not read: ignore files are opened by real path, unconfined.
+            ("build.log", 1, "alpha in a log"),
             ("docs/guide.md", 1, "alpha and omega"),
             ("src/lib.rs", 1, "fn alpha() {}"),
             ("src/main.rs", 1, "fn main() { alpha(); }"),
+            ("target/debug/out.rs", 1, "fn alpha_ignored() {}"),
         ]
     );
     assert!(!found.truncated);
@@ -618,11 +621,13 @@ async fn grep_finds_sorted_matches_and_honours_ignores() {
     assert_eq!(
         paths,
         [
+            "build.log",
             "docs/guide.md",
             "notes.txt",
             "src/lib.rs",
             "src/main.rs",
-            "src/nested/deep.rs"
+            "src/nested/deep.rs",
+            "target/debug/out.rs"
         ]
     );
 
@@ -709,7 +714,12 @@ async fn glob_matches_relative_paths_with_a_limit() {
     let all = f.sandbox.glob("**/*.rs", "", 100).await.expect("glob");
     assert_eq!(
         all.items,
-        ["src/lib.rs", "src/main.rs", "src/nested/deep.rs"]
+        [
+            "src/lib.rs",
+            "src/main.rs",
+            "src/nested/deep.rs",
+            "target/debug/out.rs"
+        ]
     );
     assert!(!all.truncated);
 
@@ -728,8 +738,12 @@ async fn glob_matches_relative_paths_with_a_limit() {
     assert_eq!(cut.items.len(), 2);
     assert!(cut.truncated);
 
-    let none = f.sandbox.glob("*.log", "", 10).await.expect("glob");
-    assert!(none.items.is_empty(), "ignored by .gitignore: {none:?}");
+    let logs = f.sandbox.glob("*.log", "", 10).await.expect("glob");
+    assert_eq!(
+        logs.items,
+        ["build.log"],
+        "no ignore file is read: {logs:?}"
+    );
 
     let bad = f.sandbox.glob("a[", "", 10).await;
     assert!(matches!(bad, Err(SandboxError::Refused { .. })), "{bad:?}");
@@ -1009,4 +1023,39 @@ async fn exec_output_is_capped_while_gigabytes_are_drained() {
     // Nothing near the 3 GB written was held at once.
     let peak = peak_rss_bytes();
     assert!(peak < 1024 * 1024 * 1024, "peak RSS {peak} bytes");
+}
+
+/// Ignore files are never opened: one linked to `/dev/zero` would grow without end, a FIFO would
+/// block, one linked outside would leak its lines through what is skipped.
+#[tokio::test]
+async fn hostile_ignore_files_are_not_read() {
+    let f = fixture();
+    std::fs::write(f.root.join("a.txt"), "alpha\n").expect("file");
+    symlink("/dev/zero", f.root.join(".gitignore")).expect("zero link");
+    std::fs::create_dir(f.root.join("sub")).expect("dir");
+    let fifo = f.root.join("sub/.ignore");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    std::fs::write(f.root.join(".git"), "gitdir: /etc\n").expect("git file");
+    let found = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        f.sandbox.grep(grep_request("alpha", "")),
+    )
+    .await
+    .expect("grep returns")
+    .expect("grep");
+    assert_eq!(found.items.len(), 1, "{found:?}");
+    let globbed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        f.sandbox.glob("**/*", "", 10),
+    )
+    .await
+    .expect("glob returns")
+    .expect("glob");
+    assert!(globbed.items.contains(&"a.txt".to_owned()), "{globbed:?}");
 }
