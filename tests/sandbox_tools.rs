@@ -406,3 +406,34 @@ async fn user_tools_reach_the_sandbox_from_plain_and_durable_contexts() {
         "a\nb\nc\n"
     );
 }
+
+#[tokio::test]
+async fn edits_of_one_file_in_one_step_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("list.txt"), "alpha\nbeta\n").unwrap();
+    let rt = runtime(dir.path());
+    let turn = turn(&rt).await;
+    let edit = |id: &str, old: &str, new: &str| {
+        ToolCall::new(
+            id,
+            "edit",
+            json!({ "path": "list.txt", "old_text": old, "new_text": new }).to_string(),
+        )
+    };
+    // The calls of a step run at once; neither may start from the original and undo the other.
+    let outcome = turn
+        .step(vec![
+            edit("e1", "alpha", "ALPHA"),
+            edit("e2", "beta", "BETA"),
+        ])
+        .await
+        .unwrap();
+    let StepOutcome::Completed { results, .. } = outcome else {
+        panic!("expected both edits to run, got {outcome:?}");
+    };
+    assert!(results.iter().all(|r| !r.is_error), "{results:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("list.txt")).unwrap(),
+        "ALPHA\nBETA\n"
+    );
+}

@@ -3,7 +3,11 @@
 //! says so, write creates parent folders, edit replaces exact text and says when it is absent or
 //! not unique). Their names are reserved: no user tool may take one.
 
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
+
+use futures_util::lock::Mutex as AsyncMutex;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -134,7 +138,7 @@ fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result
     })
 }
 
-fn sandbox_of(cx: &CallContext) -> Result<std::sync::Arc<dyn Sandbox>, ToolError> {
+fn sandbox_of(cx: &CallContext) -> Result<Arc<dyn Sandbox>, ToolError> {
     cx.host().sandbox().ok_or_else(|| {
         ToolError::with_code(
             ErrorCode::MissingState,
@@ -144,6 +148,32 @@ fn sandbox_of(cx: &CallContext) -> Result<std::sync::Arc<dyn Sandbox>, ToolError
             ),
         )
     })
+}
+
+/// The lock of file `path` of `sandbox` in this process. The calls of one step run at once, and
+/// two `edit`s of one file must not both start from the original (the second would undo the
+/// first); `write` takes it too. Entries go when no call holds them.
+fn file_lock(sandbox: &Arc<dyn Sandbox>, path: &str) -> Arc<AsyncMutex<()>> {
+    type Locks = std::sync::Mutex<HashMap<(usize, String), Weak<AsyncMutex<()>>>>;
+    static LOCKS: OnceLock<Locks> = OnceLock::new();
+    let normal: Vec<&str> = path
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect();
+    let key = (Arc::as_ptr(sandbox).cast::<()>() as usize, normal.join("/"));
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(lock) = locks.get(&key).and_then(Weak::upgrade) {
+        return lock;
+    }
+    if locks.len() >= 1024 {
+        locks.retain(|_, lock| lock.strong_count() > 0);
+    }
+    let lock = Arc::new(AsyncMutex::new(()));
+    locks.insert(key, Arc::downgrade(&lock));
+    lock
 }
 
 fn failed(error: SandboxError) -> ToolError {
@@ -345,6 +375,8 @@ impl Page {
 async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
     let args: WriteArgs = arguments("write", input)?;
     let sandbox = sandbox_of(&cx)?;
+    let lock = file_lock(&sandbox, &args.path);
+    let _writing = lock.lock().await;
     let bytes = args.content.len();
     sandbox
         .write(&args.path, args.content.into_bytes())
@@ -359,6 +391,8 @@ async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
 async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
     let args: EditArgs = arguments("edit", input)?;
     let sandbox = sandbox_of(&cx)?;
+    let lock = file_lock(&sandbox, &args.path);
+    let _editing = lock.lock().await;
     let chunk = sandbox
         .read(&args.path, 0, EDIT_MAX_BYTES + 1)
         .await
