@@ -362,27 +362,27 @@ async fn grep_and_glob_find_lines_and_files() {
     std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
     std::fs::write(
         dir.path().join("src/main.rs"),
-        "fn main() {\n    todo!()\n}\n",
+        "fn main() {\n    follow_up()\n}\n",
     )
     .unwrap();
     std::fs::write(
         dir.path().join("src/deep/lib.rs"),
-        "// TODO: later\npub fn f() {}\n",
+        "// Follow-up: later\npub fn f() {}\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("README.md"), "todo list\n").unwrap();
+    std::fs::write(dir.path().join("README.md"), "follow-up list\n").unwrap();
     let rt = runtime(dir.path());
     let turn = turn(&rt).await;
 
     let found = run(
         &turn,
         "grep",
-        json!({ "pattern": "todo", "case_insensitive": true, "glob": "*.rs" }),
+        json!({ "pattern": "follow.up", "case_insensitive": true, "glob": "*.rs" }),
     )
     .await;
     assert_eq!(
         text(&found),
-        "src/deep/lib.rs:1: // TODO: later\nsrc/main.rs:2:     todo!()"
+        "src/deep/lib.rs:1: // Follow-up: later\nsrc/main.rs:2:     follow_up()"
     );
     let none = run(&turn, "grep", json!({ "pattern": "absent_word" })).await;
     assert!(text(&none).contains("No line matches"), "{}", text(&none));

@@ -564,7 +564,7 @@ fn tree(root: &Path) {
     let files: &[(&str, &str)] = &[
         (
             "src/lib.rs",
-            "fn alpha() {}\nfn beta() {}\n// TODO: gamma\n",
+            "fn alpha() {}\nfn beta() {}\n// later: gamma\n",
         ),
         ("src/main.rs", "fn main() { alpha(); }\n"),
         ("src/nested/deep.rs", "fn Alpha_deep() {}\n"),
