@@ -48,6 +48,8 @@ pub use toolwright_macros::ToolInput;
 pub use toolwright_macros::tool;
 
 #[doc(inline)]
+pub use toolwright_core::Services;
+#[doc(inline)]
 pub use toolwright_core::{
     Annotations, ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalGrant, ApprovalKey,
     ApprovalSpec, ApprovedTools, AskAnswer, AskDisplay, AskOption, AskRequest, Audience,
@@ -109,9 +111,14 @@ pub mod runtime {
     /// The store test suite every backend passes.
     pub use toolwright_runtime::store::conformance;
     #[doc(inline)]
+    pub use toolwright_runtime::toolset::{
+        CONTEXT_PREAMBLE, ContextEntry, ContextFuture, ContextRequest, SkippedContext, Toolset,
+        TurnContext,
+    };
+    #[doc(inline)]
     pub use toolwright_runtime::{
         AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
-        InputResponse, Lease, LeaseKind, Options, RespondOutcome, Runtime, RuntimeBuilder,
+        InputResponse, Invoked, Lease, LeaseKind, Options, RespondOutcome, Runtime, RuntimeBuilder,
         RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store, StoreError,
         SystemClock, ToolCall, Turn, Written,
     };
@@ -153,7 +160,7 @@ pub mod prelude {
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
         PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls,
-        State, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
+        Services, State, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_macros::{ToolInput, tool};

@@ -450,6 +450,7 @@ fn every_problem_is_listed_together() {
             RegistryProblem::OutputNotObject { .. } => "output not object",
             RegistryProblem::SchemaCompile { .. } => "schema compile",
             RegistryProblem::Provider { .. } => "provider",
+            RegistryProblem::Description { .. } => "description",
         })
         .collect();
     // Sorted by model name: check_code, count_tickets, lookup (x2), read logs, shout, tool_search.

@@ -331,11 +331,18 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
             json!({ "command": command, "timeout_seconds": timeout }).to_string(),
         )
     };
-    // `bash` asks first, every time.
+    // `bash` asks first, every time, showing the command.
     let outcome = turn
         .step(vec![call("b1", "echo out; echo err >&2; exit 3", 30)])
         .await
         .unwrap();
+    let StepOutcome::Waiting { requests, .. } = &outcome else {
+        panic!("bash asks first: {outcome:?}");
+    };
+    assert_eq!(
+        requests[0].prompt,
+        "Run `echo out; echo err >&2; exit 3` in the sandbox?"
+    );
     let results = approved(&rt, outcome).await;
     let body = text(&results[0]);
     assert!(
@@ -354,6 +361,29 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
         text(&results[0])
     );
     assert_eq!(results[0].output["timed_out"], true);
+
+    // A policy the host sets keeps the prompt that shows what the call does.
+    let rt = Runtime::builder(Registry::from_tools([]).unwrap())
+        .sandbox(LocalSandbox::open(dir.path()).unwrap())
+        .sandbox_approval("write", RequestPolicy::Always)
+        .build()
+        .unwrap();
+    let turn = self::turn(&rt).await;
+    let outcome = turn
+        .step(vec![ToolCall::new(
+            "w1",
+            "write",
+            json!({ "path": "a.txt", "content": "hello" }).to_string(),
+        )])
+        .await
+        .unwrap();
+    let StepOutcome::Waiting { requests, .. } = &outcome else {
+        panic!("write asks as the host set: {outcome:?}");
+    };
+    assert_eq!(
+        requests[0].prompt,
+        "Write 5 bytes to `a.txt` in the sandbox?"
+    );
 }
 
 #[tokio::test]

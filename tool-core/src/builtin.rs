@@ -52,6 +52,7 @@ static ASK_QUESTION: ToolDescriptor = ToolDescriptor {
     name: "ask_question",
     toolset: None,
     description: "Ask the user a question and wait for the answer. Use it when you cannot go on without a decision or a fact only the user has; not for confirming actions (tools that need approval ask by themselves). Give two or three options when the answer is a choice; the user may always answer in their own words. Returns the chosen option's label or the user's words.",
+    describe: None,
     title: Some("Ask the user"),
     summary: None,
     i18n: &[],

@@ -12,6 +12,7 @@ use crate::effect::{Annotations, Effect};
 use crate::error::ToolError;
 use crate::output::CallOutput;
 use crate::provider::ProviderTool;
+use crate::services::Services;
 use crate::session::SessionInfo;
 use crate::workflow::Entry;
 
@@ -86,6 +87,12 @@ pub type InvokeFn = fn(Value, CallContext) -> BoxFuture<'static, Result<CallOutp
 pub type SchemaFn = fn(bool) -> schemars::Schema;
 /// Builds a provider-native tool's configuration; the registry calls it once, at collection.
 pub type ProviderFn = fn() -> ProviderTool;
+/// Computes a tool's description from the host's services (`#[tool(description = path)]`).
+///
+/// The registry calls it with [`Services::none`] at collection and with the host's services in
+/// [`crate::Registry::describe`]; it must return a description in both cases (a fallback text
+/// when a service is missing), never panic, and never return empty text.
+pub type DescribeFn = fn(&Services<'_>) -> String;
 
 /// User-facing activity text.
 #[derive(Clone, Copy, Debug, Default)]
@@ -143,8 +150,13 @@ pub struct ToolDescriptor {
     pub name: &'static str,
     /// The toolset, if any.
     pub toolset: Option<&'static str>,
-    /// The description for the model.
+    /// The description for the model. With [`ToolDescriptor::describe`] set, the fn's doc
+    /// comment (or empty): the text the model sees is the one the fn computes.
     pub description: &'static str,
+    /// The fn computing the description from host services (`description = path`), which then
+    /// replaces `description`. Read the text through [`crate::Tool::description`], which holds
+    /// what the fn returned.
+    pub describe: Option<DescribeFn>,
     /// The user-facing title.
     pub title: Option<&'static str>,
     /// The one-line user-facing summary.

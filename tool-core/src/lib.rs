@@ -24,6 +24,7 @@ pub mod remote;
 pub mod sandbox;
 pub mod sandbox_tools;
 pub mod schema;
+pub mod services;
 pub mod session;
 pub mod workflow;
 
@@ -41,7 +42,7 @@ pub use context::{
     DurableParam, HostEvent, LogLevel, PlainParam, Requirement, Retry, ServeIncoming, State,
     StepNames, StoreWork, ToolContext, WorkflowContext, WorkflowParam,
 };
-pub use descriptor::{EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
+pub use descriptor::{DescribeFn, EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};
 pub use error::{ErrorCode, InputError, InputProblem, ToolError};
 pub use export::Format;
@@ -54,5 +55,6 @@ pub use sandbox::{
     DirEntry, EntryKind, ExecOutput, ExecRequest, FileChunk, Found, GrepMatch, GrepRequest,
     Sandbox, SandboxError,
 };
+pub use services::Services;
 pub use session::{Caller, Principal, PrincipalType, SessionInfo};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

@@ -13,7 +13,7 @@ pub use crate::approval::{
 };
 pub use crate::context::{CallContext, DurableParam, PlainParam, Requirement, WorkflowParam};
 pub use crate::descriptor::{
-    EnabledContext, EndsTurn, InputSpec, LabelSpec, LocaleText, Location, Registration,
+    DescribeFn, EnabledContext, EndsTurn, InputSpec, LabelSpec, LocaleText, Location, Registration,
     ToolDescriptor, ToolKind,
 };
 pub use crate::effect::{Annotations, Effect};
@@ -279,6 +279,7 @@ pub const ERRORED: ToolDescriptor = ToolDescriptor {
     name: "",
     toolset: None,
     description: "",
+    describe: None,
     title: None,
     summary: None,
     i18n: &[],

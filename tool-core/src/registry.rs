@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::approval::{ApprovalKey, ApprovalSpec};
 use crate::context::{CallContext, CallContextBuilder, Requirement};
 use crate::descriptor::{
-    EnabledFn, EndsTurn, LabelSpec, Location, Registration, ToolDescriptor, ToolKind,
+    DescribeFn, EnabledFn, EndsTurn, LabelSpec, Location, Registration, ToolDescriptor, ToolKind,
 };
 use crate::effect::{Annotations, Effect};
 use crate::error::{ErrorCode, InputError, ToolError};
@@ -20,6 +20,7 @@ use crate::output::CallOutput;
 use crate::provider::ProviderTool;
 use crate::remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool};
 use crate::schema::{self, InputValidator};
+use crate::services::Services;
 use crate::session::Caller;
 use crate::workflow::Entry;
 
@@ -78,13 +79,16 @@ pub struct Tool {
     /// A provider-native tool's configuration, built once at collection.
     provider: Option<ProviderTool>,
     approval: Option<ApprovalSpec>,
+    /// The text a `description = path` fn computed (`None` for other tools).
+    described: Option<Arc<str>>,
     id: String,
     name: String,
     input_schema: Value,
     inlined_input_schema: Result<Value, String>,
     output_schema: Option<Value>,
-    validator: InputValidator,
-    output_validator: Option<InputValidator>,
+    // Shared so a tool described again ([`Registry::describe`]) reuses the compiled validators.
+    validator: Arc<InputValidator>,
+    output_validator: Option<Arc<InputValidator>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -210,20 +214,45 @@ impl Tool {
             .provider
             .and_then(|build| provider_config(descriptor, build, &name, &mut problems));
 
+        let described = descriptor.describe.and_then(|describe| {
+            run_describe(descriptor, describe, &Services::none(), &name)
+                .map_err(|problem| problems.push(problem))
+                .ok()
+        });
+
         match validator {
             Some(validator) if problems.is_empty() => Ok(Tool {
                 origin: Origin::Local(descriptor),
                 provider,
                 approval: descriptor.approval,
+                described,
                 id,
                 name,
                 input_schema,
                 inlined_input_schema,
                 output_schema,
-                validator,
-                output_validator,
+                validator: Arc::new(validator),
+                output_validator: output_validator.map(Arc::new),
             }),
             _ => Err(problems),
+        }
+    }
+
+    /// This tool with the description `text`; everything else shared or copied, nothing
+    /// recomputed.
+    fn described_as(&self, text: Arc<str>) -> Tool {
+        Tool {
+            origin: self.origin.clone(),
+            provider: self.provider.clone(),
+            approval: self.approval,
+            described: Some(text),
+            id: self.id.clone(),
+            name: self.name.clone(),
+            input_schema: self.input_schema.clone(),
+            inlined_input_schema: self.inlined_input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+            validator: Arc::clone(&self.validator),
+            output_validator: self.output_validator.clone(),
         }
     }
 
@@ -280,6 +309,7 @@ impl Tool {
         Ok(Tool {
             provider: None,
             approval: policy.approval_spec(),
+            described: None,
             origin: Origin::Remote(Box::new(RemoteTool {
                 connection: connection.to_owned(),
                 definition,
@@ -293,8 +323,8 @@ impl Tool {
             input_schema,
             inlined_input_schema,
             output_schema,
-            validator,
-            output_validator,
+            validator: Arc::new(validator),
+            output_validator: output_validator.map(Arc::new),
         })
     }
 
@@ -417,8 +447,14 @@ impl Tool {
         }
     }
 
-    /// The description as written (no appended sentences).
+    /// The description as written (no appended sentences); for a tool with a description fn
+    /// (`description = path`), the text the fn returned when this registry was built or
+    /// [described](Registry::describe). Every list and search reads it here, never from the
+    /// descriptor.
     pub fn description(&self) -> &str {
+        if let Some(text) = &self.described {
+            return text;
+        }
         match &self.origin {
             Origin::Local(d) => d.description,
             Origin::Remote(r) => r.definition.description.as_deref().unwrap_or_default(),
@@ -657,6 +693,51 @@ fn provider_config(
     Some(config)
 }
 
+/// Calls the description fn of `descriptor` with `services`: the text, trimmed, or the problem
+/// naming the tool when the fn panics or returns blank text.
+fn run_describe(
+    descriptor: &'static ToolDescriptor,
+    describe: DescribeFn,
+    services: &Services<'_>,
+    name: &str,
+) -> Result<Arc<str>, RegistryProblem> {
+    let problem = |problem: String| RegistryProblem::Description {
+        tool: name.to_owned(),
+        problem,
+        at: descriptor.location,
+    };
+    // Without a host is how every description fn is first called, at collection: a fn that
+    // only works with its service must be told to handle the missing one.
+    let without_host = services.is_none();
+    const WITHOUT: &str = "when called without host services (`Services::none()`, as when the registry collects the tools, before any runtime exists)";
+    // A user fn runs here: a panic becomes a problem naming the tool, as for provider fns. The
+    // services are only read, and the registry is refused, so nothing sees a half-done call.
+    let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| describe(services)))
+        .map_err(|panic| {
+            let what = panic_message(panic.as_ref());
+            problem(if without_host {
+                format!(
+                    "its description fn panicked {WITHOUT}: {what}; return a fallback description when `services.get::<T>()` is `None`"
+                )
+            } else {
+                format!(
+                    "its description fn panicked: {what}; return a fallback description instead when a service is missing or cannot answer"
+                )
+            })
+        })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(problem(if without_host {
+            format!(
+                "its description fn returned empty text {WITHOUT}; return a fallback description for that case: what the tool does, when to use it and what it returns"
+            )
+        } else {
+            "its description fn returned empty text; the model needs a description: return what the tool does, when to use it and what it returns".to_owned()
+        }));
+    }
+    Ok(Arc::from(text))
+}
+
 /// The message of a caught panic (`panic!` with a literal or a formatted string).
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -852,6 +933,16 @@ pub enum RegistryProblem {
         /// The definition.
         at: Location,
     },
+    /// A description fn (`description = path`) that panicked or returned blank text.
+    #[error("tool `{tool}` at {at}: {problem}")]
+    Description {
+        /// The tool.
+        tool: String,
+        /// What went wrong, and what to write instead.
+        problem: String,
+        /// The definition.
+        at: Location,
+    },
     /// A provider-native tool whose configuration or keys cannot work.
     #[error("provider tool `{tool}` at {at}: {problem}")]
     Provider {
@@ -1044,6 +1135,47 @@ impl Registry {
         Self::assemble(tools, unavailable, offline.into_iter().collect())
     }
 
+    /// This registry with the description of each tool that has a description fn
+    /// (`#[tool(description = path)]`) computed again from the host's `services`: what a runtime
+    /// does once, when it is built, so the model sees text that fits the host. Other tools are
+    /// shared as they are, remote tools included; the new registry builds and caches its own
+    /// lists (this one's stay as they were).
+    ///
+    /// Fails, naming each tool, when a description fn panics or returns blank text.
+    ///
+    /// ```
+    /// # use toolwright_core::{Registry, Services};
+    /// let registry = Registry::from_tools([]).unwrap();
+    /// let described = registry.describe(&Services::none()).unwrap();
+    /// assert!(!described.same(&registry));
+    /// ```
+    pub fn describe(&self, services: &Services<'_>) -> Result<Registry, RegistryError> {
+        let mut problems = Vec::new();
+        let mut tools = Vec::with_capacity(self.0.tools.len());
+        for tool in &self.0.tools {
+            let Some((descriptor, describe)) = tool
+                .descriptor()
+                .and_then(|d| d.describe.map(|describe| (d, describe)))
+            else {
+                tools.push(Arc::clone(tool));
+                continue;
+            };
+            match run_describe(descriptor, describe, services, &tool.name) {
+                Ok(text) => tools.push(Arc::new(tool.described_as(text))),
+                Err(problem) => problems.push(problem),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+        // Same tools in the same order: only the lists, which hold descriptions, start afresh.
+        Ok(Self::assemble(
+            tools,
+            self.0.unavailable.clone(),
+            self.0.offline.clone(),
+        ))
+    }
+
     /// This registry's `#[tool]`s plus the built-in sandbox tools (`read`, `write`, `edit`,
     /// `bash`, `grep`, `glob`), each with the request policy `approvals` names for it (the last
     /// one given wins; otherwise `always` for `bash`, never for the others). What a runtime
@@ -1061,6 +1193,13 @@ impl Registry {
         let mut registry = Self::from_tools(descriptors)?;
         let inner = Arc::get_mut(&mut registry.0).expect("a registry just built is not shared");
         for tool in &mut inner.tools {
+            // Rebuilding described every tool without host services: keep the text this
+            // registry has, which [`Registry::describe`] may have computed from the host's.
+            if let Some(text) = self.get(&tool.name).and_then(|t| t.described.clone())
+                && let Some(tool) = Arc::get_mut(tool)
+            {
+                tool.described = Some(text);
+            }
             // The last setting of a tool wins.
             let Some(&(_, approval)) = approvals.iter().rev().find(|(name, _)| *name == tool.name)
             else {
@@ -1072,6 +1211,14 @@ impl Registry {
                     .is_some_and(crate::sandbox_tools::is_sandbox_tool)
             {
                 // `never` is no approval at all, as for `#[tool]`s.
+                // The request policy is the host's; the prompt shows the call's command, file
+                // or pattern unless the host gave one.
+                let approval = crate::ApprovalSpec {
+                    prompt: approval
+                        .prompt
+                        .or(Some(crate::sandbox_tools::approval_prompt)),
+                    ..approval
+                };
                 tool.approval =
                     (!matches!(approval.request, crate::RequestPolicy::Never)).then_some(approval);
             }
@@ -1352,6 +1499,7 @@ mod tests {
             name,
             toolset: None,
             description: "Runs at the provider.",
+            describe: None,
             title: None,
             summary: None,
             i18n: &[],
@@ -1494,6 +1642,185 @@ mod tests {
                 .contains("panicked while building the configuration: no API key configured")
         );
         assert!(problems(&DEFERRED)[0].contains("it is `deferred`"));
+    }
+
+    /// The component catalog of a device: the host service a description reads.
+    struct Catalog(&'static str);
+
+    fn describe_catalog(services: &Services<'_>) -> String {
+        match services.get::<Catalog>() {
+            Some(catalog) => format!("Shows a native UI. Components: {}.", catalog.0),
+            None => "Shows a native UI.".to_owned(),
+        }
+    }
+
+    fn blank_with_a_host(services: &Services<'_>) -> String {
+        match services.get::<Catalog>() {
+            Some(_) => " \n".to_owned(),
+            None => "Shows a native UI.".to_owned(),
+        }
+    }
+
+    fn panics_without_a_host(services: &Services<'_>) -> String {
+        services.get::<Catalog>().expect("no catalog").0.to_owned()
+    }
+
+    /// A plain tool (`ask_question`'s schema, another name) with the description fn `describe`.
+    fn described(name: &'static str, describe: DescribeFn) -> &'static ToolDescriptor {
+        Box::leak(Box::new(ToolDescriptor {
+            fn_name: name,
+            name,
+            description: "The doc comment.",
+            describe: Some(describe),
+            ..*crate::builtin::ask_question()
+        }))
+    }
+
+    fn host() -> HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>> {
+        let mut states: HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>> =
+            HashMap::new();
+        states.insert(
+            std::any::TypeId::of::<Catalog>(),
+            Arc::new(Catalog("card, list")),
+        );
+        states
+    }
+
+    #[test]
+    fn describe_recomputes_only_the_tools_with_a_description_fn() {
+        let ui = described("native_ui", describe_catalog);
+        let registry = Registry::from_tools([ui, crate::builtin::ask_question()]).unwrap();
+        let before = registry
+            .list(Audience::Model, Format::Anthropic)
+            .json()
+            .to_owned();
+        assert_eq!(
+            registry.get("native_ui").unwrap().description(),
+            "Shows a native UI."
+        );
+
+        let states = host();
+        let described = registry.describe(&Services::new(&states)).unwrap();
+        assert!(!described.same(&registry));
+        let text = "Shows a native UI. Components: card, list.";
+        assert_eq!(described.get("native_ui").unwrap().description(), text);
+        assert!(
+            described
+                .list(Audience::Model, Format::Anthropic)
+                .json()
+                .contains(text)
+        );
+        // Tools without a fn are shared, not rebuilt; the old registry and its lists stay.
+        assert!(Arc::ptr_eq(&registry.tools()[0], &described.tools()[0]));
+        assert_eq!(registry.tools()[0].name(), "ask_question");
+        assert_eq!(
+            registry.list(Audience::Model, Format::Anthropic).json(),
+            before
+        );
+        assert_eq!(
+            registry.get("native_ui").unwrap().description(),
+            "Shows a native UI."
+        );
+        // The descriptor keeps the literal (the doc comment); `Tool::description` is the text.
+        assert_eq!(
+            described
+                .get("native_ui")
+                .unwrap()
+                .descriptor()
+                .unwrap()
+                .description,
+            "The doc comment."
+        );
+    }
+
+    #[test]
+    fn described_texts_survive_adding_sandbox_tools_and_remote_tools() {
+        let registry = Registry::from_tools([described("native_ui", describe_catalog)]).unwrap();
+        let states = host();
+        let described = registry.describe(&Services::new(&states)).unwrap();
+        let text = "Shows a native UI. Components: card, list.";
+        let sandboxed = described.with_sandbox_tools(&[]).unwrap();
+        assert_eq!(sandboxed.get("native_ui").unwrap().description(), text);
+        let joined = described.with_remote([], [], []);
+        assert_eq!(joined.get("native_ui").unwrap().description(), text);
+    }
+
+    struct NoServer;
+
+    impl RemoteInvoke for NoServer {
+        fn invoke(
+            &self,
+            _: Value,
+            _: CallContext,
+        ) -> futures_util::future::BoxFuture<'static, Result<CallOutput, ToolError>> {
+            Box::pin(async { Err(ToolError::new("not called in these tests")) })
+        }
+    }
+
+    #[test]
+    fn describe_keeps_remote_tools_and_the_reasons_others_are_missing() {
+        let remote = Tool::remote(
+            "srv",
+            RemoteDefinition {
+                name: "lookup".into(),
+                title: None,
+                description: Some("Looks a thing up.".into()),
+                input_schema: json!({ "type": "object" }),
+                output_schema: None,
+                annotations: None,
+            },
+            RemotePolicy::UNTRUSTED,
+            Arc::new(NoServer),
+            None,
+        )
+        .unwrap();
+        let registry = Registry::from_tools([described("native_ui", describe_catalog)])
+            .unwrap()
+            .with_remote(
+                [Arc::new(remote)],
+                [("srv__broken".to_owned(), "its schema is broken".to_owned())],
+                [("down".to_owned(), "it is down".to_owned())],
+            );
+        let states = host();
+        let described = registry.describe(&Services::new(&states)).unwrap();
+        assert!(Arc::ptr_eq(&registry.tools()[1], &described.tools()[1]));
+        assert_eq!(
+            described.get("srv__lookup").unwrap().description(),
+            "Looks a thing up."
+        );
+        assert_eq!(
+            described.unavailable().collect::<Vec<_>>(),
+            [("srv__broken", "its schema is broken")]
+        );
+        let error = described.resolve("down__x", Caller::Model).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::Unavailable);
+    }
+
+    #[test]
+    fn description_fns_that_fail_name_their_tool() {
+        let registry = Registry::from_tools([described("blank_ui", blank_with_a_host)]).unwrap();
+        let states = host();
+        let error = registry.describe(&Services::new(&states)).unwrap_err();
+        assert_eq!(error.problems.len(), 1, "{error}");
+        let message = error.problems[0].to_string();
+        assert!(message.starts_with("tool `blank_ui` at "), "{message}");
+        assert!(
+            message.contains("its description fn returned empty text; the model needs"),
+            "{message}"
+        );
+
+        let error =
+            Registry::from_tools([described("fragile_ui", panics_without_a_host)]).unwrap_err();
+        let message = error.problems[0].to_string();
+        assert!(message.starts_with("tool `fragile_ui` at "), "{message}");
+        assert!(
+            message.contains("panicked when called without host services"),
+            "{message}"
+        );
+        assert!(
+            message.contains(": no catalog; return a fallback"),
+            "{message}"
+        );
     }
 
     #[test]

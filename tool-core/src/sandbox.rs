@@ -18,13 +18,15 @@ use crate::approval::CancelSignal;
 #[non_exhaustive]
 pub enum SandboxError {
     /// The path would leave the sandbox's root.
-    #[error("`{path}` is outside the sandbox; use a path relative to its root, without `..`")]
+    #[error(
+        "`{path}` is outside the sandbox (an absolute path, a `..`, or a symbolic link leading out); use a path relative to the sandbox's root"
+    )]
     Escape {
         /// The path as given.
         path: String,
     },
     /// Nothing at the path.
-    #[error("`{path}` does not exist; list the directory to see what is there")]
+    #[error("`{path}` does not exist; find what is there with `glob` (e.g. the pattern `**/*`)")]
     NotFound {
         /// The path as given.
         path: String,

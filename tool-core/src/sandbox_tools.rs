@@ -129,6 +129,39 @@ pub fn is_sandbox_tool(descriptor: &ToolDescriptor) -> bool {
         .any(|builtin| std::ptr::eq(*builtin, descriptor))
 }
 
+/// What a person approving a built-in sandbox tool's call is shown: the command, the file or the
+/// pattern, not just the tool's name. Kept when the host sets another request policy.
+pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<String, ToolError> {
+    let field = |name: &str| -> String {
+        let text = call
+            .input
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // A long command is shown in part: the approver can open the request's input.
+        match text.char_indices().nth(500) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_owned(),
+        }
+    };
+    Ok(match call.tool_name {
+        "bash" => format!("Run `{}` in the sandbox?", field("command")),
+        "write" => {
+            let size = call
+                .input
+                .get("content")
+                .and_then(Value::as_str)
+                .map_or(0, str::len);
+            format!("Write {size} bytes to `{}` in the sandbox?", field("path"))
+        }
+        "edit" => format!("Edit `{}` in the sandbox?", field("path")),
+        "read" => format!("Read `{}` in the sandbox?", field("path")),
+        "grep" => format!("Search the sandbox's files for `{}`?", field("pattern")),
+        "glob" => format!("List the sandbox's files matching `{}`?", field("pattern")),
+        other => format!("Run `{other}` in the sandbox?"),
+    })
+}
+
 fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
     serde_json::from_value(input).map_err(|error| {
         ToolError::with_code(
@@ -537,7 +570,11 @@ async fn grep(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
     if body.is_empty() {
         body.push(format!("No line matches `{}`.", args.pattern));
     }
-    if found.truncated {
+    if found.truncated && found.items.len() < FIND_MAX {
+        body.push(
+            "[The search stopped early: the folder has too many files to search at once. Search a narrower `path`, or filter with `glob`.]".to_owned(),
+        );
+    } else if found.truncated {
         body.push(format!(
             "[First {FIND_MAX} matches shown; narrow the pattern, `path` or `glob` to see the rest.]"
         ));
@@ -568,7 +605,11 @@ async fn glob(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
     if found.items.is_empty() {
         body = format!("No file matches `{}`.", args.pattern);
     }
-    if found.truncated {
+    if found.truncated && found.items.len() < FIND_MAX {
+        body.push_str(
+            "\n[The listing stopped early: the folder has too many files to walk at once. Give a narrower `path`.]",
+        );
+    } else if found.truncated {
         body.push_str(&format!(
             "\n[First {FIND_MAX} paths shown; narrow the pattern to see the rest.]"
         ));
@@ -593,6 +634,7 @@ const fn builtin(
         name,
         toolset: None,
         description,
+        describe: None,
         title: Some(title),
         summary: None,
         i18n: &[],
@@ -677,7 +719,7 @@ static BASH: ToolDescriptor = builtin(
     // asks, unless the host says otherwise (`RuntimeBuilder::sandbox_approval`).
     Some(crate::approval::ApprovalSpec {
         request: crate::approval::RequestPolicy::Always,
-        prompt: None,
+        prompt: Some(approval_prompt),
         response: None,
         key: crate::approval::ApprovalKey::ToolName,
     }),

@@ -4,7 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
+use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitBool, LitStr, Path, Token};
 
 use crate::ctxt::{Ctxt, suggest};
 use crate::template::Template;
@@ -14,8 +14,8 @@ use crate::template::Template;
 pub(crate) const KEYS: &[(&str, &str, &str)] = &[
     (
         "description",
-        "description = \"...\"",
-        "text for the model (what it does, when to use it, when not to, what it returns); required unless the fn has a doc comment",
+        "description = \"...\" | path",
+        "text for the model (what it does, when to use it, when not to, what it returns), or a fn `fn(&Services<'_>) -> String` computing it from host services when the tool list is built; required unless the fn has a doc comment",
     ),
     (
         "name",
@@ -165,6 +165,15 @@ impl Policy {
     }
 }
 
+/// The model-facing description: literal text, or the path of a fn computing it from host
+/// services.
+#[derive(Clone)]
+pub(crate) enum Description {
+    Text(LitStr),
+    /// An expression path, so a qualified one (`<Catalog as Describe>::describe`) works too.
+    Fn(ExprPath),
+}
+
 /// A string template with `{field}` placeholders, or the path of a fn.
 #[derive(Clone)]
 pub(crate) enum TextOrPath {
@@ -230,7 +239,10 @@ pub(crate) struct Given<T> {
 /// The typed IR of one `#[tool(...)]`.
 #[derive(Default, Clone)]
 pub(crate) struct Attrs {
-    pub(crate) description: Option<Given<LitStr>>,
+    pub(crate) description: Option<Given<Description>>,
+    /// Set when the `description` key was present, even with a bad value, so C4 does not also
+    /// say the description is missing.
+    pub(crate) description_key: Option<Span>,
     pub(crate) name: Option<Given<LitStr>>,
     pub(crate) toolset: Option<Given<LitStr>>,
     pub(crate) title: Option<Given<LitStr>>,
@@ -297,9 +309,9 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
     let span = meta.path.span();
     match key.as_str() {
         "description" => {
-            let lit = string_value(&meta, &key, cx)?;
-            if let Some(lit) = lit {
-                set(&mut attrs.description, lit, span, &key, cx);
+            attrs.description_key.get_or_insert(span);
+            if let Some(description) = description_value(&meta, cx)? {
+                set(&mut attrs.description, description, span, &key, cx);
             }
         }
         "name" | "toolset" | "title" | "summary" => {
@@ -518,6 +530,35 @@ fn string_value(
             cx.error_spanned(
                 &other,
                 format!("`{key}` takes a string literal: `{key} = \"...\"`"),
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// `description = "..."` or `description = path`.
+fn description_value(
+    meta: &ParseNestedMeta<'_>,
+    cx: &mut Ctxt,
+) -> syn::Result<Option<Description>> {
+    let form = "`description = \"...\"`, or `description = path` naming a fn `fn(&Services<'_>) -> String` that computes it from host services";
+    if !meta.input.peek(Token![=]) {
+        cx.error_at(
+            meta.path.span(),
+            format!("`description` needs a value: {form}"),
+        );
+        skip_value(meta)?;
+        return Ok(None);
+    }
+    match meta.value()?.parse()? {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(Some(Description::Text(lit))),
+        Expr::Path(path) if path.attrs.is_empty() => Ok(Some(Description::Fn(path))),
+        other => {
+            cx.error_spanned(
+                &other,
+                format!("`description` takes a string literal or the path of a fn, not an expression: {form}; move the code into a named fn"),
             );
             Ok(None)
         }
@@ -1197,6 +1238,49 @@ mod tests {
         let (attrs, cx) = parse_str("effect = write, approval(requst = always)");
         assert_eq!(cx.messages().len(), 1);
         assert!(attrs.approval.unwrap().reported);
+    }
+
+    #[test]
+    fn descriptions_are_text_or_a_fn() {
+        let (attrs, cx) = parse_str("effect = read, description = \"Shows a UI.\"");
+        assert!(!cx.has_errors(), "{:?}", cx.messages());
+        assert!(matches!(
+            attrs.description.unwrap().value,
+            Description::Text(text) if text.value() == "Shows a UI."
+        ));
+        let (attrs, cx) = parse_str("effect = read, description = catalog::describe");
+        assert!(!cx.has_errors(), "{:?}", cx.messages());
+        assert!(matches!(
+            attrs.description.unwrap().value,
+            Description::Fn(path) if path.path.segments.len() == 2
+        ));
+        let (attrs, cx) = parse_str("effect = read, description = <Catalog as Describe>::describe");
+        assert!(!cx.has_errors(), "{:?}", cx.messages());
+        assert!(matches!(
+            attrs.description.unwrap().value,
+            Description::Fn(path) if path.qself.is_some()
+        ));
+    }
+
+    #[test]
+    fn descriptions_that_are_neither_are_refused() {
+        let (attrs, cx) = parse_str(
+            "description = |s| s.to_string(), description = 1, description, description = d, description = \"x\"",
+        );
+        let messages = cx.messages();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert!(messages[0].contains("not an expression"), "{messages:?}");
+        assert!(messages[1].contains("not an expression"), "{messages:?}");
+        assert!(messages[2].contains("needs a value"), "{messages:?}");
+        // The first description given wins; the second is C2.
+        assert!(matches!(
+            attrs.description.unwrap().value,
+            Description::Fn(_)
+        ));
+        assert!(
+            messages[3].contains("`description` is given twice"),
+            "{messages:?}"
+        );
     }
 
     #[test]

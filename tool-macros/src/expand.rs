@@ -12,7 +12,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, ItemFn, LitStr, Path, Type};
 
-use crate::attrs::{ApprovalKey, Attrs, Effect, EndsTurn, Entry, Policy, TextOrPath};
+use crate::attrs::{ApprovalKey, Attrs, Description, Effect, EndsTurn, Entry, Policy, TextOrPath};
 use crate::sig::Sig;
 
 pub(crate) struct Input<'a> {
@@ -521,6 +521,19 @@ fn emit(
     let ident = &sig.ident;
     let vis = &item.vis;
 
+    // Coerced to the fn pointer type in a typed `let` spanned at the path: a fn of another
+    // signature is a "mismatched types" error there, showing the signature to write.
+    let describe = match attrs.description.as_ref().map(|g| &g.value) {
+        Some(Description::Fn(path)) => {
+            let span = path.span();
+            let tw = respan(tw.clone(), span);
+            quote_spanned!(span=> ::core::option::Option::Some({
+                let __describe: #tw::DescribeFn = #path;
+                __describe
+            }))
+        }
+        _ => quote!(::core::option::Option::None),
+    };
     let enabled = match &attrs.enabled {
         Some(g) => {
             let path = &g.value;
@@ -616,6 +629,7 @@ fn emit(
                 name: #name,
                 toolset: #toolset_tokens,
                 description: #description,
+                describe: #describe,
                 title: #title,
                 summary: #summary,
                 i18n: &[#(#i18n),*],

@@ -57,9 +57,11 @@ fn tool_impl(
         return fallback::emit(&item_fn, &krate, errors);
     }
 
-    let description = match &attrs.description {
-        Some(given) => given.value.value().trim().to_owned(),
-        None => doc.map(|(text, _)| text).unwrap_or_default(),
+    // With a description fn, the doc comment (if any) stays in the descriptor for readers of
+    // the code; the model sees what the fn computes.
+    let description = match attrs.description.as_ref().map(|g| &g.value) {
+        Some(attrs::Description::Text(text)) => text.value().trim().to_owned(),
+        Some(attrs::Description::Fn(_)) | None => doc.map(|(text, _)| text).unwrap_or_default(),
     };
     expand::expand(&expand::Input {
         item: &item_fn,
@@ -127,6 +129,13 @@ mod tests {
                 "/// d\nasync fn f(self) -> impl Sized {}",
             ),
             ("provider, effect = read, deferred", "/// d\nfn f() {}"),
+            ("effect = read, description", "fn f(a: A) {}"),
+            ("effect = read, description = ", "fn f(a: A) {}"),
+            ("effect = read, description = |s| s", "fn f(a: A) {}"),
+            (
+                "effect = read, description = d, description = d",
+                "fn f(a: A) {}",
+            ),
         ] {
             let out = tool_impl(args.parse().unwrap(), item.parse().unwrap());
             assert!(

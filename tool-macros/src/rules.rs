@@ -2,7 +2,7 @@
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
-use crate::attrs::{ApprovalKey, Attrs, Effect, Entry, Given, Policy};
+use crate::attrs::{ApprovalKey, Attrs, Description, Effect, Entry, Given, Policy};
 use crate::ctxt::Ctxt;
 use crate::sig::Sig;
 
@@ -147,15 +147,16 @@ fn c03_effect(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
 }
 
-/// The description is the model's only documentation of the tool.
+/// The description is the model's only documentation of the tool. A description fn counts: the
+/// compiler checks its signature, and the registry refuses blank text it returns.
 fn c04_description(tool: &Tool<'_>, cx: &mut Ctxt) {
-    match &tool.attrs.description {
-        Some(given) if given.value.value().trim().is_empty() => cx.error_spanned(
-            &given.value,
+    match tool.attrs.description.as_ref().map(|g| &g.value) {
+        Some(Description::Text(text)) if text.value().trim().is_empty() => cx.error_spanned(
+            text,
             "`description` is empty; say what the tool does, when to use it, when not to, and what it returns",
         ),
         Some(_) => {}
-        None if !tool.doc => cx.error_at(
+        None if !tool.doc && tool.attrs.description_key.is_none() => cx.error_at(
             tool.sig.ident.span(),
             "a tool needs a description for the model: add a doc comment (`/// ...`) or `description = \"...\"` saying what it does, when to use it and what it returns",
         ),
@@ -684,6 +685,25 @@ mod tests {
                 "fn web_search() -> ProviderTool { ProviderTool::new() }"
             )[0]
             .contains("needs a description")
+        );
+    }
+
+    #[test]
+    fn a_description_fn_is_a_description() {
+        assert!(run("effect = read, description = describe", "fn f(a: A) {}").is_empty());
+        assert!(run("provider, effect = read, description = describe", P).is_empty());
+        assert!(
+            run("effect = read, description = \" \"", "fn f(a: A) {}")[0]
+                .contains("`description` is empty")
+        );
+        // A bad value is reported once, not again as a missing description.
+        assert_eq!(
+            run("effect = read, description = |s| s", "fn f(a: A) {}").len(),
+            1
+        );
+        assert_eq!(
+            run("effect = read, description = 1", "fn f(a: A) {}").len(),
+            1
         );
     }
 

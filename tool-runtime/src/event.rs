@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolwright_core::{LogLevel, Principal, ResponseDecision};
+use toolwright_core::{Caller, LogLevel, Principal, ResponseDecision};
 
 use crate::record::{CallResult, Decision, InputRequest, Outcome};
 
@@ -19,6 +19,12 @@ pub enum Event {
         session_id: String,
         /// The turn.
         turn_id: String,
+        /// Who issues the turn's calls: the model, a subagent, the user (a call from the user
+        /// interface) or a schedule.
+        caller: Caller,
+        /// Who acts in the turn, when the host said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<Principal>,
     },
     /// A call was received; `label` is its start label.
     #[serde(rename = "action.requested")]
@@ -35,6 +41,12 @@ pub enum Event {
         input: Value,
         /// The start label (the humanized tool name when the tool has none).
         label: String,
+        /// Who issued the call.
+        caller: Caller,
+        /// Who acts in the call's turn, when the host said: for a call from the user interface,
+        /// the user.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<Principal>,
     },
     /// A partial result; it replaces the previous one and never enters the model's history.
     #[serde(rename = "action.partial")]

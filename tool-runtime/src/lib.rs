@@ -15,6 +15,8 @@ mod runtime;
 pub mod sandbox;
 pub mod store;
 mod task;
+pub mod toolset;
+mod ui;
 
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use record::{
@@ -33,3 +35,4 @@ pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};
 pub use toolwright_core::Registry;
+pub use ui::Invoked;

@@ -270,6 +270,8 @@ impl Turn {
                 tool,
                 input,
                 label,
+                caller: scope.turn.caller,
+                principal: scope.turn.current.clone(),
             });
         }
 
@@ -1140,6 +1142,13 @@ impl Runtime {
         input: &Value,
         call_id: &str,
     ) -> (ApprovalDecision, Vec<String>, Option<String>) {
+        if scope.turn.caller == Caller::User {
+            return (
+                self.decide_for_user(scope, tool, input, call_id).await,
+                Vec::new(),
+                None,
+            );
+        }
         let effect = tool.effect();
         let mut reasons = Vec::new();
         let tainted = scope.turn.tainted_by.as_deref();
@@ -1209,6 +1218,72 @@ impl Runtime {
             ));
         }
         (decision, reasons, key)
+    }
+
+    /// A call from the user interface is the user's own action: it needs no approval, so
+    /// request policies that would ask a person let it through (a custom policy's denial
+    /// stays a denial), and only a response policy, which says who may approve the tool, can
+    /// stop it: the user must be someone it lets approve.
+    async fn decide_for_user(
+        &self,
+        scope: &StepScope,
+        tool: &Tool,
+        input: &Value,
+        call_id: &str,
+    ) -> ApprovalDecision {
+        let Some(approval) = tool.approval() else {
+            return ApprovalDecision::NotApplicable;
+        };
+        let info = scope.info();
+        let decision = match approval.request {
+            RequestPolicy::Never => return ApprovalDecision::NotApplicable,
+            RequestPolicy::Custom(policy) => {
+                let mut call = ApprovalCall::new(
+                    &info,
+                    tool.name(),
+                    input,
+                    call_id,
+                    &scope.approved,
+                    &scope.cancel,
+                );
+                call.annotations = tool.server_annotations();
+                guarded_policy(tool.name(), policy(&call)).await
+            }
+            RequestPolicy::Always | RequestPolicy::Once | RequestPolicy::Auto { .. } => {
+                ApprovalDecision::UserApproval
+            }
+        };
+        match decision {
+            ApprovalDecision::UserApproval => {}
+            other => return other,
+        }
+        let Some(response) = approval.response else {
+            return ApprovalDecision::Approved;
+        };
+        let user = scope.turn.current.as_ref();
+        let call = ResponseCall::new(
+            &info,
+            "",
+            call_id,
+            tool.name(),
+            input,
+            user,
+            ResponseDecision::Approve,
+            user,
+        );
+        let verdict = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| response(&call)))
+            .unwrap_or_else(|_| {
+                ResponseVerdict::rejected(format!(
+                    "the response policy of `{}` failed",
+                    tool.name()
+                ))
+            });
+        match verdict {
+            ResponseVerdict::Allowed => ApprovalDecision::Approved,
+            ResponseVerdict::Rejected(reason) => ApprovalDecision::denied(format!(
+                "it needs an approval this user may not give ({reason}); someone its approvers include must run it"
+            )),
+        }
     }
 
     async fn auto(
@@ -1337,6 +1412,9 @@ impl Runtime {
         lease: Option<&Lease>,
         cleanup: bool,
     ) -> Executed {
+        // Cached reads of the toolset are stale from the moment a write may start, and again
+        // when it ends (a read that ran meanwhile may have seen half of it).
+        self.0.cache.wrote(tool);
         if let toolwright_core::ToolKind::Workflow(
             toolwright_core::Entry::Task | toolwright_core::Entry::Serve,
         ) = tool.kind()
@@ -1449,6 +1527,7 @@ impl Runtime {
                 }
             }
         };
+        self.0.cache.wrote(tool);
         Executed::Done(self.call_result(&session.id, &turn.id, tool, call_id, outcome))
     }
 

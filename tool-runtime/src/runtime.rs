@@ -69,6 +69,9 @@ pub struct Options {
     /// [`Runtime::run_worker`] takes the work over. Shorter means faster take-over, longer
     /// tolerates longer pauses.
     pub lease: Duration,
+    /// How long a toolset's context provider may take before a turn goes on without it
+    /// ([`Turn::context`]; 800 ms).
+    pub context_deadline: Duration,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
                 &uuid::Uuid::new_v4().simple().to_string()[..12]
             ),
             lease: Duration::from_secs(30),
+            context_deadline: Duration::from_millis(800),
         }
     }
 }
@@ -136,9 +140,24 @@ pub enum RuntimeError {
         /// The state's type.
         type_name: &'static str,
     },
+    /// The registry refused a tool once the host's services were known (a description fn
+    /// that panicked or returned nothing).
+    #[error("{0}")]
+    Registry(toolwright_core::RegistryError),
     /// The sandbox or its built-in tools cannot be set up as declared.
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// A call from the user interface cannot be made.
+    #[error("`{tool}` cannot be called from the user interface: {problem}")]
+    UserCall {
+        /// The tool as named.
+        tool: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// A declared toolset cannot be used.
+    #[error("toolset: {0}")]
+    Toolset(String),
     /// A declared connection cannot be used.
     #[error("connection `{connection}`: {problem}")]
     Connection {
@@ -204,6 +223,7 @@ pub struct RuntimeBuilder {
     connections: Vec<crate::remote::Connection>,
     sandbox: Option<Arc<dyn Sandbox>>,
     sandbox_approvals: Vec<(&'static str, toolwright_core::ApprovalSpec)>,
+    toolsets: Vec<crate::toolset::Toolset>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -281,6 +301,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Declares what toolset `toolset.name()` adds to the prompt: instructions for the system
+    /// prompt ([`Runtime::instructions`]) and a per-turn context provider ([`Turn::context`]).
+    /// The name must be the toolset of some `#[tool]` or a declared connection; checked when
+    /// the runtime is built.
+    pub fn toolset(mut self, toolset: crate::toolset::Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
     /// The runtime. Fails when a tool needs state that was not registered.
     pub fn build(mut self) -> Result<Runtime, RuntimeError> {
         if let Some((tool, _)) = self
@@ -303,6 +332,12 @@ impl RuntimeBuilder {
                     .into(),
             ));
         }
+        // Descriptions computed from host services are computed now, once; the lists built
+        // from this registry are cached as any list is.
+        self.registry = self
+            .registry
+            .describe(&toolwright_core::Services::new(&self.states))
+            .map_err(RuntimeError::Registry)?;
         for tool in self.registry.tools() {
             for requirement in tool.requirements().iter().flatten() {
                 if !self.states.contains_key(&(requirement.type_id)()) {
@@ -321,6 +356,10 @@ impl RuntimeBuilder {
                 });
             }
         }
+        let connections: Vec<&str> = self.connections.iter().map(|c| c.name()).collect();
+        let toolsets = crate::toolset::Toolsets::new(self.toolsets, &self.registry, &connections)
+            .map_err(RuntimeError::Toolset)?;
+        let cache = crate::ui::ResultCache::new(&self.registry, &connections);
         let store = match self.store {
             Some(store) => store,
             None => Arc::new(SqliteStore::in_memory()?),
@@ -356,6 +395,8 @@ impl RuntimeBuilder {
             registry: arc_swap::ArcSwap::from_pointee(self.registry.clone()),
             remote,
             sandbox: self.sandbox,
+            toolsets,
+            cache,
             states: Arc::new(self.states),
             store,
             decider: self.decider,
@@ -373,6 +414,10 @@ pub(crate) struct Inner {
     pub(crate) remote: crate::remote::Remote,
     /// The sandbox the host installed.
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    /// The toolsets' instructions and context providers.
+    pub(crate) toolsets: crate::toolset::Toolsets,
+    /// Read tools' results shared by the user interface's views.
+    pub(crate) cache: crate::ui::ResultCache,
     pub(crate) states: Arc<States>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
@@ -700,6 +745,7 @@ impl Runtime {
             connections: Vec::new(),
             sandbox: None,
             sandbox_approvals: Vec::new(),
+            toolsets: Vec::new(),
         }
     }
 
@@ -708,6 +754,14 @@ impl Runtime {
     /// consistent while held.
     pub fn registry(&self) -> Registry {
         Registry::clone(&self.0.registry.load())
+    }
+
+    /// The toolsets' instructions for the system prompt of `audience`'s sessions (empty when
+    /// no toolset it sees has any): one `## Tools `name__*`` section per toolset, by name.
+    /// Rendered once when the runtime is built, so the prompt's prefix stays byte-identical
+    /// across turns.
+    pub fn instructions(&self, audience: toolwright_core::Audience) -> Arc<str> {
+        self.0.toolsets.instructions(audience)
     }
 
     /// The store.
@@ -961,6 +1015,10 @@ impl Session {
         &self.id
     }
 
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     /// Begins a turn in which `current` acts and `caller` issues the calls (a subagent session's
     /// model calls are `Caller::Subagent` whatever is passed).
     pub async fn begin_turn(
@@ -1020,6 +1078,8 @@ impl Session {
         self.runtime.emit(Event::TurnStarted {
             session_id: self.id.clone(),
             turn_id: record.id.clone(),
+            caller: record.caller,
+            principal: record.current.clone(),
         });
         Ok(Turn {
             runtime: self.runtime.clone(),
@@ -1125,6 +1185,60 @@ impl Turn {
     /// after a step (or a resumption, or `wake_due`) hands to the model.
     pub async fn last_results(&self) -> Result<Option<crate::record::ClosedStep>, RuntimeError> {
         Ok(self.record().await?.last_step)
+    }
+
+    /// What the toolsets' context providers say about `query`, the message this turn answers:
+    /// call it before sending the model the turn's first request and send
+    /// [`TurnContext::render`](crate::toolset::TurnContext::render) beside the message (it is
+    /// marked as data). Providers run at once, each given the query, the session's state, the
+    /// acting principal and the host's services; one that does not answer within
+    /// [`Options::context_deadline`], fails or panics is skipped, logged and reported as a
+    /// `warning` event, never failing the turn.
+    pub async fn context(&self, query: &str) -> Result<crate::toolset::TurnContext, RuntimeError> {
+        let inner = &self.runtime.0;
+        if !inner.toolsets.has_context() {
+            return Ok(Default::default());
+        }
+        let turn = self.record().await?;
+        let (session, _) = inner
+            .store
+            .session(&self.session_id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownSession(self.session_id.clone()))?;
+        let request = crate::toolset::ContextRequest::new(
+            query,
+            &self.session_id,
+            turn.current.clone(),
+            session.state,
+            Arc::clone(&inner.states),
+        );
+        let context = inner
+            .toolsets
+            .context(
+                toolwright_core::Audience::of(turn.caller),
+                request,
+                inner.options.context_deadline,
+            )
+            .await;
+        for skipped in &context.skipped {
+            tracing::warn!(
+                session = %self.session_id,
+                turn = %self.id,
+                toolset = %skipped.toolset,
+                "context provider skipped: {}",
+                skipped.reason
+            );
+            self.runtime.emit(Event::Warning {
+                session_id: self.session_id.clone(),
+                turn_id: self.id.clone(),
+                call_id: None,
+                message: format!(
+                    "the context provider of toolset `{}` was skipped this turn: {}",
+                    skipped.toolset, skipped.reason
+                ),
+            });
+        }
+        Ok(context)
     }
 
     /// The stored record.

@@ -112,7 +112,11 @@ pub struct LocalSandbox {
     dir: Arc<Dir>,
     root: Arc<Path>,
     env: Vec<(String, String)>,
+    walk_limit: usize,
 }
+
+/// How many entries (files and folders) one `grep` or `glob` visits by default.
+pub const WALK_LIMIT: usize = 100_000;
 
 impl fmt::Debug for LocalSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -160,7 +164,16 @@ impl LocalSandbox {
             dir: Arc::new(dir),
             root: Arc::from(canonical),
             env: Vec::new(),
+            walk_limit: WALK_LIMIT,
         })
+    }
+
+    /// How many entries (files and folders) one `grep` or `glob` visits at most (default
+    /// [`WALK_LIMIT`]): a search over a huge tree stops there and reports its results as cut,
+    /// so that the model narrows its path or pattern instead of a call running for minutes.
+    pub fn walk_limit(mut self, entries: usize) -> Self {
+        self.walk_limit = entries.max(1);
+        self
     }
 
     /// Passes the variable `name=value` to every command, on top of the scrubbed environment
@@ -379,6 +392,13 @@ fn parent_error(dir: &Dir, parent: &Path, path: &str, error: &io::Error) -> Sand
 
 fn write_file(dir: &Dir, path: &str, contents: &[u8]) -> Result<(), SandboxError> {
     let relative = beneath(path)?;
+    // `notes/` would otherwise write the file `notes`: the path's components drop the slash.
+    if path.ends_with('/') || path.ends_with("/.") {
+        return Err(SandboxError::Refused {
+            path: path.to_owned(),
+            reason: "names a directory (it ends with `/`); give the path of a file".to_owned(),
+        });
+    }
     let Some(parent) = relative.parent() else {
         return Err(SandboxError::WrongKind {
             path: path.to_owned(),
@@ -390,6 +410,19 @@ fn write_file(dir: &Dir, path: &str, contents: &[u8]) -> Result<(), SandboxError
         dir.create_dir_all(parent)
             .map_err(|error| parent_error(dir, parent, path, &error))?;
     }
+    // What is there now, the last component not followed.
+    match dir.symlink_metadata(&relative) {
+        // A symlink inside the root is written through (the link stays a link).
+        Ok(metadata) if metadata.file_type().is_symlink() => {}
+        Ok(metadata) => {
+            check_plain_file(path, &metadata)?;
+            return replace_file(dir, &relative, path, contents, Some(metadata.permissions()));
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            return replace_file(dir, &relative, path, contents, None);
+        }
+        Err(error) => return Err(open_error(dir, &relative, path, &error)),
+    }
     // Not truncated on open: the link count is checked first, and truncating a hard link would
     // already have destroyed the outside file's contents.
     let file = open_file(dir, &relative, OpenOptions::new().write(true).create(true))
@@ -400,6 +433,46 @@ fn write_file(dir: &Dir, path: &str, contents: &[u8]) -> Result<(), SandboxError
     let mut file = file.into_std();
     file.write_all(contents)
         .map_err(|error| classify(path, &error))?;
+    Ok(())
+}
+
+/// Writes `contents` to a new file beside `relative` and renames it over `relative`: readers see
+/// the old contents or the new ones, never an empty or half-written file, and a crash mid-write
+/// leaves the old file as it was. The replaced file's permissions are kept.
+fn replace_file(
+    dir: &Dir,
+    relative: &Path,
+    path: &str,
+    contents: &[u8],
+    permissions: Option<cap_std::fs::Permissions>,
+) -> Result<(), SandboxError> {
+    let name = relative
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Hidden, so `grep` and `glob` skip it while it exists.
+    let temporary = relative.with_file_name(format!(
+        ".{name}.{}.tmp",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    ));
+    let mut file = open_file(
+        dir,
+        &temporary,
+        OpenOptions::new().write(true).create_new(true),
+    )
+    .map_err(|error| classify(path, &error))?;
+    let written = file
+        .write_all(contents)
+        .and_then(|()| match permissions {
+            Some(permissions) => file.set_permissions(permissions),
+            None => Ok(()),
+        })
+        .and_then(|()| file.sync_data())
+        .and_then(|()| dir.rename(&temporary, dir, relative));
+    if let Err(error) = written {
+        let _ = dir.remove_file(&temporary);
+        return Err(open_error(dir, relative, path, &error));
+    }
     Ok(())
 }
 
@@ -481,8 +554,15 @@ fn search_base(dir: &Dir, path: &str) -> Result<(PathBuf, bool), SandboxError> {
 }
 
 /// The regular, singly linked files under `base` that ripgrep's rules keep, in walk order, each
-/// as (path relative to the root, path relative to `base`). Stops early when `visit` says so.
-fn walk_files(dir: &Dir, root: &Path, base: &Path, mut visit: impl FnMut(&Path, &Path) -> bool) {
+/// as (path relative to the root, path relative to `base`). Stops early when `visit` says so;
+/// returns `false` when it stopped because it had visited `limit` entries.
+fn walk_files(
+    dir: &Dir,
+    root: &Path,
+    base: &Path,
+    limit: usize,
+    mut visit: impl FnMut(&Path, &Path) -> bool,
+) -> bool {
     let start = root.join(base);
     let walk = ignore::WalkBuilder::new(&start)
         .standard_filters(true)
@@ -499,7 +579,10 @@ fn walk_files(dir: &Dir, root: &Path, base: &Path, mut visit: impl FnMut(&Path, 
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
         .build();
-    for entry in walk.flatten() {
+    for (visited, entry) in walk.flatten().enumerate() {
+        if visited == limit {
+            return false;
+        }
         // Symlinks are skipped, not followed, even those pointing inside: the walk's file type is
         // the entry's own (`lstat`).
         if !entry.file_type().is_some_and(|kind| kind.is_file()) {
@@ -525,6 +608,7 @@ fn walk_files(dir: &Dir, root: &Path, base: &Path, mut visit: impl FnMut(&Path, 
             break;
         }
     }
+    true
 }
 
 /// `/`-separated, whatever the platform's separator.
@@ -554,6 +638,7 @@ fn glob_files(
     pattern: &str,
     path: &str,
     max: usize,
+    limit: usize,
 ) -> Result<Found<String>, SandboxError> {
     let matcher = build_glob(pattern)?;
     let (base, is_dir) = search_base(dir, path)?;
@@ -566,7 +651,7 @@ fn glob_files(
     }
     let mut items = Vec::new();
     let mut truncated = false;
-    walk_files(dir, root, &base, |from_root, from_base| {
+    let complete = walk_files(dir, root, &base, limit, |from_root, from_base| {
         if !matcher.is_match(from_base) {
             return true;
         }
@@ -577,6 +662,7 @@ fn glob_files(
         items.push(slash_path(from_root));
         true
     });
+    truncated |= !complete;
     items.sort();
     Ok(Found { items, truncated })
 }
@@ -636,6 +722,7 @@ fn grep_files(
     dir: &Dir,
     root: &Path,
     request: &GrepRequest,
+    limit: usize,
 ) -> Result<Found<GrepMatch>, SandboxError> {
     let matcher = build_matcher(request)?;
     // ripgrep's rule: a glob without `/` is matched against the file name, one with `/` against
@@ -653,7 +740,7 @@ fn grep_files(
         .build();
     let mut items: Vec<GrepMatch> = Vec::new();
     let mut truncated = false;
-    walk_files(dir, root, &base, |from_root, from_base| {
+    let complete = walk_files(dir, root, &base, limit, |from_root, from_base| {
         if let Some((glob, by_name)) = &filter {
             let subject = if *by_name {
                 from_base.file_name().map(Path::new).unwrap_or(from_base)
@@ -705,6 +792,7 @@ fn grep_files(
         }
         true
     });
+    truncated |= !complete;
     items.sort_by(|a, b| a.path.cmp(&b.path).then(a.line.cmp(&b.line)));
     Ok(Found { items, truncated })
 }
@@ -969,8 +1057,11 @@ impl Sandbox for LocalSandbox {
     fn grep(&self, request: GrepRequest) -> BoxFuture<'_, Result<Found<GrepMatch>, SandboxError>> {
         Box::pin(async move {
             let shown = request.path.clone();
-            self.blocking(&shown, move |dir, root| grep_files(dir, root, &request))
-                .await
+            let limit = self.walk_limit;
+            self.blocking(&shown, move |dir, root| {
+                grep_files(dir, root, &request, limit)
+            })
+            .await
         })
     }
 
@@ -984,8 +1075,9 @@ impl Sandbox for LocalSandbox {
         let path = path.to_owned();
         Box::pin(async move {
             let shown = path.clone();
+            let limit = self.walk_limit;
             self.blocking(&shown, move |dir, root| {
-                glob_files(dir, root, &pattern, &path, max)
+                glob_files(dir, root, &pattern, &path, max, limit)
             })
             .await
         })

@@ -332,6 +332,10 @@ impl Runtime {
                 token.cancel();
             }
             let end = self.run_body(&task, token, lease).await;
+            // A task's body that may write makes cached reads of its toolset stale as it ends.
+            if let Some(tool) = crate::runtime::find_tool(&self.registry(), &task.tool) {
+                self.0.cache.wrote(&tool);
+            }
             if let RunEnd::StoreFailed(error) = &end {
                 if back_off(id, &mut failures, error).await {
                     continue;

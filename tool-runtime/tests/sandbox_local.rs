@@ -451,6 +451,38 @@ async fn write_creates_parents_and_replaces() {
         ),
         "{under_file:?}"
     );
+    // A file is replaced whole (a new inode renamed over it), keeping its permissions, and no
+    // temporary file is left behind.
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let script = f.root.join("run.sh");
+    std::fs::write(&script, "echo old\n").expect("file");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    let before = std::fs::metadata(&script).expect("metadata");
+    f.sandbox
+        .write("run.sh", b"echo new\n".to_vec())
+        .await
+        .expect("replace");
+    let after = std::fs::metadata(&script).expect("metadata");
+    assert_ne!(
+        before.ino(),
+        after.ino(),
+        "replaced, not rewritten in place"
+    );
+    assert_eq!(after.permissions().mode() & 0o777, 0o750);
+    assert_eq!(std::fs::read(&script).expect("read"), b"echo new\n");
+    let leftovers: Vec<_> = std::fs::read_dir(&f.root)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A trailing slash names a directory: no file `fresh` is created for `fresh/`.
+    let slash = f.sandbox.write("fresh/", b"x".to_vec()).await;
+    assert!(
+        matches!(&slash, Err(SandboxError::Refused { reason, .. }) if reason.contains("ends with `/`")),
+        "{slash:?}"
+    );
+    assert!(!f.root.join("fresh").exists());
 }
 
 #[tokio::test]
@@ -703,6 +735,29 @@ async fn grep_refuses_a_bad_pattern_and_missing_path() {
         matches!(missing, Err(SandboxError::NotFound { .. })),
         "{missing:?}"
     );
+}
+
+#[tokio::test]
+async fn grep_and_glob_stop_after_visiting_the_walk_limit() {
+    let f = fixture();
+    for i in 0..40 {
+        std::fs::write(f.root.join(format!("f{i:02}.txt")), "needle\n").expect("file");
+    }
+    let sandbox = LocalSandbox::open(&f.root).expect("open").walk_limit(10);
+    // The root is the first entry: nine files are seen, and the results say they are cut.
+    let found = sandbox.glob("*.txt", "", 100).await.expect("glob");
+    assert_eq!(found.items.len(), 9, "{found:?}");
+    assert!(found.truncated);
+    let grep = sandbox
+        .grep(grep_request("needle", ""))
+        .await
+        .expect("grep");
+    assert_eq!(grep.items.len(), 9, "{grep:?}");
+    assert!(grep.truncated);
+    // Under the limit, everything.
+    let all = f.sandbox.glob("*.txt", "", 100).await.expect("glob");
+    assert_eq!(all.items.len(), 40);
+    assert!(!all.truncated);
 }
 
 #[tokio::test]
