@@ -40,7 +40,7 @@ fn the_sandbox_example_drives_every_built_in_tool() {
         "[grep ok] notes/plan.md:2: - draft the report",
         "[glob ok] notes/plan.md",
         "[read error] `../../etc/passwd` is outside the sandbox",
-        "approval requested: Run `wc -l notes/plan.md && echo done` in the sandbox?",
+        "approval requested: Run the command \"wc -l notes/plan.md && echo done\" in the sandbox?",
         "3 notes/plan.md",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");

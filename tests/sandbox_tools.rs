@@ -341,10 +341,35 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     };
     assert_eq!(
         requests[0].prompt,
-        "Run `echo out; echo err >&2; exit 3` in the sandbox?"
+        "Run the command \"echo out; echo err >&2; exit 3\" in the sandbox?"
     );
     let results = approved(&rt, outcome).await;
     let body = text(&results[0]);
+    // A command cannot write its own prompt: line breaks and quotes show, and a long one shows
+    // its end too.
+    let sneaky = format!(
+        "ls\" in the sandbox? (read-only)\n{}rm -rf ~",
+        " ".repeat(600)
+    );
+    let outcome = turn.step(vec![call("b0", &sneaky, 30)]).await.unwrap();
+    let StepOutcome::Waiting { requests, .. } = &outcome else {
+        panic!("bash asks first: {outcome:?}");
+    };
+    let prompt = &requests[0].prompt;
+    assert!(
+        prompt.starts_with("Run the command \"ls\\\" in the sandbox? (read-only)\\n   "),
+        "{prompt}"
+    );
+    assert!(
+        prompt.ends_with(&format!(
+            "… [{} characters not shown] … \"{}rm -rf ~\" in the sandbox?",
+            190,
+            " ".repeat(142)
+        )),
+        "{prompt}"
+    );
+    turn.cancel().await.unwrap();
+    let turn = self::turn(&rt).await;
     assert!(
         body.contains("Exit code: 3")
             && body.contains("stdout:\nout")
@@ -382,7 +407,7 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     };
     assert_eq!(
         requests[0].prompt,
-        "Write 5 bytes to `a.txt` in the sandbox?"
+        "Write 5 bytes to \"a.txt\" in the sandbox?"
     );
 }
 

@@ -309,3 +309,48 @@ async fn providers_run_at_once_and_subagents_ask_only_their_toolsets() {
         Duration::from_millis(800)
     );
 }
+
+#[test]
+fn a_connections_toolset_follows_what_its_declaration_lets_each_audience_see() {
+    use toolwright::mcp::McpConnector;
+    use toolwright::runtime::{Connection, ToolOverride};
+    // Never started: `build` reads the declaration only.
+    let docs = Connection::new("docs", McpConnector::stdio("unused"))
+        .allow(["search"])
+        .tool("search", ToolOverride::new().subagents(false));
+    let rt = Runtime::builder(registry())
+        .connection(docs)
+        .toolset(Toolset::new("docs").instructions("Docs are versioned; cite the version."))
+        .build()
+        .unwrap();
+    assert_eq!(
+        &*rt.instructions(Audience::Model),
+        "## Tools `docs__*`\nDocs are versioned; cite the version."
+    );
+    assert_eq!(&*rt.instructions(Audience::Subagent), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_blocks_its_thread_holds_up_no_other() {
+    let rt = Runtime::builder(registry())
+        .toolset(Toolset::new("wallet").context(|_| async {
+            // A synchronous call where an await belongs.
+            std::thread::sleep(Duration::from_secs(2));
+            Ok(Some("too late".into()))
+        }))
+        .toolset(Toolset::new("memory").context(|_| async { Ok(Some("likes tea".into())) }))
+        .options(fast())
+        .build()
+        .unwrap();
+    let turn = turn(&rt, SessionSpec::new("s"), Caller::Model).await;
+    let context = turn.context("hi").await.unwrap();
+    assert_eq!(
+        context.entries,
+        vec![ContextEntry {
+            toolset: "memory".into(),
+            text: "likes tea".into()
+        }]
+    );
+    assert_eq!(context.skipped.len(), 1);
+    assert_eq!(context.skipped[0].toolset, "wallet");
+}

@@ -26,6 +26,8 @@ struct Focus {
     /// Set: `today` waits for it before answering (a read that overlaps a write).
     gate: std::sync::Mutex<Option<Arc<tokio::sync::Notify>>>,
     started: tokio::sync::Notify,
+    importing: tokio::sync::Notify,
+    finish_import: tokio::sync::Notify,
 }
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
@@ -112,6 +114,22 @@ fn no_interns(cx: &ApprovalContext<'_, NoInput>) -> ApprovalDecision {
     }
 }
 
+/// Imports a focus log slowly: it waits for the test's signal, having changed half the data.
+#[tool(toolset = "focus", effect = write)]
+async fn import(_args: NoInput, focus: State<Arc<Focus>>) -> Result<(), ToolError> {
+    focus.minutes.store(1, Ordering::SeqCst);
+    focus.importing.notify_one();
+    focus.finish_import.notified().await;
+    focus.minutes.store(2, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Summarizes the week in the background.
+#[tool(toolset = "focus", effect = read, workflow = task)]
+async fn weekly(_args: NoInput, _ctx: WorkflowContext) -> Result<u64, ToolError> {
+    Ok(0)
+}
+
 /// Adds a note (another toolset: it leaves focus data alone).
 #[tool(toolset = "notes", effect = write)]
 async fn add(_args: NoInput) -> Result<(), ToolError> {
@@ -145,6 +163,8 @@ fn fixture() -> Fixture {
             purge::TOOL,
             publish::TOOL,
             add::TOOL,
+            import::TOOL,
+            weekly::TOOL,
         ])
         .unwrap(),
     )
@@ -520,4 +540,126 @@ async fn a_read_that_overlapped_a_write_is_not_served_again() {
         .unwrap();
     assert_eq!(fresh.output["minutes"], 25);
     assert_eq!(f.focus.reads.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn reads_during_a_write_are_neither_served_nor_kept() {
+    let f = fixture();
+    let page = session(&f.rt, "page").await;
+    let minute = Duration::from_secs(60);
+    // A model's import runs in another session and stops half-way.
+    let chat = session(&f.rt, "chat").await;
+    let turn = chat.begin_turn(Some(alice()), Caller::Model).await.unwrap();
+    let importing = tokio::spawn(async move {
+        turn.step(vec![ToolCall::new("c1", "focus__import", "{}")])
+            .await
+            .unwrap()
+    });
+    f.focus.importing.notified().await;
+    for _ in 0..2 {
+        let half = page
+            .tool_data(alice(), "focus__today", json!({}), minute)
+            .await
+            .unwrap();
+        assert_eq!(half.output["minutes"], 1);
+    }
+    assert_eq!(
+        f.focus.reads.load(Ordering::SeqCst),
+        2,
+        "nothing kept mid-write"
+    );
+    f.focus.finish_import.notify_one();
+    importing.await.unwrap();
+    for _ in 0..2 {
+        let done = page
+            .tool_data(alice(), "focus__today", json!({}), minute)
+            .await
+            .unwrap();
+        assert_eq!(done.output["minutes"], 2);
+    }
+    assert_eq!(
+        f.focus.reads.load(Ordering::SeqCst),
+        3,
+        "kept once the write ended"
+    );
+}
+
+#[tokio::test]
+async fn views_waiting_for_a_failing_call_share_its_failure() {
+    let f = fixture();
+    let page = session(&f.rt, "page").await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    *f.focus.gate.lock().unwrap() = Some(Arc::clone(&gate));
+    let focus = Arc::clone(&f.focus);
+    // Released once the first call is in the tool, with the other views queued behind it.
+    let release = tokio::spawn(async move {
+        focus.started.notified().await;
+        tokio::task::yield_now().await;
+        gate.notify_one();
+    });
+    let views = (0..3).map(|_| {
+        page.tool_data(
+            alice(),
+            "focus__today",
+            json!({ "day": "broken" }),
+            Duration::from_secs(60),
+        )
+    });
+    for result in futures_util::future::join_all(views).await {
+        assert!(result.unwrap().is_error);
+    }
+    release.await.unwrap();
+    assert_eq!(f.focus.reads.load(Ordering::SeqCst), 1);
+    // A later view calls again: failures are not kept.
+    *f.focus.gate.lock().unwrap() = None;
+    let again = page
+        .tool_data(
+            alice(),
+            "focus__today",
+            json!({ "day": "broken" }),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert!(again.is_error);
+    assert_eq!(f.focus.reads.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn cache_edges_huge_ttls_task_tools_changed_roles_and_ended_sessions() {
+    let f = fixture();
+    let page = session(&f.rt, "page").await;
+    // A TTL too large for milliseconds is "forever", not zero.
+    for _ in 0..2 {
+        page.tool_data(alice(), "focus__today", json!({}), Duration::MAX)
+            .await
+            .unwrap();
+    }
+    assert_eq!(f.focus.reads.load(Ordering::SeqCst), 1);
+    // A principal's attributes are part of the key: new roles, new entry.
+    page.tool_data(
+        alice().with_attribute("role", "admin"),
+        "focus__today",
+        json!({}),
+        Duration::MAX,
+    )
+    .await
+    .unwrap();
+    assert_eq!(f.focus.reads.load(Ordering::SeqCst), 2);
+    // A task's result arrives later: nothing to cache.
+    let error = page
+        .tool_data(alice(), "focus__weekly", json!({}), Duration::MAX)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("starts a workflow task"),
+        "{error}"
+    );
+    // An ended session serves nothing more.
+    page.end().await.unwrap();
+    let error = page
+        .tool_data(alice(), "focus__today", json!({}), Duration::MAX)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RuntimeError::SessionEnded(_)), "{error}");
 }

@@ -131,35 +131,54 @@ pub fn is_sandbox_tool(descriptor: &ToolDescriptor) -> bool {
 
 /// What a person approving a built-in sandbox tool's call is shown: the command, the file or the
 /// pattern, not just the tool's name. Kept when the host sets another request policy.
+///
+/// Each value is shown as a JSON string: line breaks, control characters and quotes are
+/// visible, so a command cannot end the quotation and write its own prompt. A long value shows
+/// its start and its end with the number of characters left out between them.
 pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<String, ToolError> {
-    let field = |name: &str| -> String {
-        let text = call
-            .input
-            .get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        // A long command is shown in part: the approver can open the request's input.
-        match text.char_indices().nth(500) {
-            Some((cut, _)) => format!("{}…", &text[..cut]),
-            None => text.to_owned(),
-        }
+    let field = |name: &str| {
+        quoted(
+            call.input
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )
     };
     Ok(match call.tool_name {
-        "bash" => format!("Run `{}` in the sandbox?", field("command")),
+        "bash" => format!("Run the command {} in the sandbox?", field("command")),
         "write" => {
             let size = call
                 .input
                 .get("content")
                 .and_then(Value::as_str)
                 .map_or(0, str::len);
-            format!("Write {size} bytes to `{}` in the sandbox?", field("path"))
+            format!("Write {size} bytes to {} in the sandbox?", field("path"))
         }
-        "edit" => format!("Edit `{}` in the sandbox?", field("path")),
-        "read" => format!("Read `{}` in the sandbox?", field("path")),
-        "grep" => format!("Search the sandbox's files for `{}`?", field("pattern")),
-        "glob" => format!("List the sandbox's files matching `{}`?", field("pattern")),
+        "edit" => format!("Edit {} in the sandbox?", field("path")),
+        "read" => format!("Read {} in the sandbox?", field("path")),
+        "grep" => format!("Search the sandbox's files for {}?", field("pattern")),
+        "glob" => format!("List the sandbox's files matching {}?", field("pattern")),
         other => format!("Run `{other}` in the sandbox?"),
     })
+}
+
+/// `text` as a JSON string, its middle left out past 500 characters.
+fn quoted(text: &str) -> String {
+    const HEAD: usize = 300;
+    const TAIL: usize = 150;
+    let json = |part: &str| Value::String(part.to_owned()).to_string();
+    let total = text.chars().count();
+    if total <= HEAD + TAIL + 50 {
+        return json(text);
+    }
+    let head: String = text.chars().take(HEAD).collect();
+    let tail: String = text.chars().skip(total - TAIL).collect();
+    format!(
+        "{} … [{} characters not shown] … {}",
+        json(&head),
+        total - HEAD - TAIL,
+        json(&tail)
+    )
 }
 
 fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {

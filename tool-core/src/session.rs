@@ -99,7 +99,9 @@ pub enum Caller {
     Model,
     /// The model of a delegated (subagent) session.
     Subagent,
-    /// A person through the user interface (a page, a widget).
+    /// A person through the user interface (a page, a widget). Calls in a turn with this
+    /// caller are the person's own actions: no approval is asked for them (a custom policy's
+    /// denial, and a response policy that would not let this person approve, still stop them).
     User,
     /// A schedule, running as the application identity.
     Schedule,

@@ -1183,17 +1183,7 @@ impl Runtime {
                 }
             }
             RequestPolicy::Custom(policy) => {
-                let info = scope.info();
-                let mut call = ApprovalCall::new(
-                    &info,
-                    tool.name(),
-                    input,
-                    call_id,
-                    &scope.approved,
-                    &scope.cancel,
-                );
-                call.annotations = tool.server_annotations();
-                guarded_policy(tool.name(), policy(&call)).await
+                custom_decision(scope, &scope.info(), tool, input, call_id, policy).await
             }
         };
         if scope.session.permission(effect) == Permission::Ask
@@ -1238,16 +1228,7 @@ impl Runtime {
         let decision = match approval.request {
             RequestPolicy::Never => return ApprovalDecision::NotApplicable,
             RequestPolicy::Custom(policy) => {
-                let mut call = ApprovalCall::new(
-                    &info,
-                    tool.name(),
-                    input,
-                    call_id,
-                    &scope.approved,
-                    &scope.cancel,
-                );
-                call.annotations = tool.server_annotations();
-                guarded_policy(tool.name(), policy(&call)).await
+                custom_decision(scope, &info, tool, input, call_id, policy).await
             }
             RequestPolicy::Always | RequestPolicy::Once | RequestPolicy::Auto { .. } => {
                 ApprovalDecision::UserApproval
@@ -1412,9 +1393,9 @@ impl Runtime {
         lease: Option<&Lease>,
         cleanup: bool,
     ) -> Executed {
-        // Cached reads of the toolset are stale from the moment a write may start, and again
-        // when it ends (a read that ran meanwhile may have seen half of it).
-        self.0.cache.wrote(tool);
+        // Cached reads of the toolset are stale from the moment a write may start until after
+        // it ends, however it ends (a read that ran meanwhile may have seen half of it).
+        let _writing = self.0.cache.writing(tool);
         if let toolwright_core::ToolKind::Workflow(
             toolwright_core::Entry::Task | toolwright_core::Entry::Serve,
         ) = tool.kind()
@@ -1527,7 +1508,6 @@ impl Runtime {
                 }
             }
         };
-        self.0.cache.wrote(tool);
         Executed::Done(self.call_result(&session.id, &turn.id, tool, call_id, outcome))
     }
 
@@ -2587,6 +2567,27 @@ pub(crate) fn response_verdict(
             }),
         None => requester_only(&call),
     }
+}
+
+/// What the custom request policy `policy` of `tool` decides about the call `call_id`.
+async fn custom_decision(
+    scope: &StepScope,
+    info: &SessionInfo,
+    tool: &Tool,
+    input: &Value,
+    call_id: &str,
+    policy: toolwright_core::approval::PolicyFn,
+) -> ApprovalDecision {
+    let mut call = ApprovalCall::new(
+        info,
+        tool.name(),
+        input,
+        call_id,
+        &scope.approved,
+        &scope.cancel,
+    );
+    call.annotations = tool.server_annotations();
+    guarded_policy(tool.name(), policy(&call)).await
 }
 
 /// The start label of a call with `input`. A label callback that panics is a failing label: like

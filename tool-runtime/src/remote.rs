@@ -190,6 +190,27 @@ impl Connection {
         self
     }
 
+    /// Which audiences (model, subagent, user) may see a tool of this connection, as far as
+    /// its declaration tells: with an allowlist, whether any allowed tool is visible to each
+    /// after its overrides; with `allow_all`, every audience (the server decides).
+    pub(crate) fn audiences(&self) -> [bool; 3] {
+        let Allow::Only(names) = &self.allow else {
+            return [true, true, true];
+        };
+        let policies: Vec<RemotePolicy> = names
+            .iter()
+            .map(|name| match self.overrides.get(name) {
+                Some(overrides) => RemotePolicy::UNTRUSTED.overridden_by(overrides),
+                None => RemotePolicy::UNTRUSTED,
+            })
+            .collect();
+        [
+            policies.iter().any(|p| !p.user_only),
+            policies.iter().any(|p| !p.user_only && p.subagents),
+            true,
+        ]
+    }
+
     /// The connection's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -357,7 +357,12 @@ impl RuntimeBuilder {
             }
         }
         let connections: Vec<&str> = self.connections.iter().map(|c| c.name()).collect();
-        let toolsets = crate::toolset::Toolsets::new(self.toolsets, &self.registry, &connections)
+        let audiences: Vec<(&str, [bool; 3])> = self
+            .connections
+            .iter()
+            .map(|c| (c.name(), c.audiences()))
+            .collect();
+        let toolsets = crate::toolset::Toolsets::new(self.toolsets, &self.registry, &audiences)
             .map_err(RuntimeError::Toolset)?;
         let cache = crate::ui::ResultCache::new(&self.registry, &connections);
         let store = match self.store {
@@ -1020,7 +1025,9 @@ impl Session {
     }
 
     /// Begins a turn in which `current` acts and `caller` issues the calls (a subagent session's
-    /// model calls are `Caller::Subagent` whatever is passed).
+    /// model calls are `Caller::Subagent` whatever is passed). With `Caller::User`, the calls
+    /// are `current`'s own actions and ask no approval: use it only for what a person did in
+    /// the user interface ([`Session::invoke`] does), never to relay a model's calls.
     pub async fn begin_turn(
         &self,
         current: Option<Principal>,
@@ -1119,6 +1126,7 @@ impl Session {
     /// tasks) are cancelled, each body getting its cleanup window. Returns when they have ended.
     pub async fn end(&self) -> Result<(), RuntimeError> {
         self.update(|record| record.ended = true).await?;
+        self.runtime.0.cache.forget_session(&self.id);
         let tasks = self.runtime.tasks(&self.id).await?;
         let cancels = tasks
             .iter()

@@ -54,7 +54,7 @@ use std::time::Duration;
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt, OpenOptionsSyncExt};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, Metadata, MetadataExt, OpenOptions};
+use cap_std::fs::{Dir, Metadata, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt};
 use futures_util::future::BoxFuture;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
@@ -416,10 +416,29 @@ fn write_file(dir: &Dir, path: &str, contents: &[u8]) -> Result<(), SandboxError
         Ok(metadata) if metadata.file_type().is_symlink() => {}
         Ok(metadata) => {
             check_plain_file(path, &metadata)?;
-            return replace_file(dir, &relative, path, contents, Some(metadata.permissions()));
+            // Renaming needs only the folder's write permission: open the file for writing
+            // first, so that a file this process may not write is not replaced either, and
+            // check the handle (the path may have changed since).
+            let existing = open_file(
+                dir,
+                &relative,
+                OpenOptions::new().write(true).follow(FollowSymlinks::No),
+            )
+            .map_err(|error| open_error(dir, &relative, path, &error))?;
+            let metadata = existing
+                .metadata()
+                .map_err(|error| classify(path, &error))?;
+            check_plain_file(path, &metadata)?;
+            drop(existing);
+            if replace_file(dir, &relative, path, contents, Some(&metadata))? {
+                return Ok(());
+            }
+            // Owned by someone else: written in place, which keeps its owner.
         }
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return replace_file(dir, &relative, path, contents, None);
+            if replace_file(dir, &relative, path, contents, None)? {
+                return Ok(());
+            }
         }
         Err(error) => return Err(open_error(dir, &relative, path, &error)),
     }
@@ -438,42 +457,52 @@ fn write_file(dir: &Dir, path: &str, contents: &[u8]) -> Result<(), SandboxError
 
 /// Writes `contents` to a new file beside `relative` and renames it over `relative`: readers see
 /// the old contents or the new ones, never an empty or half-written file, and a crash mid-write
-/// leaves the old file as it was. The replaced file's permissions are kept.
+/// leaves the old file as it was. A replaced file keeps its permission bits (not setuid, setgid
+/// or sticky); `false`, with nothing changed, when it belongs to another user or group, whom a
+/// new file would not keep.
 fn replace_file(
     dir: &Dir,
     relative: &Path,
     path: &str,
     contents: &[u8],
-    permissions: Option<cap_std::fs::Permissions>,
-) -> Result<(), SandboxError> {
-    let name = relative
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // Hidden, so `grep` and `glob` skip it while it exists.
+    existing: Option<&Metadata>,
+) -> Result<bool, SandboxError> {
+    // Hidden, so `grep` and `glob` skip it while it exists; a fixed length, so any name that
+    // fits the folder fits it too.
     let temporary = relative.with_file_name(format!(
-        ".{name}.{}.tmp",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
+        ".tw-{}.tmp",
+        &uuid::Uuid::new_v4().simple().to_string()[..16]
     ));
-    let mut file = open_file(
-        dir,
-        &temporary,
-        OpenOptions::new().write(true).create_new(true),
-    )
-    .map_err(|error| classify(path, &error))?;
-    let written = file
-        .write_all(contents)
-        .and_then(|()| match permissions {
-            Some(permissions) => file.set_permissions(permissions),
-            None => Ok(()),
-        })
-        .and_then(|()| file.sync_data())
-        .and_then(|()| dir.rename(&temporary, dir, relative));
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    if existing.is_some() {
+        // Nobody else reads the new contents of a private file while they are written.
+        options.mode(0o600);
+    }
+    let mut file =
+        open_file(dir, &temporary, &mut options).map_err(|error| classify(path, &error))?;
+    if let Some(existing) = existing {
+        let mine = file.metadata().map_err(|error| classify(path, &error))?;
+        if mine.uid() != existing.uid() || mine.gid() != existing.gid() {
+            drop(file);
+            let _ = dir.remove_file(&temporary);
+            return Ok(false);
+        }
+    }
+    let written =
+        file.write_all(contents)
+            .and_then(|()| match existing {
+                Some(existing) => file
+                    .set_permissions(cap_std::fs::Permissions::from_mode(existing.mode() & 0o777)),
+                None => Ok(()),
+            })
+            .and_then(|()| file.sync_data())
+            .and_then(|()| dir.rename(&temporary, dir, relative));
     if let Err(error) = written {
         let _ = dir.remove_file(&temporary);
         return Err(open_error(dir, relative, path, &error));
     }
-    Ok(())
+    Ok(true)
 }
 
 fn list_dir(dir: &Dir, path: &str) -> Result<Vec<DirEntry>, SandboxError> {

@@ -331,11 +331,11 @@ impl Runtime {
             if task.status == TaskStatus::Cancelling || task.cancel_requested {
                 token.cancel();
             }
+            // A body that may write makes cached reads of its toolset stale while it runs and
+            // after.
+            let tool = crate::runtime::find_tool(&self.registry(), &task.tool);
+            let _writing = tool.as_deref().map(|tool| self.0.cache.writing(tool));
             let end = self.run_body(&task, token, lease).await;
-            // A task's body that may write makes cached reads of its toolset stale as it ends.
-            if let Some(tool) = crate::runtime::find_tool(&self.registry(), &task.tool) {
-                self.0.cache.wrote(&tool);
-            }
             if let RunEnd::StoreFailed(error) = &end {
                 if back_off(id, &mut failures, error).await {
                     continue;

@@ -11,7 +11,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use toolwright_core::{Audience, Principal, Registry};
@@ -155,8 +154,8 @@ pub(crate) struct Toolsets {
 
 struct Declared {
     toolset: Toolset,
-    /// Audiences that see a tool of the set (`Audience::index` order); a connection's set is
-    /// seen by every model audience, its tools coming and going with the server.
+    /// Audiences that see a tool of the set (`Audience::index` order); for a connection, as its
+    /// declaration says (its tools come and go with the server).
     seen_by: [bool; 3],
 }
 
@@ -170,7 +169,7 @@ impl Toolsets {
     pub(crate) fn new(
         declared: Vec<Toolset>,
         registry: &Registry,
-        connections: &[&str],
+        connections: &[(&str, [bool; 3])],
     ) -> Result<Toolsets, String> {
         let mut local: BTreeMap<&str, [bool; 3]> = BTreeMap::new();
         for tool in registry.tools() {
@@ -197,14 +196,18 @@ impl Toolsets {
                     toolset.name
                 ));
             }
-            let seen_by = match local.get(toolset.name.as_str()) {
-                Some(seen) => *seen,
-                None if connections.contains(&toolset.name.as_str()) => [true, true, false],
-                None => {
+            let connection = connections
+                .iter()
+                .find(|(name, _)| *name == toolset.name)
+                .map(|(_, seen)| *seen);
+            let seen_by = match (local.get(toolset.name.as_str()), connection) {
+                (Some(seen), _) => *seen,
+                (None, Some(seen)) => seen,
+                (None, None) => {
                     let known: Vec<&str> = local
                         .keys()
                         .copied()
-                        .chain(connections.iter().copied())
+                        .chain(connections.iter().map(|(name, _)| *name))
                         .collect();
                     let hint = if known.is_empty() {
                         "no tool has a toolset and no connection is declared".to_owned()
@@ -279,17 +282,18 @@ impl Toolsets {
                     }));
                     let outcome = match call {
                         Err(_) => Err("the provider panicked".to_owned()),
+                        // Each on a task of its own: one that blocks its thread cannot hold
+                        // up the others' deadlines (nor the turn's, on a multi-thread runtime).
                         Ok(future) => {
-                            match tokio::time::timeout(
-                                deadline,
-                                std::panic::AssertUnwindSafe(future).catch_unwind(),
-                            )
-                            .await
-                            {
-                                Err(_) => Err(format!(
-                                    "the provider did not answer within {} ms",
-                                    deadline.as_millis()
-                                )),
+                            let mut task = tokio::spawn(future);
+                            match tokio::time::timeout(deadline, &mut task).await {
+                                Err(_) => {
+                                    task.abort();
+                                    Err(format!(
+                                        "the provider did not answer within {} ms",
+                                        deadline.as_millis()
+                                    ))
+                                }
                                 Ok(Err(_)) => Err("the provider panicked".to_owned()),
                                 Ok(Ok(Err(reason))) => {
                                     Err(format!("the provider failed: {reason}"))

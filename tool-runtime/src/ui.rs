@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use toolwright_core::{Caller, Effect, Principal, Registry, Tool};
+use toolwright_core::{Caller, Effect, Principal, Registry, Tool, ToolKind};
 
 use crate::record::{CallResult, InputRequest};
 use crate::runtime::{RuntimeError, Session, StepOutcome, ToolCall, Turn};
@@ -65,7 +65,11 @@ impl Session {
         input: Value,
     ) -> Result<Invoked, RuntimeError> {
         let name = self.runtime().user_tool(tool)?.name().to_owned();
-        self.run_as_user(user, &name, &input).await
+        let session = self.clone();
+        // On its own task: a page that goes away does not cut the call (and its turn) short.
+        tokio::spawn(async move { session.run_as_user(user, &name, &input).await })
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))?
     }
 
     /// The result of read tool `tool` with `input` for `user`, through the runtime's shared
@@ -86,64 +90,90 @@ impl Session {
     ) -> Result<CallResult, RuntimeError> {
         let rt = self.runtime();
         let found = rt.user_tool(tool)?;
+        let refuse = |problem: String| RuntimeError::UserCall {
+            tool: found.name().to_owned(),
+            problem,
+        };
         if found.effect() != Effect::Read {
-            return Err(RuntimeError::UserCall {
-                tool: found.name().to_owned(),
-                problem: format!(
-                    "its effect is `{}`, and only `read` tools' results are cached; run it with `Session::invoke`",
-                    found.effect()
-                ),
-            });
+            return Err(refuse(format!(
+                "its effect is `{}`, and only `read` tools' results are cached; run it with `Session::invoke`",
+                found.effect()
+            )));
         }
-        let name = found.name().to_owned();
+        if matches!(
+            found.kind(),
+            ToolKind::Workflow(toolwright_core::Entry::Task | toolwright_core::Entry::Serve)
+        ) {
+            return Err(refuse(
+                "it starts a workflow task, whose result arrives later; run it with `Session::invoke`"
+                    .into(),
+            ));
+        }
         // The cache key uses the input as the tool will see it.
         let validated = found
             .validate(input.clone())
-            .map_err(|error| RuntimeError::UserCall {
-                tool: name.clone(),
-                problem: error.into_tool_error().message().to_owned(),
-            })?;
+            .map_err(|error| refuse(error.into_tool_error().message().to_owned()))?;
         let cache = &rt.0.cache;
+        let clock = &rt.0.options.clock;
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let key = Key {
             session: self.id().to_owned(),
-            user: user_key(&user),
-            tool: name.clone(),
+            user: toolwright_core::registry::input_digest(
+                &serde_json::to_value(&user).unwrap_or_default(),
+            ),
+            tool: found.name().to_owned(),
             input: toolwright_core::registry::input_digest(&validated),
         };
-        let generation = cache.generation(&found);
-        let slot = cache.slot(&key, rt.0.options.clock.now_ms());
-        let mut held = slot.lock().await;
-        let now = rt.0.options.clock.now_ms();
-        if let Some(entry) = held.as_ref()
-            && entry.generation == generation.load(Ordering::Acquire)
-            && now.saturating_sub(entry.at_ms) < ttl.as_millis() as u64
+        let group = cache.group(&found);
+        let slot = cache.slot(&key, clock.now_ms());
+        let arrived = slot.completed.load(Ordering::SeqCst);
+        let mut state = slot.state.lock().await;
+        // A call finished while this view waited for it: its outcome, failed or not, is this
+        // view's too (a failing or hanging tool is called once, not once per view).
+        if slot.completed.load(Ordering::SeqCst) != arrived
+            && let Some(last) = &state.last
         {
+            return Ok(last.clone());
+        }
+        let now = clock.now_ms();
+        if let Some(entry) = state.entry.as_mut()
+            && group.unchanged_since(entry.generation)
+            && now.saturating_sub(entry.at_ms) < ttl_ms
+        {
+            entry.expires_ms = entry.expires_ms.max(entry.at_ms.saturating_add(ttl_ms));
             return Ok(entry.result.clone());
         }
-        // Read before the call: a write that runs meanwhile makes this result stale at once.
-        let before = generation.load(Ordering::Acquire);
-        let invoked = self.run_as_user(user, &name, &input).await?;
+        // Read before the call: a write that starts, runs or ends meanwhile makes the result
+        // unfit to keep (it still answers this view).
+        let before = group.quiet_generation();
+        let name = found.name().to_owned();
+        let session = self.clone();
+        // On its own task: a view that goes away does not cut the call (and its turn) short.
+        let invoked = tokio::spawn(async move { session.run_as_user(user, &name, &input).await })
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))??;
         let result = match invoked {
             Invoked::Done { result, .. } => result,
             Invoked::Waiting { turn, .. } => {
                 turn.cancel().await?;
-                return Err(RuntimeError::UserCall {
-                    tool: name,
-                    problem: "it waits for input, so it cannot serve cached data; run it with `Session::invoke`".into(),
-                });
+                return Err(refuse(
+                    "it waits for input, so it cannot serve cached data; run it with `Session::invoke`"
+                        .into(),
+                ));
             }
         };
-        if result.is_error {
-            *held = None;
-        } else {
-            let at_ms = rt.0.options.clock.now_ms();
-            *held = Some(Entry {
-                generation: before,
+        let keep = !result.is_error && before.is_some() && group.quiet_generation() == before;
+        state.entry = keep.then(|| {
+            let at_ms = clock.now_ms();
+            Entry {
+                generation: before.unwrap_or_default(),
                 at_ms,
-                expires_ms: at_ms.saturating_add(ttl.as_millis() as u64),
+                expires_ms: at_ms.saturating_add(ttl_ms),
                 result: result.clone(),
-            });
-        }
+            }
+        });
+        state.last = Some(result.clone());
+        slot.completed.fetch_add(1, Ordering::SeqCst);
         Ok(result)
     }
 
@@ -213,17 +243,6 @@ impl crate::Runtime {
     }
 }
 
-/// A principal as a cache key part: who it is, not its attributes.
-fn user_key(user: &Principal) -> String {
-    format!(
-        "{}\u{1f}{}\u{1f}{:?}\u{1f}{}",
-        user.authenticator,
-        user.issuer.as_deref().unwrap_or_default(),
-        user.principal_type,
-        user.principal_id
-    )
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
     session: String,
@@ -236,44 +255,97 @@ struct Entry {
     /// The toolset's write generation read before the call that produced it.
     generation: u64,
     at_ms: u64,
-    /// The latest moment any asker's `ttl` has it fresh (for sweeping).
+    /// The latest moment an asker's `ttl` has it fresh (for sweeping).
     expires_ms: u64,
     result: CallResult,
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Entry>>>;
+#[derive(Default)]
+struct SlotState {
+    entry: Option<Entry>,
+    /// The outcome of the last call, kept or not: what views that waited for it get.
+    last: Option<CallResult>,
+}
 
-/// The shared result cache of read tools, and the write generations that invalidate it.
+/// One key's entry, behind a lock its call holds: views asking at once wait for one call.
+#[derive(Default)]
+struct Slot {
+    state: tokio::sync::Mutex<SlotState>,
+    /// How many calls have finished, read before waiting for the lock.
+    completed: AtomicU64,
+}
+
+/// The write state of one toolset (or connection).
+#[derive(Default)]
+struct Group {
+    /// Bumped when a write starts and when it ends.
+    generation: AtomicU64,
+    /// Writes running now.
+    writing: AtomicU64,
+}
+
+impl Group {
+    /// The generation, if no write is running.
+    fn quiet_generation(&self) -> Option<u64> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        (self.writing.load(Ordering::SeqCst) == 0
+            && self.generation.load(Ordering::SeqCst) == generation)
+            .then_some(generation)
+    }
+
+    /// Whether no write started since `generation` was read (and none runs).
+    fn unchanged_since(&self, generation: u64) -> bool {
+        self.quiet_generation() == Some(generation)
+    }
+}
+
+/// Held while a tool that may write runs: cached reads of its toolset are not served, nor
+/// kept, until it is dropped, whichever way the call ends (a result, a park, a timeout, a
+/// panic, a dropped future).
+pub(crate) struct Writing<'a>(Option<&'a Group>);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            group.generation.fetch_add(1, Ordering::SeqCst);
+            group.writing.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The shared result cache of read tools, and the write state that invalidates it.
 pub(crate) struct ResultCache {
-    /// One counter per toolset (`""` for tools without one) and per connection, fixed when the
-    /// runtime is built: a write bumps an atomic, taking no lock.
-    generations: HashMap<String, Arc<AtomicU64>>,
+    /// One per toolset (`""` for tools without one) and per connection, fixed when the runtime
+    /// is built: a write changes atomics, taking no lock.
+    groups: HashMap<String, Group>,
     /// Shared by tools whose group is unknown (none, in practice).
-    fallback: Arc<AtomicU64>,
+    fallback: Group,
     entries: Mutex<Entries>,
 }
 
 struct Entries {
-    slots: HashMap<Key, Slot>,
+    slots: HashMap<Key, Arc<Slot>>,
     /// The size at which expired entries are swept next.
     sweep_at: usize,
 }
 
 const FIRST_SWEEP: usize = 256;
+/// The most entries kept; past it, those closest to expiring go first.
+const MAX_ENTRIES: usize = 10_000;
 
 impl ResultCache {
     pub(crate) fn new(registry: &Registry, connections: &[&str]) -> Self {
-        let mut generations: HashMap<String, Arc<AtomicU64>> = HashMap::new();
-        generations.insert(String::new(), Arc::default());
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        groups.insert(String::new(), Group::default());
         for tool in registry.tools() {
-            generations.entry(group(tool).to_owned()).or_default();
+            groups.entry(group_of(tool).to_owned()).or_default();
         }
         for connection in connections {
-            generations.entry((*connection).to_owned()).or_default();
+            groups.entry((*connection).to_owned()).or_default();
         }
         ResultCache {
-            generations,
-            fallback: Arc::default(),
+            groups,
+            fallback: Group::default(),
             entries: Mutex::new(Entries {
                 slots: HashMap::new(),
                 sweep_at: FIRST_SWEEP,
@@ -281,41 +353,71 @@ impl ResultCache {
         }
     }
 
-    fn generation(&self, tool: &Tool) -> &Arc<AtomicU64> {
-        self.generations.get(group(tool)).unwrap_or(&self.fallback)
+    fn group(&self, tool: &Tool) -> &Group {
+        self.groups.get(group_of(tool)).unwrap_or(&self.fallback)
     }
 
-    /// `tool` runs (or ran): if it may change data, cached results of its toolset are stale.
-    pub(crate) fn wrote(&self, tool: &Tool) {
-        if tool.effect() != Effect::Read {
-            self.generation(tool).fetch_add(1, Ordering::AcqRel);
+    /// `tool` starts: if it may change data, cached results of its toolset are stale from now
+    /// until the returned guard is dropped, and again after.
+    pub(crate) fn writing(&self, tool: &Tool) -> Writing<'_> {
+        if tool.effect() == Effect::Read {
+            return Writing(None);
         }
+        let group = self.group(tool);
+        group.writing.fetch_add(1, Ordering::SeqCst);
+        group.generation.fetch_add(1, Ordering::SeqCst);
+        Writing(Some(group))
     }
 
-    fn slot(&self, key: &Key, now_ms: u64) -> Slot {
-        let mut entries = self
-            .entries
+    /// Drops the entries of session `id` (it ended).
+    pub(crate) fn forget_session(&self, id: &str) {
+        self.lock().slots.retain(|key, _| key.session != id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn slot(&self, key: &Key, now_ms: u64) -> Arc<Slot> {
+        let mut entries = self.lock();
         if let Some(slot) = entries.slots.get(key) {
             return Arc::clone(slot);
         }
         if entries.slots.len() >= entries.sweep_at {
-            // Drop expired entries nobody is using; sweep again when the cache has doubled.
-            entries.slots.retain(|_, slot| match slot.try_lock() {
-                Ok(entry) => entry.as_ref().is_some_and(|e| e.expires_ms > now_ms),
-                Err(_) => true,
-            });
-            entries.sweep_at = (entries.slots.len() * 2).max(FIRST_SWEEP);
+            sweep(&mut entries.slots, now_ms);
+            entries.sweep_at = (entries.slots.len() * 2).clamp(FIRST_SWEEP, MAX_ENTRIES);
         }
-        let slot = Slot::default();
+        let slot = Arc::new(Slot::default());
         entries.slots.insert(key.clone(), Arc::clone(&slot));
         slot
     }
 }
 
+/// Drops expired entries nobody is using; past [`MAX_ENTRIES`], also those closest to expiring.
+fn sweep(slots: &mut HashMap<Key, Arc<Slot>>, now_ms: u64) {
+    // A slot in use (locked) is kept; `None` means "keep".
+    let expiry = |slot: &Arc<Slot>| -> Option<u64> {
+        let state = slot.state.try_lock().ok()?;
+        Some(state.entry.as_ref().map_or(0, |e| e.expires_ms))
+    };
+    slots.retain(|_, slot| expiry(slot).is_none_or(|expires| expires > now_ms));
+    if slots.len() > MAX_ENTRIES {
+        let mut by_expiry: Vec<(u64, Key)> = slots
+            .iter()
+            .filter_map(|(key, slot)| expiry(slot).map(|expires| (expires, key.clone())))
+            .collect();
+        by_expiry.sort_unstable_by_key(|(expires, _)| *expires);
+        let excess = slots.len() - MAX_ENTRIES * 3 / 4;
+        for (_, key) in by_expiry.into_iter().take(excess) {
+            slots.remove(&key);
+        }
+    }
+}
+
 /// The invalidation group of `tool`: its toolset, or its connection for a remote tool.
-fn group(tool: &Tool) -> &str {
+fn group_of(tool: &Tool) -> &str {
     match tool.remote_tool() {
         Some(remote) => remote.connection(),
         None => tool

@@ -476,6 +476,47 @@ async fn write_creates_parents_and_replaces() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Permission bits are kept, not setuid/setgid; a name as long as the folder allows works.
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+    f.sandbox
+        .write("run.sh", b"echo newer\n".to_vec())
+        .await
+        .expect("replace");
+    let mode = std::fs::metadata(&script)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+    let long = "n".repeat(250);
+    for round in 0..2 {
+        f.sandbox
+            .write(&long, format!("round {round}").into_bytes())
+            .await
+            .expect("a 250-byte name, created then replaced");
+    }
+    // Renaming needs only the folder's permission: a file this process may not write is not
+    // replaced (as root, every file is writable), and one owned by someone else keeps its
+    // owner (written in place; only root can hand a file to someone else to try it).
+    let guarded = f.root.join("guarded.txt");
+    std::fs::write(&guarded, "keep\n").expect("file");
+    let root_user = std::fs::metadata("/proc/self").expect("proc").uid() == 0;
+    if root_user {
+        std::os::unix::fs::chown(&guarded, Some(65534), Some(65534)).expect("chown");
+        let before = std::fs::metadata(&guarded).expect("metadata");
+        f.sandbox
+            .write("guarded.txt", b"changed\n".to_vec())
+            .await
+            .expect("write");
+        let after = std::fs::metadata(&guarded).expect("metadata");
+        assert_eq!((after.uid(), after.gid()), (65534, 65534), "owner kept");
+        assert_eq!(before.ino(), after.ino(), "written in place");
+        assert_eq!(std::fs::read(&guarded).expect("read"), b"changed\n");
+    } else {
+        std::fs::set_permissions(&guarded, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        let refused = f.sandbox.write("guarded.txt", b"changed\n".to_vec()).await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(std::fs::read(&guarded).expect("read"), b"keep\n");
+    }
     // A trailing slash names a directory: no file `fresh` is created for `fresh/`.
     let slash = f.sandbox.write("fresh/", b"x".to_vec()).await;
     assert!(
