@@ -3,8 +3,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::descriptor::{EndsTurn, InputSpec, LabelSpec, Location, ToolDescriptor, ToolKind};
-use crate::effect::{Annotations, Effect};
+use crate::descriptor::{InputSpec, Location, ToolDescriptor};
+use crate::effect::Effect;
 use crate::error::ToolError;
 
 /// The arguments of `ask_question`.
@@ -48,50 +48,30 @@ pub fn is_ask_question(descriptor: &ToolDescriptor) -> bool {
 }
 
 static ASK_QUESTION: ToolDescriptor = ToolDescriptor {
-    fn_name: "ask_question",
-    name: "ask_question",
-    toolset: None,
-    description: "Ask the user a question and wait for the answer. Use it when you cannot go on without a decision or a fact only the user has; not for confirming actions (tools that need approval ask by themselves). Give two or three options when the answer is a choice; the user may always answer in their own words. Returns the chosen option's label or the user's words.",
-    describe: None,
     title: Some("Ask the user"),
-    summary: None,
-    i18n: &[],
-    effect: Effect::Read,
-    untrusted: false,
-    user_only: false,
-    deferred: false,
-    subagents: true,
-    approval: None,
-    ends_turn: EndsTurn::Never,
-    label: LabelSpec {
-        start: None,
-        delta: None,
-        complete: false,
-    },
-    annotations: Annotations::NONE,
-    output_schema: None,
     projected: false,
-    kind: ToolKind::Plain,
-    enabled: None,
-    provider: None,
-    input: InputSpec {
-        schema: crate::schema::schema_of::<AskQuestionArgs>,
-        fields: &["question", "options"],
-        type_name: "AskQuestionArgs",
-    },
-    requirements: &[],
-    // The runtime answers `ask_question` through the input protocol; a direct call has nobody
-    // to ask.
-    invoke: |_, _| {
-        Box::pin(std::future::ready(Err(ToolError::with_code(
-            crate::ErrorCode::ApprovalUnavailable,
-            "`ask_question` needs the runtime's input protocol to reach a person; a direct call cannot ask anyone",
-        ))))
-    },
-    location: Location {
-        file: file!(),
-        line: line!(),
-        column: column!(),
-        module_path: module_path!(),
-    },
+    ..ToolDescriptor::plain(
+        "ask_question",
+        "Ask the user a question and wait for the answer. Use it when you cannot go on without a decision or a fact only the user has; not for confirming actions (tools that need approval ask by themselves). Give two or three options when the answer is a choice; the user may always answer in their own words. Returns the chosen option's label or the user's words.",
+        Effect::Read,
+        InputSpec {
+            schema: crate::schema::schema_of::<AskQuestionArgs>,
+            fields: &["question", "options"],
+            type_name: "AskQuestionArgs",
+        },
+        // The runtime answers `ask_question` through the input protocol; a direct call has
+        // nobody to ask.
+        |_, _| {
+            Box::pin(std::future::ready(Err(ToolError::with_code(
+                crate::ErrorCode::ApprovalUnavailable,
+                "`ask_question` needs the runtime's input protocol to reach a person; a direct call cannot ask anyone",
+            ))))
+        },
+        Location {
+            file: file!(),
+            line: line!(),
+            column: column!(),
+            module_path: module_path!(),
+        },
+    )
 };

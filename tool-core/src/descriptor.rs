@@ -204,6 +204,53 @@ pub struct ToolDescriptor {
 }
 
 impl ToolDescriptor {
+    /// A plain tool written by hand (the built-ins, fallbacks, tests): every key at its
+    /// `#[tool]` default (no toolset, title, approval or labels; subagents allowed; output
+    /// projected). Change what differs with struct update syntax:
+    /// `ToolDescriptor { title: Some("..."), ..ToolDescriptor::plain(..) }`.
+    #[doc(hidden)]
+    pub const fn plain(
+        name: &'static str,
+        description: &'static str,
+        effect: Effect,
+        input: InputSpec,
+        invoke: InvokeFn,
+        location: Location,
+    ) -> ToolDescriptor {
+        ToolDescriptor {
+            fn_name: name,
+            name,
+            toolset: None,
+            description,
+            describe: None,
+            title: None,
+            summary: None,
+            i18n: &[],
+            effect,
+            untrusted: false,
+            user_only: false,
+            deferred: false,
+            subagents: true,
+            approval: None,
+            ends_turn: EndsTurn::Never,
+            label: LabelSpec {
+                start: None,
+                delta: None,
+                complete: false,
+            },
+            annotations: Annotations::NONE,
+            output_schema: None,
+            projected: true,
+            kind: ToolKind::Plain,
+            enabled: None,
+            provider: None,
+            input,
+            requirements: &[],
+            invoke,
+            location,
+        }
+    }
+
     /// The model-facing name: `toolset__name` or `name`.
     pub fn model_name(&self) -> String {
         crate::names::model_name(self.toolset, self.name)

@@ -275,47 +275,27 @@ pub fn provider_invoke(
 /// and the real errors are not buried under "cannot find" ones. Nothing runs it: the crate does
 /// not compile.
 pub const ERRORED: ToolDescriptor = ToolDescriptor {
-    fn_name: "",
-    name: "",
-    toolset: None,
-    description: "",
-    describe: None,
-    title: None,
-    summary: None,
-    i18n: &[],
-    effect: Effect::Read,
-    untrusted: false,
-    user_only: false,
-    deferred: false,
     subagents: false,
-    approval: None,
-    ends_turn: EndsTurn::Never,
-    label: LabelSpec {
-        start: None,
-        delta: None,
-        complete: false,
-    },
-    annotations: Annotations::NONE,
-    output_schema: None,
     projected: false,
-    kind: ToolKind::Plain,
-    enabled: None,
-    provider: None,
-    input: InputSpec {
-        schema: schema_of::<Value>,
-        fields: &[],
-        type_name: "",
-    },
-    requirements: &[],
-    invoke: |_, _| {
-        Box::pin(std::future::ready(Err(ToolError::new(
-            "`#[tool]` reported errors for this fn",
-        ))))
-    },
-    location: Location {
-        file: "",
-        line: 0,
-        column: 0,
-        module_path: "",
-    },
+    ..ToolDescriptor::plain(
+        "",
+        "",
+        Effect::Read,
+        InputSpec {
+            schema: schema_of::<Value>,
+            fields: &[],
+            type_name: "",
+        },
+        |_, _| {
+            Box::pin(std::future::ready(Err(ToolError::new(
+                "`#[tool]` reported errors for this fn",
+            ))))
+        },
+        Location {
+            file: "",
+            line: 0,
+            column: 0,
+            module_path: "",
+        },
+    )
 };

@@ -1494,42 +1494,24 @@ mod tests {
         name: &'static str,
         build: crate::descriptor::ProviderFn,
     ) -> ToolDescriptor {
+        let location = Location {
+            file: file!(),
+            line: line!(),
+            column: column!(),
+            module_path: module_path!(),
+        };
         ToolDescriptor {
-            fn_name: name,
-            name,
-            toolset: None,
-            description: "Runs at the provider.",
-            describe: None,
-            title: None,
-            summary: None,
-            i18n: &[],
-            effect: Effect::Read,
             untrusted: true,
-            user_only: false,
-            deferred: false,
-            subagents: true,
-            approval: None,
-            ends_turn: EndsTurn::Never,
-            label: LabelSpec {
-                start: None,
-                delta: None,
-                complete: false,
-            },
-            annotations: Annotations::NONE,
-            output_schema: None,
             projected: false,
-            kind: ToolKind::Plain,
-            enabled: None,
             provider: Some(build),
-            input: crate::private::PROVIDER_INPUT,
-            requirements: &[],
-            invoke: crate::private::provider_invoke,
-            location: Location {
-                file: file!(),
-                line: line!(),
-                column: column!(),
-                module_path: module_path!(),
-            },
+            ..ToolDescriptor::plain(
+                name,
+                "Runs at the provider.",
+                Effect::Read,
+                crate::private::PROVIDER_INPUT,
+                crate::private::provider_invoke,
+                location,
+            )
         }
     }
 

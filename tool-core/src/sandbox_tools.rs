@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::context::CallContext;
-use crate::descriptor::{EndsTurn, InputSpec, LabelSpec, Location, ToolDescriptor, ToolKind};
-use crate::effect::{Annotations, Effect};
+use crate::descriptor::{InputSpec, Location, ToolDescriptor};
+use crate::effect::Effect;
 use crate::error::{ErrorCode, ToolError};
 use crate::output::{CallOutput, ModelOutput};
 use crate::sandbox::{ExecRequest, GrepRequest, Sandbox, SandboxError};
@@ -648,42 +648,16 @@ const fn builtin(
     input: InputSpec,
     invoke: crate::descriptor::InvokeFn,
 ) -> ToolDescriptor {
+    let location = Location {
+        file: file!(),
+        line: line!(),
+        column: 1,
+        module_path: module_path!(),
+    };
     ToolDescriptor {
-        fn_name: name,
-        name,
-        toolset: None,
-        description,
-        describe: None,
         title: Some(title),
-        summary: None,
-        i18n: &[],
-        effect,
-        untrusted: false,
-        user_only: false,
-        deferred: false,
-        subagents: true,
         approval,
-        ends_turn: EndsTurn::Never,
-        label: LabelSpec {
-            start: None,
-            delta: None,
-            complete: false,
-        },
-        annotations: Annotations::NONE,
-        output_schema: None,
-        projected: true,
-        kind: ToolKind::Plain,
-        enabled: None,
-        provider: None,
-        input,
-        requirements: &[],
-        invoke,
-        location: Location {
-            file: file!(),
-            line: line!(),
-            column: 1,
-            module_path: module_path!(),
-        },
+        ..ToolDescriptor::plain(name, description, effect, input, invoke, location)
     }
 }
 

@@ -426,3 +426,59 @@ fn group_of(tool: &Tool) -> &str {
             .unwrap_or_default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: usize) -> Key {
+        Key {
+            session: "s".into(),
+            user: "u".into(),
+            tool: "t".into(),
+            input: n.to_string(),
+        }
+    }
+
+    fn slot(expires_ms: Option<u64>) -> Arc<Slot> {
+        let slot = Slot::default();
+        if let Some(expires_ms) = expires_ms {
+            slot.state.try_lock().unwrap().entry = Some(Entry {
+                generation: 0,
+                at_ms: 0,
+                expires_ms,
+                result: CallResult::failed("c", "t", toolwright_core::ToolError::new("unused")),
+            });
+        }
+        Arc::new(slot)
+    }
+
+    #[test]
+    fn sweeping_drops_expired_and_empty_entries_but_not_those_in_use() {
+        let mut slots = HashMap::new();
+        slots.insert(key(0), slot(Some(50)));
+        slots.insert(key(1), slot(Some(500)));
+        slots.insert(key(2), slot(None));
+        let busy = slot(Some(50));
+        let _held = busy.state.try_lock().unwrap();
+        slots.insert(key(3), Arc::clone(&busy));
+        sweep(&mut slots, 100);
+        let mut left: Vec<String> = slots.keys().map(|k| k.input.clone()).collect();
+        left.sort();
+        assert_eq!(left, ["1", "3"]);
+    }
+
+    #[test]
+    fn past_the_cap_those_closest_to_expiring_go_first() {
+        let mut slots: HashMap<Key, Arc<Slot>> = (0..MAX_ENTRIES + 1)
+            .map(|n| (key(n), slot(Some(1_000 + n as u64))))
+            .collect();
+        sweep(&mut slots, 0);
+        assert_eq!(slots.len(), MAX_ENTRIES * 3 / 4);
+        let oldest_kept = slots
+            .keys()
+            .map(|k| k.input.parse::<usize>().unwrap())
+            .min();
+        assert_eq!(oldest_kept, Some(MAX_ENTRIES + 1 - MAX_ENTRIES * 3 / 4));
+    }
+}
