@@ -1,7 +1,6 @@
 //! The [`CallHost`] the runtime installs behind every call's context.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,14 +16,12 @@ use toolwright_core::{
 use crate::event::Event;
 use crate::record::{EntryKind, JournalEntry, TaskCall};
 use crate::store::{Lease, Store, StoreError};
-
-/// Application state registered on the runtime, by type.
-pub(crate) type States = HashMap<TypeId, Arc<dyn Any + Send + Sync>>;
+use crate::transition::Suspension;
 
 pub(crate) struct RuntimeHost {
     pub(crate) token: CancellationToken,
     pub(crate) events: broadcast::Sender<Event>,
-    pub(crate) states: Arc<States>,
+    pub(crate) states: Arc<crate::services::States>,
     /// The tool being called (a snapshot: the registry may change while the call runs).
     pub(crate) tool: Arc<Tool>,
     /// The sandbox the host installed on the runtime.
@@ -42,7 +39,7 @@ pub(crate) struct RuntimeHost {
     /// and the body replays up to it on the next run.
     pub(crate) suspended: std::sync::Mutex<Option<Suspension>>,
     pub(crate) parked: tokio::sync::Notify,
-    pub(crate) clock: Arc<dyn crate::runtime::Clock>,
+    pub(crate) clock: Arc<dyn crate::options::Clock>,
     /// For the body of a `task` or `serve` workflow: its calls and where its replies go.
     pub(crate) task: Option<TaskLink>,
 }
@@ -62,17 +59,6 @@ pub(crate) struct TaskLink {
     /// Set when the runner drops the body (it parked, or its cleanup window ended): calls the
     /// body held are not failed by being dropped.
     pub(crate) discarding: std::sync::atomic::AtomicBool,
-}
-
-/// Why a workflow body stopped until later.
-#[derive(Debug, Clone)]
-pub(crate) enum Suspension {
-    /// `ctx.ask` at this journal position, with no answer recorded yet.
-    Ask { position: u32, request: AskRequest },
-    /// `ctx.sleep` until this time (Unix milliseconds).
-    Sleep { until_ms: u64 },
-    /// A `serve` body waits for its call at this index, which has not arrived.
-    Receive { index: usize },
 }
 
 /// A durable call's journal: what earlier runs recorded, and where this run is in it.
@@ -191,11 +177,6 @@ fn kind_word(kind: EntryKind) -> &'static str {
     }
 }
 
-/// The journal name of the `ask` at `position`.
-pub(crate) fn ask_name(position: u32) -> String {
-    format!("ask#{position}")
-}
-
 fn journal_error(error: StoreError) -> ToolError {
     ToolError::with_code(
         ErrorCode::Journal,
@@ -305,7 +286,7 @@ impl CallHost for RuntimeHost {
             let position = journal
                 .cursor
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let name = ask_name(position);
+            let name = crate::ids::ask_name(position);
             if let Some(entry) = journal.recorded.get(position as usize) {
                 let value = journal.replayed_as(entry, EntryKind::Ask, &name)?;
                 return serde_json::from_value(value).map_err(|error| {
@@ -392,7 +373,7 @@ impl CallHost for RuntimeHost {
             let position = journal
                 .cursor
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let name = format!("sleep#{position}");
+            let name = crate::ids::sleep_name(position);
             // The end of the sleep is recorded the first time, so every replay waits for the
             // same moment however late it runs.
             let until_ms = match journal.recorded.get(position as usize) {

@@ -5,31 +5,38 @@
 
 #![warn(missing_docs)]
 
+mod call;
+mod decider;
+mod error;
 pub mod event;
 mod host;
+mod ids;
+mod options;
 mod pipeline;
 pub mod record;
 mod recover;
 pub mod remote;
 mod runtime;
 pub mod sandbox;
+mod services;
 pub mod store;
 mod task;
 pub mod toolset;
+mod transition;
 mod ui;
 
+pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOutcome, ToolCall};
+pub use decider::{AutoRequest, AutoVerdict, Decider};
+pub use error::RuntimeError;
 pub use event::{CandidateStatus, CompletionReason, Event};
+pub use options::{Clock, Options, SystemClock};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, Decision, DefinitionChange, EntryKind,
     InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, PinRecord,
     RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus,
     TurnRecord, TurnStatus,
 };
-pub use runtime::{
-    AutoRequest, AutoVerdict, Clock, Decider, InputResponse, Options, ProviderResult,
-    RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, StepOutcome,
-    SystemClock, ToolCall, Turn,
-};
+pub use runtime::{Runtime, RuntimeBuilder, Session, SessionSpec, Turn};
 pub use sandbox::LocalSandbox;
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
 #[cfg(feature = "postgres")]

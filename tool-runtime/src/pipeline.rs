@@ -8,32 +8,29 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    ApprovalCall, ApprovalDecision, AskAnswer, AskRequest, Audience, CallContext, Caller,
-    ContentPart, Effect, EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, Registry,
-    RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError,
-    approval::requester_only, names,
+    ApprovalCall, ApprovalDecision, AskAnswer, Audience, CallContext, Caller, ContentPart, Effect,
+    EnabledContext, ErrorCode, Format, ModelOutput, NeverCancelled, Registry, RequestPolicy,
+    ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, names,
 };
 use tracing::Instrument;
 
+use crate::call::{InputResponse, RespondOutcome, StepOutcome, ToolCall};
+use crate::decider::{AutoRequest, AutoVerdict};
+use crate::error::RuntimeError;
 use crate::event::{CandidateStatus, CompletionReason, Event};
-use crate::host::{Journal, RuntimeHost, Suspension};
+use crate::host::{Journal, RuntimeHost};
 use crate::record::{
-    Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest, JournalEntry,
-    Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord,
-    TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
+    PendingCall, PendingStep, Permission, RequestKind, SessionRecord, TurnRecord, TurnStatus,
 };
-use crate::runtime::{
-    AutoRequest, AutoVerdict, InputResponse, RespondOutcome, Runtime, RuntimeError, StepOutcome,
-    ToolCall, Turn,
-};
+use crate::runtime::{Runtime, Turn};
 use crate::store::{Claim, Lease, StoreError};
-
-/// A workflow call parked on a question or a timer.
-struct Parked {
-    call_id: String,
-    state: CallState,
-    request: Option<InputRequest>,
-}
+use crate::transition::answer::{
+    answer_text, decision_of, question_answer, response_verdict, with_note, workflow_answer,
+};
+use crate::transition::request::ApprovalAsk;
+use crate::transition::turn::{Cancellation, Settlement};
+use crate::transition::{Parked, Suspension};
 
 /// How one execution ended.
 enum Executed {
@@ -69,6 +66,31 @@ enum Prepared {
         input: Value,
         request: Box<InputRequest>,
     },
+}
+
+impl Prepared {
+    /// The call as the step records it before anything runs.
+    fn pending_call(&self) -> PendingCall {
+        match self {
+            Prepared::Done(result) | Prepared::Provided(result, _) => {
+                PendingCall::finished(result.clone())
+            }
+            Prepared::Run {
+                call_id,
+                tool,
+                input,
+            } => PendingCall::running(call_id, tool.name(), input.clone()),
+            Prepared::Meta { call_id, name, .. } => {
+                PendingCall::running(call_id, name, Value::Null)
+            }
+            Prepared::Ask {
+                call_id,
+                tool,
+                input,
+                request,
+            } => PendingCall::waiting(call_id, tool.name(), input.clone(), &request.request_id),
+        }
+    }
 }
 
 /// What one step works with, read once at its start.
@@ -117,15 +139,6 @@ fn session_info(session: &SessionRecord, turn: &TurnRecord) -> SessionInfo {
 
 fn audience_of(turn: &TurnRecord) -> Audience {
     Audience::of(turn.caller)
-}
-
-/// The journal id of a durable plain call: one run per call of a turn.
-pub(crate) fn durable_run_id(turn_id: &str, call_id: &str) -> String {
-    format!("{turn_id}/{call_id}")
-}
-
-pub(crate) fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
@@ -224,7 +237,7 @@ impl Turn {
                     result: result.clone(),
                 });
             }
-            scope.turn.steps += 1;
+            scope.turn.refuse_step();
             store.put_turn(&scope.turn, Some(version)).await?;
             return Ok(StepOutcome::Completed {
                 results,
@@ -289,62 +302,17 @@ impl Turn {
             // Record the step as running before anything runs: a second handle cannot step the
             // turn meanwhile, and after a crash `recover` re-runs durable calls from their
             // journals and settles the others as "result unknown" (never run twice).
-            let step = PendingStep {
-                index: scope.turn.steps,
-                calls: prepared
-                    .iter()
-                    .map(|p| match p {
-                        Prepared::Done(result) | Prepared::Provided(result, _) => PendingCall {
-                            call_id: result.call_id.clone(),
-                            tool: result.tool.clone(),
-                            input: Value::Null,
-                            state: CallState::Finished {
-                                result: result.clone(),
-                            },
-                        },
-                        Prepared::Run {
-                            call_id,
-                            tool,
-                            input,
-                        } => PendingCall {
-                            call_id: call_id.clone(),
-                            tool: tool.name().to_owned(),
-                            input: input.clone(),
-                            state: CallState::Running,
-                        },
-                        Prepared::Meta { call_id, name, .. } => PendingCall {
-                            call_id: call_id.clone(),
-                            tool: (*name).to_owned(),
-                            input: Value::Null,
-                            state: CallState::Running,
-                        },
-                        Prepared::Ask {
-                            call_id,
-                            tool,
-                            input,
-                            request,
-                        } => PendingCall {
-                            call_id: call_id.clone(),
-                            tool: tool.name().to_owned(),
-                            input: input.clone(),
-                            state: CallState::Waiting {
-                                request_id: request.request_id.clone(),
-                            },
-                        },
-                    })
-                    .collect(),
-                requests: prepared
-                    .iter()
-                    .filter_map(|p| match p {
-                        Prepared::Ask { request, .. } => Some((**request).clone()),
-                        _ => None,
-                    })
-                    .collect(),
-            };
-            scope.turn.pending = Some(step);
+            let calls = prepared.iter().map(Prepared::pending_call).collect();
+            let requests = prepared
+                .iter()
+                .filter_map(|p| match p {
+                    Prepared::Ask { request, .. } => Some((**request).clone()),
+                    _ => None,
+                })
+                .collect();
             // `running` while the ready calls run: the requests are not announced yet, so no
             // answer can arrive before the step is parked below.
-            scope.turn.status = TurnStatus::Running;
+            scope.turn.begin_step(calls, requests);
             let written = store
                 .write_turn(&scope.turn, Some(version), rt.take())
                 .await?;
@@ -399,7 +367,7 @@ impl Turn {
             let (result, invoked) = match (prep, ran) {
                 (Prepared::Run { call_id, tool, .. }, Some(Executed::Suspended(suspension))) => {
                     let name = tool.name();
-                    suspended.push(rt.suspension_request(&scope.turn, call_id, name, suspension));
+                    suspended.push(Parked::new(&scope.turn, call_id, name, suspension));
                     continue;
                 }
                 // Taint is decided by the tool that ran, not by what the registry holds now (a
@@ -413,7 +381,7 @@ impl Turn {
                 (Prepared::Provided(result, untrusted), None) => (result.clone(), *untrusted),
                 _ => continue,
             };
-            note_taint(&mut scope.turn, &result, invoked);
+            scope.turn.note_taint(&result.tool, invoked);
             rt.emit(Event::ActionResult {
                 session_id: scope.session.id.clone(),
                 turn_id: self.id.clone(),
@@ -424,27 +392,18 @@ impl Turn {
 
         let parked: HashSet<String> = suspended.iter().map(|p| p.call_id.clone()).collect();
         if waiting || !suspended.is_empty() {
-            let Some(step) = scope.turn.pending.as_mut() else {
+            if scope.turn.park(&results, suspended).is_none() {
                 return Err(RuntimeError::Store(StoreError::Corrupt {
                     id: self.id.clone(),
                     error: "a running step has no record".into(),
                 }));
-            };
-            for result in &results {
-                if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
-                    call.state = CallState::Finished {
-                        result: result.clone(),
-                    };
-                }
             }
-            for parked in suspended {
-                if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == parked.call_id) {
-                    call.state = parked.state;
-                }
-                step.requests.extend(parked.request);
-            }
-            let requests = step.requests.clone();
-            scope.turn.status = TurnStatus::Waiting;
+            let requests = scope
+                .turn
+                .pending
+                .as_ref()
+                .map(|step| step.requests.clone())
+                .unwrap_or_default();
             match store
                 .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
                 .await
@@ -502,18 +461,9 @@ impl Turn {
         }
 
         // A turn cannot end while workflow tasks owe it results.
-        let ends_turn = ends_turn(&scope.turn, &results)
-            && rt.owing(&scope.session.id, &self.id).await?.is_empty();
-        scope.turn.last_step = Some(ClosedStep {
-            index: scope.turn.steps,
-            results: results.clone(),
-        });
-        scope.turn.steps += 1;
-        scope.turn.pending = None;
-        scope.turn.status = TurnStatus::Active;
-        if ends_turn {
-            scope.turn.status = TurnStatus::Completed;
-        }
+        let ends_turn =
+            scope.turn.may_end(&results) && rt.owing(&scope.session.id, &self.id).await?.is_empty();
+        scope.turn.close_step(&results, ends_turn);
         match store
             .write_turn(&scope.turn, Some(version), keep(lease.as_ref()))
             .await
@@ -621,14 +571,13 @@ impl Turn {
                     .turn(&self.id)
                     .await?
                     .ok_or_else(|| RuntimeError::UnknownTurn(self.id.clone()))?;
-            if turn.status != TurnStatus::Active {
+            if let Err(status) = turn.complete() {
                 return Err(RuntimeError::TurnState {
                     turn: self.id.clone(),
-                    status: turn.status,
+                    status,
                     what: "only an active turn can be completed",
                 });
             }
-            turn.status = TurnStatus::Completed;
             match rt.0.store.put_turn(&turn, Some(version)).await {
                 Ok(_) => break,
                 Err(StoreError::Conflict(_)) => continue,
@@ -684,7 +633,7 @@ impl Turn {
 fn provider_result(
     call: &ToolCall,
     tool: &Tool,
-    provided: &crate::runtime::ProviderResult,
+    provided: &crate::call::ProviderResult,
 ) -> CallResult {
     if provided.is_error {
         let text = match &provided.output {
@@ -710,23 +659,6 @@ fn provider_result(
         ends_turn: false,
         label: None,
     }
-}
-
-/// An untrusted tool whose body ran taints the rest of the turn, whatever it returned: an error
-/// message may quote third-party text too. A call the pipeline refused before it ran (unknown,
-/// invalid, denied) read nothing and taints nothing. `untrusted_ran`: an untrusted tool ran.
-fn note_taint(turn: &mut TurnRecord, result: &CallResult, untrusted_ran: bool) {
-    if untrusted_ran && turn.tainted_by.is_none() {
-        turn.tainted_by = Some(result.tool.clone());
-    }
-}
-
-fn ends_turn(turn: &TurnRecord, results: &[CallResult]) -> bool {
-    // Subagents must answer their parent, and structured-output turns must produce it.
-    turn.caller != Caller::Subagent
-        && !turn.structured_output
-        && !results.is_empty()
-        && results.iter().all(|r| !r.is_error && r.ends_turn)
 }
 
 impl Runtime {
@@ -1053,26 +985,22 @@ impl Runtime {
                     ),
                     None => self.prompt(scope, tool, &input, &call.call_id),
                 };
+                let request = InputRequest::approval(
+                    &scope.info(),
+                    ApprovalAsk {
+                        call_id: call.call_id.clone(),
+                        tool: tool.name().to_owned(),
+                        input: input.clone(),
+                        prompt,
+                        reasons,
+                        approval_key: key,
+                        definition_change: change,
+                    },
+                );
                 Prepared::Ask {
                     call_id: call.call_id.clone(),
                     tool: Arc::clone(&shared),
-                    request: Box::new(InputRequest {
-                        request_id: new_id("req"),
-                        kind: RequestKind::ToolApproval,
-                        session_id: scope.session.id.clone(),
-                        turn_id: scope.turn.id.clone(),
-                        call_id: Some(call.call_id.clone()),
-                        tool: Some(tool.name().to_owned()),
-                        input: Some(input.clone()),
-                        prompt,
-                        reasons,
-                        requester: scope.turn.current.clone(),
-                        approval_key: key,
-                        journal_position: None,
-                        task_id: None,
-                        definition_change: change.map(Box::new),
-                        status: RequestStatus::Pending,
-                    }),
+                    request: Box::new(request),
                     input,
                 }
             }
@@ -1103,31 +1031,10 @@ impl Runtime {
                 label: None,
             });
         }
-        let prompt = input
-            .get("question")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         Prepared::Ask {
             call_id: call.call_id.clone(),
             tool,
-            request: Box::new(InputRequest {
-                request_id: new_id("req"),
-                kind: RequestKind::Question,
-                session_id: scope.session.id.clone(),
-                turn_id: scope.turn.id.clone(),
-                call_id: Some(call.call_id.clone()),
-                tool: Some("ask_question".into()),
-                input: Some(input.clone()),
-                prompt,
-                reasons: Vec::new(),
-                requester: scope.turn.current.clone(),
-                approval_key: None,
-                journal_position: None,
-                task_id: None,
-                definition_change: None,
-                status: RequestStatus::Pending,
-            }),
+            request: Box::new(InputRequest::question(&scope.info(), &call.call_id, &input)),
             input,
         }
     }
@@ -1417,7 +1324,7 @@ impl Runtime {
         };
         let info = session_info(session, turn);
         let journal = if tool.kind().is_journaled() {
-            let run_id = durable_run_id(&turn.id, call_id);
+            let run_id = crate::ids::durable_run_id(&turn.id, call_id);
             let recorded = match self.0.store.journal(&run_id).await {
                 Ok(recorded) => recorded,
                 Err(error) => {
@@ -1552,33 +1459,23 @@ impl Runtime {
         session: SessionRecord,
         mut turn: TurnRecord,
         version: u64,
-        mut step: PendingStep,
+        step: PendingStep,
         ran: Vec<(CallResult, bool)>,
         parked: Vec<Parked>,
         lease: Option<&Lease>,
     ) -> Result<StepOutcome, RuntimeError> {
-        let mut results = Vec::new();
+        let mut results = Vec::with_capacity(ran.len());
         for (result, invoked) in ran {
-            note_taint(&mut turn, &result, invoked);
-            if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == result.call_id) {
-                call.state = CallState::Finished {
-                    result: result.clone(),
-                };
-            }
+            turn.note_taint(&result.tool, invoked);
             results.push(result);
         }
-        let mut asked = Vec::new();
-        for parked in parked {
-            if let Some(call) = step.calls.iter_mut().find(|c| c.call_id == parked.call_id) {
-                call.state = parked.state;
-            }
-            if let Some(request) = parked.request {
-                step.requests.push(request.clone());
-                asked.push(request);
-            }
-        }
         turn.pending = Some(step);
-        turn.status = TurnStatus::Waiting;
+        let Some(asked) = turn.park(&results, parked) else {
+            return Err(RuntimeError::Store(StoreError::Corrupt {
+                id: turn.id.clone(),
+                error: "a resumed step has no record".into(),
+            }));
+        };
         self.0
             .store
             .write_turn(&turn, Some(version), keep(lease))
@@ -1606,55 +1503,6 @@ impl Runtime {
             requests: asked,
             notices: Vec::new(),
         })
-    }
-
-    /// Where a suspended workflow call parks: on a question (an input request) or a timer.
-    fn suspension_request(
-        &self,
-        turn: &TurnRecord,
-        call_id: &str,
-        tool: &str,
-        suspension: Suspension,
-    ) -> Parked {
-        match suspension {
-            Suspension::Ask { position, request } => {
-                let request = InputRequest {
-                    request_id: new_id("req"),
-                    kind: RequestKind::Question,
-                    session_id: turn.session_id.clone(),
-                    turn_id: turn.id.clone(),
-                    call_id: Some(call_id.to_owned()),
-                    tool: Some(tool.to_owned()),
-                    prompt: request.prompt.clone(),
-                    input: serde_json::to_value(&request).ok(),
-                    reasons: Vec::new(),
-                    requester: turn.current.clone(),
-                    approval_key: None,
-                    journal_position: Some(position),
-                    task_id: None,
-                    definition_change: None,
-                    status: RequestStatus::Pending,
-                };
-                Parked {
-                    call_id: call_id.to_owned(),
-                    state: CallState::Waiting {
-                        request_id: request.request_id.clone(),
-                    },
-                    request: Some(request),
-                }
-            }
-            Suspension::Sleep { until_ms } => Parked {
-                call_id: call_id.to_owned(),
-                state: CallState::Sleeping { until_ms },
-                request: None,
-            },
-            // Only a task's body waits for calls; `execute` never reports it.
-            Suspension::Receive { .. } => Parked {
-                call_id: call_id.to_owned(),
-                state: CallState::Running,
-                request: None,
-            },
-        }
     }
 
     /// Warns about files sent to the model that are large or not base64.
@@ -1756,10 +1604,7 @@ impl Runtime {
                 return Ok(RespondOutcome::Rejected { reason });
             }
 
-            let decision = match response.decision {
-                ResponseDecision::Approve => Decision::Approved,
-                ResponseDecision::Cancel => Decision::Cancelled,
-            };
+            let decision = decision_of(response.decision);
             let question = request.kind == RequestKind::Question;
             let workflow_ask = request.journal_position;
             let answer = if let Some(position) = workflow_ask {
@@ -1773,10 +1618,10 @@ impl Runtime {
                 let entry = JournalEntry {
                     position,
                     kind: EntryKind::Ask,
-                    name: crate::host::ask_name(position),
+                    name: crate::ids::ask_name(position),
                     value: serde_json::to_value(&answer).unwrap_or(Value::Null),
                 };
-                let run = durable_run_id(&turn.id, call_id);
+                let run = crate::ids::durable_run_id(&turn.id, call_id);
                 match store.append_journal(&run, &entry).await {
                     Ok(()) => {}
                     // Already recorded: by this answer on an earlier try of this loop (the turn
@@ -1796,10 +1641,7 @@ impl Runtime {
                     }
                     Err(error) => return Err(error.into()),
                 }
-                match answer {
-                    AskAnswer::Answered { option_id, text } => option_id.or(text),
-                    _ => None,
-                }
+                answer_text(&answer)
             } else if question && decision == Decision::Approved {
                 match question_answer(&request, &response) {
                     Ok(answer) => Some(answer),
@@ -1808,80 +1650,15 @@ impl Runtime {
             } else {
                 None
             };
-            let settled_request = step
-                .requests
-                .iter_mut()
-                .find(|r| r.request_id == response.request_id)
-                .expect("found above");
-            settled_request.status = RequestStatus::Settled {
-                decision,
-                responder: response.principal.clone(),
-                note: answer.clone().or_else(|| response.note.clone()),
-            };
-            let mut approvals = Vec::new();
-            for call in &mut step.calls {
-                if Some(&call.call_id) != request.call_id.as_ref() {
-                    continue;
-                }
-                if workflow_ask.is_some() {
-                    // Runs again when the step resumes, replaying to the recorded answer.
-                    call.state = CallState::Ready { approved_by: None };
-                    continue;
-                }
-                if question {
-                    let output = match &answer {
-                        Some(answer) => json!({ "status": "answered", "answer": answer }),
-                        None => json!({ "status": "cancelled" }),
-                    };
-                    call.state = CallState::Finished {
-                        result: CallResult {
-                            call_id: call.call_id.clone(),
-                            tool: call.tool.clone(),
-                            is_error: false,
-                            model: ModelOutput::Json(output.clone()),
-                            output,
-                            error: None,
-                            ends_turn: false,
-                            label: None,
-                        },
-                    };
-                    continue;
-                }
-                call.state = match decision {
-                    Decision::Approved => {
-                        approvals.push((
-                            call.call_id.clone(),
-                            Approver {
-                                principal: response.principal.clone(),
-                            },
-                        ));
-                        CallState::Ready {
-                            approved_by: Some(Approver {
-                                principal: response.principal.clone(),
-                            }),
-                        }
-                    }
-                    Decision::Cancelled => CallState::Finished {
-                        result: CallResult::failed(
-                            &call.call_id,
-                            &call.tool,
-                            ToolError::with_code(
-                                ErrorCode::Denied,
-                                match &response.note {
-                                    Some(note) => format!(
-                                        "the user declined `{}`; their note: {note}",
-                                        call.tool
-                                    ),
-                                    None => format!(
-                                        "the user declined `{}`; do not retry it unless they ask",
-                                        call.tool
-                                    ),
-                                },
-                            ),
-                        ),
-                    },
-                };
-            }
+            step.settle(
+                &response.request_id,
+                &Settlement {
+                    decision,
+                    responder: response.principal.clone(),
+                    note: response.note.clone(),
+                    answer,
+                },
+            );
             // Approving a changed remote definition pins it, for every session, before the turn
             // is claimed: a failure here leaves the request pending (answer again), never a
             // claimed call whose approval was lost. Pinning twice (a retry of this loop, a second
@@ -1893,24 +1670,11 @@ impl Runtime {
                     .await?;
             }
             // `once` memory is written only when no request for the same key is still pending.
-            let remember = settled_grants(step);
-            let pending: Vec<String> = step
-                .requests
-                .iter()
-                .filter(|r| r.is_pending())
-                .map(|r| r.request_id.clone())
-                .collect();
+            let remember = step.settled_grants();
+            let pending = step.pending_requests();
             // A sleeping workflow call holds the step until its timer is due.
-            let claim = pending.is_empty()
-                && !step
-                    .calls
-                    .iter()
-                    .any(|c| matches!(c.state, CallState::Sleeping { .. }));
-            let claimed = if claim {
-                claim_step(&mut turn)
-            } else {
-                Vec::new()
-            };
+            let claim = pending.is_empty() && !step.is_sleeping();
+            let claimed = if claim { turn.claim_step() } else { Vec::new() };
             // Registered before the claim is written, so a cancel that lands right after it
             // still reaches the calls.
             let token = CancellationToken::new();
@@ -1989,42 +1753,12 @@ impl Runtime {
                     error: "a waiting turn has no pending step".into(),
                 }));
             };
-            let mut revoked = Vec::new();
-            for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
-                request.status = RequestStatus::Revoked { outcome };
-                revoked.push(request.request_id.clone());
-            }
-            for call in &mut step.calls {
-                if let CallState::Waiting { .. } = call.state {
-                    let message = match outcome {
-                        Outcome::Ignored => format!(
-                            "`{}` was not approved: the user sent a new message instead ({text:?})",
-                            call.tool
-                        ),
-                        _ => format!("`{}` was cancelled with its turn", call.tool),
-                    };
-                    let code = if outcome == Outcome::Ignored {
-                        ErrorCode::Denied
-                    } else {
-                        ErrorCode::Cancelled
-                    };
-                    call.state = CallState::Finished {
-                        result: CallResult::failed(
-                            &call.call_id,
-                            &call.tool,
-                            ToolError::with_code(code, message),
-                        ),
-                    };
-                }
-            }
+            let revoked = step.revoke(outcome, text);
             // `once` grants of requests approved earlier in this step: with nothing pending
             // for their key any more, the memory is written now.
-            let grants = settled_grants(step);
-            let sleeping = step
-                .calls
-                .iter()
-                .any(|c| matches!(c.state, CallState::Sleeping { .. }));
-            let claimed = claim_step(&mut turn);
+            let grants = step.settled_grants();
+            let sleeping = step.is_sleeping();
+            let claimed = turn.claim_step();
             let token = CancellationToken::new();
             let _running = self.track(&turn.id, &token);
             let taking = if turn.status == TurnStatus::Running {
@@ -2077,62 +1811,11 @@ impl Runtime {
             if matches!(turn.status, TurnStatus::Completed | TurnStatus::Cancelled) {
                 return Ok(());
             }
-            let mut revoked = Vec::new();
-            let mut closed = Vec::new();
-            // A parked step: revoking fails the calls that waited; approved calls of a cancelled
-            // turn do not run. (A `running` step's calls are running: they finish on their own.)
-            let mut bodies = Vec::new();
-            if turn.status == TurnStatus::Waiting
-                && let Some(step) = turn.pending.as_mut()
-            {
-                // Workflow bodies parked mid-run (on a question, a timer, or answered and
-                // waiting for the step to resume) get to run their cleanup.
-                for call in &step.calls {
-                    let mid_run = match &call.state {
-                        CallState::Sleeping { .. } => true,
-                        CallState::Waiting { .. } | CallState::Ready { .. } => {
-                            step.requests.iter().any(|r| {
-                                r.journal_position.is_some()
-                                    && r.call_id.as_deref() == Some(call.call_id.as_str())
-                            })
-                        }
-                        _ => false,
-                    };
-                    if mid_run {
-                        bodies.push((call.call_id.clone(), call.tool.clone(), call.input.clone()));
-                    }
-                }
-                for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
-                    request.status = RequestStatus::Revoked {
-                        outcome: Outcome::Cancelled,
-                    };
-                    revoked.push(request.request_id.clone());
-                }
-                for call in &mut step.calls {
-                    if !matches!(call.state, CallState::Finished { .. }) {
-                        call.state = CallState::Finished {
-                            result: CallResult::failed(
-                                &call.call_id,
-                                &call.tool,
-                                ToolError::with_code(
-                                    ErrorCode::Cancelled,
-                                    format!("`{}` was cancelled with its turn", call.tool),
-                                ),
-                            ),
-                        };
-                    }
-                    // Calls that waited on a request have had no result event yet.
-                    if let CallState::Finished { result } = &call.state
-                        && step
-                            .requests
-                            .iter()
-                            .any(|r| r.call_id.as_deref() == Some(call.call_id.as_str()))
-                    {
-                        closed.push(result.clone());
-                    }
-                }
-            }
-            turn.status = TurnStatus::Cancelled;
+            let Cancellation {
+                revoked,
+                closed,
+                bodies,
+            } = turn.cancel();
             match store.put_turn(&turn, Some(version)).await {
                 Ok(_) => {
                     for request_id in revoked {
@@ -2212,12 +1895,7 @@ impl Runtime {
             match execution {
                 Executed::Done(result) => ran.push((result, invoked)),
                 Executed::Suspended(suspension) => {
-                    asked.push(self.suspension_request(
-                        &turn,
-                        &call.call_id,
-                        &call.tool,
-                        suspension,
-                    ));
+                    asked.push(Parked::new(&turn, &call.call_id, &call.tool, suspension));
                 }
             }
         }
@@ -2234,15 +1912,7 @@ impl Runtime {
         let mut ran: Vec<CallResult> = ran.into_iter().map(|(r, _)| r).collect();
         // A note sent with an approval reaches the model beside the result.
         for result in &mut ran {
-            let note = step.requests.iter().find_map(|r| match &r.status {
-                RequestStatus::Settled {
-                    decision: Decision::Approved,
-                    note: Some(note),
-                    ..
-                } if r.call_id.as_deref() == Some(result.call_id.as_str()) => Some(note),
-                _ => None,
-            });
-            if let Some(note) = note {
+            if let Some(note) = step.approver_note(&result.call_id) {
                 result.model = with_note(&result.model, note);
             }
         }
@@ -2262,11 +1932,7 @@ impl Runtime {
                     // A call that waited on a request was settled (cancelled, revoked) while the
                     // turn was parked: its result is new. One that never waited had its result
                     // announced by the step itself.
-                    if step
-                        .requests
-                        .iter()
-                        .any(|r| r.call_id.as_deref() == Some(call.call_id.as_str()))
-                    {
+                    if step.gated(&call.call_id) {
                         self.emit(Event::ActionResult {
                             session_id: session.id.clone(),
                             turn_id: turn.id.clone(),
@@ -2301,25 +1967,13 @@ impl Runtime {
             results.push(result);
         }
         for result in &results {
-            note_taint(&mut turn, result, invoked.contains(&result.call_id));
+            turn.note_taint(&result.tool, invoked.contains(&result.call_id));
         }
         let cancelled = turn.status == TurnStatus::Cancelled;
         let ends = !cancelled
-            && ends_turn(&turn, &results)
+            && turn.may_end(&results)
             && self.owing(&session.id, &turn.id).await?.is_empty();
-        turn.pending = None;
-        turn.last_step = Some(ClosedStep {
-            index: turn.steps,
-            results: results.clone(),
-        });
-        turn.steps += 1;
-        turn.status = if cancelled {
-            TurnStatus::Cancelled
-        } else if ends {
-            TurnStatus::Completed
-        } else {
-            TurnStatus::Active
-        };
+        turn.close_step(&results, ends);
         match self
             .0
             .store
@@ -2493,11 +2147,9 @@ impl Runtime {
             if turn.status != TurnStatus::Cancelled {
                 return Ok(false);
             }
-            if turn.pending.is_none() {
+            if !turn.close_cancelled_step() {
                 return Ok(true);
             }
-            turn.pending = None;
-            turn.steps += 1;
             match self.0.store.put_turn(&turn, Some(version)).await {
                 Ok(_) => return Ok(true),
                 Err(StoreError::Conflict(_)) => continue,
@@ -2510,63 +2162,6 @@ impl Runtime {
 /// The claim of a write by the holder of `lease` (a plain write when this process holds none).
 pub(crate) fn keep(lease: Option<&Lease>) -> Claim<'_> {
     lease.map_or(Claim::None, Claim::Keep)
-}
-
-/// Marks every ready call of the parked step as running and the turn as running, returning the
-/// claimed calls with their approvers. Written with the turn's version, so only one process
-/// claims a step.
-pub(crate) fn claim_step(turn: &mut TurnRecord) -> Vec<(String, Option<Approver>)> {
-    let Some(step) = turn.pending.as_mut() else {
-        return Vec::new();
-    };
-    if step.requests.iter().any(InputRequest::is_pending)
-        || step
-            .calls
-            .iter()
-            .any(|c| matches!(c.state, CallState::Sleeping { .. }))
-    {
-        return Vec::new();
-    }
-    let mut claimed = Vec::new();
-    for call in &mut step.calls {
-        if let CallState::Ready { approved_by } = &call.state {
-            claimed.push((call.call_id.clone(), approved_by.clone()));
-            call.state = CallState::Running;
-        }
-    }
-    turn.status = TurnStatus::Running;
-    claimed
-}
-
-/// What the tool's response policy (or, without one, `requester_only`) says of `response` to
-/// `request`. A response policy that panics keeps the request pending: fail closed.
-pub(crate) fn response_verdict(
-    tool: Option<&Tool>,
-    info: &SessionInfo,
-    request: &InputRequest,
-    response: &InputResponse,
-) -> ResponseVerdict {
-    let input = request.input.clone().unwrap_or(Value::Null);
-    let call = ResponseCall::new(
-        info,
-        &request.request_id,
-        request.call_id.as_deref().unwrap_or_default(),
-        request.tool.as_deref().unwrap_or_default(),
-        &input,
-        request.requester.as_ref(),
-        response.decision,
-        response.principal.as_ref(),
-    );
-    match tool.and_then(|t| t.approval()).and_then(|a| a.response) {
-        Some(policy) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
-            .unwrap_or_else(|_| {
-                ResponseVerdict::rejected(format!(
-                    "the response policy of `{}` failed; the request stays pending",
-                    call.tool_name
-                ))
-            }),
-        None => requester_only(&call),
-    }
 }
 
 /// What the custom request policy `policy` of `tool` decides about the call `call_id`.
@@ -2597,125 +2192,6 @@ fn start_label(tool: &Tool, input: &Value) -> String {
         .unwrap_or_else(|_| names::humanize(tool.short_name()))
 }
 
-/// The answer to a workflow body's question: an option by id (or label), or free text when the
-/// question allows it (or has no options).
-pub(crate) fn workflow_answer(
-    request: &InputRequest,
-    response: &InputResponse,
-) -> Result<AskAnswer, String> {
-    if response.decision == ResponseDecision::Cancel {
-        return Ok(AskAnswer::Cancelled);
-    }
-    let ask: AskRequest = request
-        .input
-        .clone()
-        .and_then(|input| serde_json::from_value(input).ok())
-        .ok_or_else(|| "the question's record cannot be read".to_owned())?;
-    let pick = |wanted: &str| {
-        ask.options
-            .iter()
-            .find(|o| o.id == wanted || o.label == wanted)
-            .map(|o| o.id.clone())
-    };
-    if let Some(option) = &response.option {
-        return match pick(option) {
-            Some(id) => Ok(AskAnswer::Answered {
-                option_id: Some(id),
-                text: None,
-            }),
-            None => Err(format!(
-                "`{option}` is not one of the options: {}",
-                ask.options
-                    .iter()
-                    .map(|o| o.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        };
-    }
-    let text = response.text.as_deref().map(str::trim).unwrap_or_default();
-    if text.is_empty() {
-        return Err("an answer needs an option or some text".into());
-    }
-    if let Some(id) = pick(text) {
-        return Ok(AskAnswer::Answered {
-            option_id: Some(id),
-            text: None,
-        });
-    }
-    if ask.options.is_empty() || ask.allow_freeform {
-        return Ok(AskAnswer::Answered {
-            option_id: None,
-            text: Some(text.to_owned()),
-        });
-    }
-    Err(format!(
-        "choose one of the options: {}",
-        ask.options
-            .iter()
-            .map(|o| o.label.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
-}
-
-/// The answer to question `request`: a chosen option (by label) or free text.
-fn question_answer(request: &InputRequest, response: &InputResponse) -> Result<String, String> {
-    let labels: Vec<&str> = request
-        .input
-        .as_ref()
-        .and_then(|input| input.get("options"))
-        .and_then(Value::as_array)
-        .map(|options| {
-            options
-                .iter()
-                .filter_map(|o| o.get("label")?.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(option) = &response.option {
-        return if labels.contains(&option.as_str()) {
-            Ok(option.clone())
-        } else {
-            Err(format!(
-                "`{option}` is not one of the options: {}",
-                labels.join(", ")
-            ))
-        };
-    }
-    match response.text.as_deref().map(str::trim) {
-        Some(text) if !text.is_empty() => Ok(text.to_owned()),
-        _ => Err("an answer needs an option or some text".into()),
-    }
-}
-
-/// The `once` keys of `step` that some request approved and no request still waits on.
-fn settled_grants(step: &PendingStep) -> Vec<String> {
-    let mut keys: Vec<String> = step
-        .requests
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.status,
-                RequestStatus::Settled {
-                    decision: Decision::Approved,
-                    ..
-                }
-            )
-        })
-        .filter_map(|r| r.approval_key.clone())
-        .filter(|key| {
-            !step
-                .requests
-                .iter()
-                .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
-}
-
 /// Runs a custom request policy; one that panics denies the call, saying so (fail closed).
 async fn guarded_policy(
     tool: &str,
@@ -2736,23 +2212,6 @@ async fn guarded_policy(
 fn guarded_key(tool: &Tool, input: &Value) -> Result<String, ToolError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.approval_key(input)))
         .unwrap_or_else(|_| Err(ToolError::new("the approval key fn panicked")))
-}
-
-/// `model` followed by the approver's note.
-fn with_note(model: &ModelOutput, note: &str) -> ModelOutput {
-    let note = format!("Note from the approver: {note}");
-    match model {
-        ModelOutput::Text(text) => ModelOutput::Text(format!("{text}\n\n{note}")),
-        ModelOutput::Json(value) => ModelOutput::Content(vec![
-            ContentPart::text(value.to_string()),
-            ContentPart::text(note),
-        ]),
-        ModelOutput::Content(parts) => {
-            let mut parts = parts.clone();
-            parts.push(ContentPart::text(note));
-            ModelOutput::Content(parts)
-        }
-    }
 }
 
 fn policy_words(tool: &Tool, reasons: &[String]) -> String {

@@ -1,7 +1,9 @@
 //! Recovery after a crash: steps that were claimed for execution but never recorded.
 
+use crate::call::StepOutcome;
+use crate::error::RuntimeError;
 use crate::record::{Approver, CallState, TurnStatus};
-use crate::runtime::{Runtime, RuntimeError, StepOutcome};
+use crate::runtime::Runtime;
 use crate::store::{Claim, LeaseKind, StoreError};
 
 impl Runtime {
@@ -195,25 +197,10 @@ impl Runtime {
                 let Some((mut turn, version)) = self.0.store.turn(&turn_id).await? else {
                     break;
                 };
-                if turn.status != TurnStatus::Waiting {
+                if !turn.wake_sleepers(now) {
                     break;
                 }
-                let Some(step) = turn.pending.as_mut() else {
-                    break;
-                };
-                let mut due = false;
-                for call in &mut step.calls {
-                    if let CallState::Sleeping { until_ms } = call.state
-                        && until_ms <= now
-                    {
-                        call.state = CallState::Ready { approved_by: None };
-                        due = true;
-                    }
-                }
-                if !due {
-                    break;
-                }
-                let claimed = crate::pipeline::claim_step(&mut turn);
+                let claimed = turn.claim_step();
                 let token = tokio_util::sync::CancellationToken::new();
                 let running = self.track(&turn_id, &token);
                 let claim = if turn.status == TurnStatus::Running {

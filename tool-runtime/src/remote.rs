@@ -31,9 +31,10 @@ use toolwright_core::{
     RemotePolicy, Tool, ToolError, ToolOverride, names,
 };
 
+use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::record::{DefinitionChange, PinRecord};
-use crate::runtime::{Inner, Runtime, RuntimeError};
+use crate::runtime::{Inner, Runtime};
 
 /// A live session with one server, opened by a [`Connector`].
 pub trait RemoteSession: Send + Sync + 'static {

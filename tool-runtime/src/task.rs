@@ -15,20 +15,25 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, CallContext, CallOutput, Caller, Entry, ErrorCode, ModelOutput, ResponseDecision,
-    ResponseVerdict, SessionInfo, Tool, ToolError, ToolKind,
+    CallContext, CallOutput, Caller, Entry, ErrorCode, ModelOutput, ResponseVerdict, SessionInfo,
+    Tool, ToolError, ToolKind,
 };
 
+use crate::call::{InputResponse, RespondOutcome};
+use crate::error::RuntimeError;
 use crate::event::Event;
-use crate::host::{Journal, RuntimeHost, Suspension, TaskLink};
+use crate::host::{Journal, RuntimeHost, TaskLink};
 use crate::pipeline::keep;
 use crate::record::{
-    Approver, CallResult, Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind,
-    RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
+    Approver, CallResult, EntryKind, JournalEntry, Outcome, SessionRecord, TaskCall, TaskRecord,
+    TaskResult, TaskStatus, TurnRecord,
 };
 use crate::runtime::Running;
-use crate::runtime::{InputResponse, RespondOutcome, Runtime, RuntimeError, Turn};
+use crate::runtime::{Runtime, Turn};
 use crate::store::{Claim, Lease, StoreError};
+use crate::transition::Suspension;
+use crate::transition::answer::{decision_of, response_verdict, workflow_answer};
+use crate::transition::task::{EndedRun, Ending, ParkedRun};
 
 /// The longest `task_wait` may wait, in seconds, and how long it waits when not told.
 const WAIT_MAX_SECONDS: u64 = 300;
@@ -40,22 +45,6 @@ const POLL: Duration = Duration::from_millis(200);
 pub(crate) const TASK_WAIT: &str = "task_wait";
 /// The model-facing name of the meta-tool that cancels a task.
 pub(crate) const TASK_CANCEL: &str = "task_cancel";
-
-/// The id of the task started by call `call_id` of step `step` of turn `turn_id`: the tool's name
-/// and a digest,
-/// the same on every run of the call, so a call re-run after a crash finds its task instead of
-/// starting a second one.
-fn task_id(tool: &str, turn_id: &str, step: u32, call_id: &str) -> String {
-    let digest = toolwright_core::registry::input_digest(&json!([turn_id, step, call_id]));
-    let mut n = u64::from_str_radix(&digest[..16], 16).unwrap_or_default();
-    let mut suffix = String::new();
-    while suffix.len() < 10 {
-        let digit = u32::try_from(n % 36).unwrap_or_default();
-        suffix.push(char::from_digit(digit, 36).unwrap_or('0'));
-        n /= 36;
-    }
-    format!("{tool}-{suffix}")
-}
 
 /// What a task's body (and its response policy) sees of its session: the starting turn's.
 fn task_info(session: &SessionRecord, task: &TaskRecord) -> SessionInfo {
@@ -143,29 +132,16 @@ impl Runtime {
                 ),
             );
         }
-        let id = task_id(tool.name(), &turn.id, turn.steps, call_id);
-        let record = TaskRecord {
-            id: id.clone(),
-            tool: tool.name().to_owned(),
+        let id = crate::ids::task_id(tool.name(), &turn.id, turn.steps, call_id);
+        let record = TaskRecord::start(
+            id.clone(),
+            tool.name(),
             entry,
-            session_id: session.id.clone(),
-            turn_id: turn.id.clone(),
-            caller: turn.caller,
-            current: turn.current.clone(),
+            turn,
+            call_id,
+            input,
             approved_by,
-            status: TaskStatus::Running,
-            cancel_requested: false,
-            calls: vec![TaskCall {
-                call_id: call_id.to_owned(),
-                turn_id: turn.id.clone(),
-                step: turn.steps,
-                input,
-                result: None,
-                delivered: false,
-            }],
-            requests: Vec::new(),
-            answers: std::collections::BTreeMap::new(),
-        };
+        );
         match self.0.store.write_task(&record, None, self.take()).await {
             Ok(written) => {
                 self.emit(Event::TaskStarted {
@@ -249,18 +225,7 @@ impl Runtime {
                 // This call was queued by an earlier run of it.
                 return receipt(tool, call_id, target, "sent", text);
             }
-            task.calls.push(TaskCall {
-                call_id: call_id.to_owned(),
-                turn_id: turn.id.clone(),
-                step: turn.steps,
-                input: input.clone(),
-                result: None,
-                delivered: false,
-            });
-            let wake = task.status == TaskStatus::Idle;
-            if wake {
-                task.status = TaskStatus::Running;
-            }
+            let wake = task.queue_call(TaskCall::new(turn, call_id, input.clone()));
             let taking = if wake { self.take() } else { Claim::None };
             match self.0.store.write_task(&task, Some(version), taking).await {
                 Ok(written) => {
@@ -573,164 +538,31 @@ impl Runtime {
             }
             let cancelling =
                 cancelled || task.status == TaskStatus::Cancelling || task.cancel_requested;
-            let mut asked = None;
-            let mut again = false;
+            let cleanup_timed_out = format!(
+                "task {id} was cancelled; its cleanup did not finish within {:?} and was stopped",
+                self.0.options.task_cleanup
+            );
             let ending = match &end {
-                RunEnd::Returned(result) => Some((Some(result), None)),
-                RunEnd::CleanupTimedOut => Some((
-                    None,
-                    Some(format!(
-                        "task {id} was cancelled; its cleanup did not finish within {:?} and was stopped",
-                        self.0.options.task_cleanup
-                    )),
-                )),
-                RunEnd::Broken(error) => Some((None, Some(error.message().to_owned()))),
+                RunEnd::Returned(result) => Some(Ending::Returned(result)),
+                RunEnd::CleanupTimedOut => Some(Ending::Failed(&cleanup_timed_out)),
+                RunEnd::Broken(error) => Some(Ending::Failed(error.message())),
                 // Handled by the runner, which runs the body again.
                 RunEnd::StoreFailed(_) => return Ok(true),
-                RunEnd::Parked(_) if cancelling => {
-                    // Run again with the token fired: pending waits return at once and the
-                    // body's cleanup runs.
-                    task.status = TaskStatus::Cancelling;
-                    again = true;
-                    None
-                }
-                RunEnd::Parked(Suspension::Ask { position, request }) => {
-                    if let Some(existing) = task
-                        .requests
-                        .iter()
-                        .find(|r| r.journal_position == Some(*position))
-                    {
-                        if existing.is_pending() {
-                            task.status = TaskStatus::Waiting;
-                        } else {
-                            // Answered (and journaled) while the body ran: replay to it.
-                            again = true;
-                        }
-                    } else {
-                        let first = task.calls.first().map(|c| c.call_id.clone());
-                        let made = InputRequest {
-                            request_id: crate::pipeline::new_id("req"),
-                            kind: RequestKind::Question,
-                            session_id: task.session_id.clone(),
-                            turn_id: task.turn_id.clone(),
-                            call_id: first,
-                            tool: Some(task.tool.clone()),
-                            input: serde_json::to_value(request).ok(),
-                            prompt: request.prompt.clone(),
-                            reasons: Vec::new(),
-                            requester: task.current.clone(),
-                            approval_key: None,
-                            journal_position: Some(*position),
-                            task_id: Some(task.id.clone()),
-                            definition_change: None,
-                            status: RequestStatus::Pending,
-                        };
-                        task.requests.push(made.clone());
-                        task.status = TaskStatus::Waiting;
-                        asked = Some(made);
-                    }
-                    None
-                }
-                RunEnd::Parked(Suspension::Sleep { until_ms }) => {
-                    if self.0.options.clock.now_ms() >= *until_ms {
-                        again = true;
-                    } else {
-                        task.status = TaskStatus::Sleeping {
-                            until_ms: *until_ms,
-                        };
-                    }
-                    None
-                }
-                RunEnd::Parked(Suspension::Receive { index }) => {
-                    if task.calls.len() > *index {
-                        again = true;
-                    } else {
-                        task.status = TaskStatus::Idle;
-                    }
-                    None
-                }
+                RunEnd::Parked(_) => None,
             };
-            let mut delivered = Vec::new();
-            let mut revoked = Vec::new();
-            if let Some((returned, failure)) = ending {
-                let tool = task.tool.clone();
-                let entry = task.entry;
-                for (position, call) in task.calls.iter_mut().enumerate() {
-                    if call.result.is_some() {
-                        continue;
-                    }
-                    let result = match (entry, position, returned, &failure) {
-                        (_, _, _, _) if cancelling => CallResult::failed(
-                            &call.call_id,
-                            &tool,
-                            ToolError::with_code(
-                                ErrorCode::Cancelled,
-                                failure.clone().unwrap_or_else(|| {
-                                    format!(
-                                        "task {id} was cancelled before it produced this result"
-                                    )
-                                }),
-                            ),
-                        ),
-                        (Entry::Serve, _, Some(result), _) if result.is_error => {
-                            CallResult::failed(
-                                &call.call_id,
-                                &tool,
-                                ToolError::with_code(
-                                    result
-                                        .error
-                                        .as_ref()
-                                        .map_or(ErrorCode::ToolFailed, |e| e.code()),
-                                    format!(
-                                        "task {id} failed before replying: {}",
-                                        crate::record::model_text(&result.model)
-                                    ),
-                                ),
-                            )
-                        }
-                        (Entry::Serve, _, Some(_), _) => CallResult::failed(
-                            &call.call_id,
-                            &tool,
-                            ToolError::with_code(
-                                ErrorCode::ToolFailed,
-                                format!("task {id} ended without replying to this call"),
-                            ),
-                        ),
-                        (_, 0, Some(result), _) => result.clone(),
-                        (_, _, _, failure) => CallResult::failed(
-                            &call.call_id,
-                            &tool,
-                            ToolError::with_code(
-                                ErrorCode::ToolFailed,
-                                failure
-                                    .clone()
-                                    .unwrap_or_else(|| format!("task {id} ended without a result")),
-                            ),
-                        ),
-                    };
-                    let mut result = result;
-                    result.call_id.clone_from(&call.call_id);
-                    call.result = Some(result.clone());
-                    delivered.push(TaskResult {
-                        task_id: id.to_owned(),
-                        call_id: call.call_id.clone(),
-                        turn_id: call.turn_id.clone(),
-                        result,
-                    });
+            let (parked, ended) = match (&end, ending) {
+                (_, Some(ending)) => (ParkedRun::default(), task.end_run(ending, cancelling)),
+                (RunEnd::Parked(suspension), None) => {
+                    let now = self.0.options.clock.now_ms();
+                    (
+                        task.park_run(suspension, now, cancelling),
+                        EndedRun::default(),
+                    )
                 }
-                for request in task.requests.iter_mut().filter(|r| r.is_pending()) {
-                    request.status = RequestStatus::Revoked {
-                        outcome: Outcome::Cancelled,
-                    };
-                    revoked.push(request.request_id.clone());
-                }
-                task.status = if cancelling {
-                    TaskStatus::Cancelled
-                } else {
-                    TaskStatus::Finished
-                };
-                task.cancel_requested = false;
-            }
+                _ => return Ok(true),
+            };
+            let ParkedRun { again, asked } = parked;
+            let EndedRun { delivered, revoked } = ended;
             match self
                 .0
                 .store
@@ -796,7 +628,7 @@ impl Runtime {
                 return Err(RuntimeError::UnknownSession(task.session_id.clone()));
             };
             let registry = self.registry();
-            let verdict = crate::pipeline::response_verdict(
+            let verdict = response_verdict(
                 registry.get(&task.tool),
                 &task_info(&session, &task),
                 &request,
@@ -805,7 +637,7 @@ impl Runtime {
             if let ResponseVerdict::Rejected(reason) = verdict {
                 return Ok(RespondOutcome::Rejected { reason });
             }
-            let answer = match crate::pipeline::workflow_answer(&request, &response) {
+            let answer = match workflow_answer(&request, &response) {
                 Ok(answer) => answer,
                 Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
             };
@@ -813,38 +645,16 @@ impl Runtime {
             // The answer is claimed on the task record first (the first valid answer wins
             // there, and a cancel that revoked the question wins over it); the journal records it
             // after, or, if this process stops in between, when the body next runs.
-            task.answers.insert(position, answer.clone());
-            let decision = match response.decision {
-                ResponseDecision::Approve => Decision::Approved,
-                ResponseDecision::Cancel => Decision::Cancelled,
+            let Some(pending) = task.settle_answer(
+                &response.request_id,
+                answer.clone(),
+                decision_of(response.decision),
+                response.principal.clone(),
+                response.note.clone(),
+            ) else {
+                return Ok(RespondOutcome::Dropped);
             };
-            let text = match &answer {
-                AskAnswer::Answered { option_id, text } => {
-                    option_id.clone().or_else(|| text.clone())
-                }
-                _ => None,
-            };
-            if let Some(settled) = task
-                .requests
-                .iter_mut()
-                .find(|r| r.request_id == response.request_id)
-            {
-                settled.status = RequestStatus::Settled {
-                    decision,
-                    responder: response.principal.clone(),
-                    note: text.or_else(|| response.note.clone()),
-                };
-            }
-            let pending: Vec<String> = task
-                .requests
-                .iter()
-                .filter(|r| r.is_pending())
-                .map(|r| r.request_id.clone())
-                .collect();
             let resume = pending.is_empty();
-            if resume {
-                task.status = TaskStatus::Running;
-            }
             let taking = if resume { self.take() } else { Claim::None };
             let lease = match self.0.store.write_task(&task, Some(version), taking).await {
                 Ok(written) => written.lease,
@@ -854,7 +664,7 @@ impl Runtime {
             let entry = JournalEntry {
                 position,
                 kind: EntryKind::Ask,
-                name: crate::host::ask_name(position),
+                name: crate::ids::ask_name(position),
                 value: serde_json::to_value(&answer).unwrap_or(Value::Null),
             };
             match self.0.store.append_journal(&task.run_id(), &entry).await {
@@ -928,8 +738,7 @@ impl Runtime {
                     // Recorded as well as signalled: a runner that already looked at its token
                     // (or one in another process, or recovery) sees the request when it records
                     // the run, and runs the cleanup instead of parking.
-                    if !task.cancel_requested {
-                        task.cancel_requested = true;
+                    if task.request_cancel() {
                         match self.0.store.put_task(&task, Some(version)).await {
                             Ok(_) => {}
                             Err(StoreError::Conflict(_)) => continue,
@@ -941,14 +750,7 @@ impl Runtime {
                     }
                 }
                 _ => {
-                    task.status = TaskStatus::Cancelling;
-                    let mut revoked = Vec::new();
-                    for request in task.requests.iter_mut().filter(|r| r.is_pending()) {
-                        request.status = RequestStatus::Revoked {
-                            outcome: Outcome::Cancelled,
-                        };
-                        revoked.push(request.request_id.clone());
-                    }
+                    let revoked = task.begin_cancel();
                     let lease = match self
                         .0
                         .store
@@ -1372,11 +1174,9 @@ impl Runtime {
                 let Some((mut task, version)) = self.0.store.task(&id).await? else {
                     break;
                 };
-                match task.status {
-                    TaskStatus::Sleeping { until_ms } if until_ms <= now => {}
-                    _ => break,
+                if !task.wake(now) {
+                    break;
                 }
-                task.status = TaskStatus::Running;
                 match self
                     .0
                     .store
@@ -1467,22 +1267,4 @@ fn journal_failure(error: &StoreError) -> ToolError {
         ErrorCode::Journal,
         format!("the task store failed: {error}; try again"),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_ids_are_stable_per_call_and_differ_between_calls() {
-        let a = task_id("deploy", "turn_1", 0, "call_1");
-        assert_eq!(a, task_id("deploy", "turn_1", 0, "call_1"));
-        assert_ne!(a, task_id("deploy", "turn_1", 0, "call_2"));
-        assert_ne!(a, task_id("deploy", "turn_1", 1, "call_1"));
-        assert_ne!(a, task_id("deploy", "turn_2", 0, "call_1"));
-        assert!(
-            a.starts_with("deploy-") && a.len() == "deploy-".len() + 10,
-            "{a}"
-        );
-    }
 }

@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use toolwright_core::{Audience, Principal, Registry};
 
-use crate::host::States;
+use crate::services::States;
 
 /// What a context provider is asked: the turn's query and state.
 ///

@@ -15,8 +15,10 @@ use std::time::Duration;
 use serde_json::Value;
 use toolwright_core::{Caller, Effect, Principal, Registry, Tool, ToolKind};
 
+use crate::call::{StepOutcome, ToolCall};
+use crate::error::RuntimeError;
 use crate::record::{CallResult, InputRequest};
-use crate::runtime::{RuntimeError, Session, StepOutcome, ToolCall, Turn};
+use crate::runtime::{Session, Turn};
 
 /// What became of a call from the user interface.
 #[derive(Debug)]
@@ -184,7 +186,7 @@ impl Session {
         input: &Value,
     ) -> Result<Invoked, RuntimeError> {
         let turn = self.begin_turn(Some(user), Caller::User).await?;
-        let call_id = crate::pipeline::new_id("ui");
+        let call_id = crate::ids::new_id("ui");
         let outcome = turn
             .step(vec![ToolCall::new(call_id, name, input.to_string())])
             .await?;

@@ -1,0 +1,191 @@
+//! What hosts hand the runtime and get back: a step's calls, its outcome, answers to input
+//! requests and what they did.
+
+use serde_json::Value;
+use toolwright_core::{Principal, ResponseDecision};
+
+use crate::record::{CallResult, InputRequest};
+
+/// One model call of a step: the call id, the tool name and the raw JSON arguments; for a
+/// provider-native tool, also the result the provider returned with the response.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The call id the model gave.
+    pub call_id: String,
+    /// The tool name the model used.
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text).
+    pub arguments: String,
+    /// What the model provider returned for a provider-native tool it ran itself.
+    pub provider_result: Option<ProviderResult>,
+}
+
+/// The result of a provider-native tool call (web search, code execution, ...), as the model
+/// provider returned it with its response: the runtime records it in the step (events, taint of
+/// an `untrusted` tool) instead of running anything.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderResult {
+    /// The provider's result block, as JSON.
+    pub output: Value,
+    /// Whether the provider reported the call as failed.
+    pub is_error: bool,
+}
+
+impl ToolCall {
+    /// A call `call_id` of `name` with JSON `arguments`.
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            provider_result: None,
+        }
+    }
+
+    /// A call of provider-native tool `name` that the provider already ran, with its result
+    /// (`output`, failed when `is_error`).
+    pub fn provider_result(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+        output: Value,
+        is_error: bool,
+    ) -> Self {
+        ToolCall {
+            provider_result: Some(ProviderResult { output, is_error }),
+            ..ToolCall::new(call_id, name, arguments)
+        }
+    }
+}
+
+/// What a step (or a resumed step) came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOutcome {
+    /// Every call has its result.
+    Completed {
+        /// One result per call, in the model's order.
+        results: Vec<CallResult>,
+        /// Whether the turn ended (every call may end it and all succeeded).
+        ends_turn: bool,
+        /// Notices for the model, e.g. "New tool available: publish_release".
+        notices: Vec<String>,
+    },
+    /// Some calls wait for input; the turn is parked in the store.
+    Waiting {
+        /// The results known so far (calls that ran or failed).
+        results: Vec<CallResult>,
+        /// The open requests.
+        requests: Vec<InputRequest>,
+        /// Notices for the model.
+        notices: Vec<String>,
+    },
+}
+
+/// An answer to an input request.
+#[derive(Clone, Debug)]
+pub struct InputResponse {
+    /// The request.
+    pub request_id: String,
+    /// Approve or cancel.
+    pub decision: ResponseDecision,
+    /// Who answers (`None` when unauthenticated).
+    pub principal: Option<Principal>,
+    /// A note sent with the decision; it reaches the model.
+    pub note: Option<String>,
+    /// For a question: the chosen option (its label, as `ask_question` offers it).
+    pub option: Option<String>,
+    /// For a question: the answer in the person's own words.
+    pub text: Option<String>,
+}
+
+impl InputResponse {
+    /// Answers question `request_id` as `principal` with `text` (an option's label picks that
+    /// option; anything else is a free-form answer).
+    pub fn answer(
+        request_id: impl Into<String>,
+        principal: Option<Principal>,
+        text: impl Into<String>,
+    ) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Approve,
+            principal,
+            note: None,
+            option: None,
+            text: Some(text.into()),
+        }
+    }
+
+    /// Answers question `request_id` by choosing the option labelled `label`.
+    pub fn choose(
+        request_id: impl Into<String>,
+        principal: Option<Principal>,
+        label: impl Into<String>,
+    ) -> Self {
+        InputResponse {
+            option: Some(label.into()),
+            text: None,
+            ..Self::answer(request_id, principal, "")
+        }
+    }
+
+    /// Approve `request_id` as `principal`.
+    pub fn approve(request_id: impl Into<String>, principal: Option<Principal>) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Approve,
+            principal,
+            note: None,
+            option: None,
+            text: None,
+        }
+    }
+
+    /// Cancel `request_id` as `principal`.
+    pub fn cancel(request_id: impl Into<String>, principal: Option<Principal>) -> Self {
+        InputResponse {
+            request_id: request_id.into(),
+            decision: ResponseDecision::Cancel,
+            principal,
+            note: None,
+            option: None,
+            text: None,
+        }
+    }
+
+    /// `self` with a note for the model.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+/// What an answer did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RespondOutcome {
+    /// The response policy refused the answer; the request stays pending.
+    Rejected {
+        /// Why (shown to the responder).
+        reason: String,
+    },
+    /// The request was already settled or revoked; the answer was dropped.
+    Dropped,
+    /// Settled; other requests of the turn are still pending.
+    Settled {
+        /// The requests still pending.
+        pending: Vec<String>,
+    },
+    /// Settled, and the turn resumed: the parked step ran to completion.
+    Resumed(StepOutcome),
+    /// Settled a question of a workflow task, which now runs again on a task of its own; its
+    /// results arrive as `task.result` events and through [`Turn::task_results`].
+    TaskResumed {
+        /// The task.
+        task_id: String,
+    },
+}

@@ -1,0 +1,86 @@
+//! Why the runtime refused an operation.
+
+use crate::record::TurnStatus;
+use crate::store::StoreError;
+
+/// Why the runtime refused an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A tool needs application state that was not registered.
+    #[error(
+        "tool `{tool}` needs the state `{type_name}`, which is not registered; add `.state(...)` with a `{type_name}` to the runtime builder"
+    )]
+    MissingState {
+        /// The tool.
+        tool: String,
+        /// The state's type.
+        type_name: &'static str,
+    },
+    /// The registry refused a tool once the host's services were known (a description fn
+    /// that panicked or returned nothing).
+    #[error("{0}")]
+    Registry(toolwright_core::RegistryError),
+    /// The sandbox or its built-in tools cannot be set up as declared.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
+    /// A call from the user interface cannot be made.
+    #[error("`{tool}` cannot be called from the user interface: {problem}")]
+    UserCall {
+        /// The tool as named.
+        tool: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// A declared toolset cannot be used.
+    #[error("toolset: {0}")]
+    Toolset(String),
+    /// A declared connection cannot be used.
+    #[error("connection `{connection}`: {problem}")]
+    Connection {
+        /// The connection.
+        connection: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// No session with that id.
+    #[error("no session `{0}`; open it with `Runtime::open_session`")]
+    UnknownSession(String),
+    /// No turn with that id.
+    #[error("no turn `{0}`")]
+    UnknownTurn(String),
+    /// No request with that id.
+    #[error("no input request `{0}`; it may belong to another store, or never existed")]
+    UnknownRequest(String),
+    /// No workflow task with that id.
+    #[error("no task `{0}`")]
+    UnknownTask(String),
+    /// The turn cannot end while workflow tasks owe it results.
+    #[error(
+        "turn `{turn}` cannot end while its tasks run: {tasks}; wait for their results with `Turn::wait_task_results` (or let the model call `task_wait`), or cancel them (`task_cancel`, `Runtime::cancel_task`)"
+    )]
+    TasksOpen {
+        /// The turn.
+        turn: String,
+        /// The tasks and what each waits on.
+        tasks: String,
+    },
+    /// The session has ended.
+    #[error("session `{0}` has ended; open a new session")]
+    SessionEnded(String),
+    /// The task running a step or a resumption failed (a panic outside any tool).
+    #[error("the runtime task failed: {0}; the turn is left as recorded, see `Runtime::recover`")]
+    Task(String),
+    /// The turn cannot take this operation in its state.
+    #[error("turn `{turn}` is {status:?}; {what}")]
+    TurnState {
+        /// The turn.
+        turn: String,
+        /// Its status.
+        status: TurnStatus,
+        /// What was refused and what to do.
+        what: &'static str,
+    },
+}

@@ -1,0 +1,309 @@
+//! Answers to input requests: who may give them, and what they say.
+
+use serde_json::Value;
+use toolwright_core::approval::requester_only;
+use toolwright_core::{
+    AskAnswer, AskRequest, ContentPart, ModelOutput, ResponseCall, ResponseDecision,
+    ResponseVerdict, SessionInfo, Tool,
+};
+
+use crate::call::InputResponse;
+use crate::record::{Decision, InputRequest};
+
+/// The decision an answer records.
+pub(crate) fn decision_of(decision: ResponseDecision) -> Decision {
+    match decision {
+        ResponseDecision::Approve => Decision::Approved,
+        ResponseDecision::Cancel => Decision::Cancelled,
+    }
+}
+
+/// What a workflow body's answer says in words: the chosen option's id or the text.
+pub(crate) fn answer_text(answer: &AskAnswer) -> Option<String> {
+    match answer {
+        AskAnswer::Answered { option_id, text } => option_id.clone().or_else(|| text.clone()),
+        _ => None,
+    }
+}
+
+/// What the tool's response policy (or, without one, `requester_only`) says of `response` to
+/// `request`. A response policy that panics keeps the request pending: fail closed.
+pub(crate) fn response_verdict(
+    tool: Option<&Tool>,
+    info: &SessionInfo,
+    request: &InputRequest,
+    response: &InputResponse,
+) -> ResponseVerdict {
+    let input = request.input.clone().unwrap_or(Value::Null);
+    let call = ResponseCall::new(
+        info,
+        &request.request_id,
+        request.call_id.as_deref().unwrap_or_default(),
+        request.tool.as_deref().unwrap_or_default(),
+        &input,
+        request.requester.as_ref(),
+        response.decision,
+        response.principal.as_ref(),
+    );
+    match tool.and_then(|t| t.approval()).and_then(|a| a.response) {
+        Some(policy) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
+            .unwrap_or_else(|_| {
+                ResponseVerdict::rejected(format!(
+                    "the response policy of `{}` failed; the request stays pending",
+                    call.tool_name
+                ))
+            }),
+        None => requester_only(&call),
+    }
+}
+
+/// The answer to a workflow body's question: an option by id (or label), or free text when the
+/// question allows it (or has no options).
+pub(crate) fn workflow_answer(
+    request: &InputRequest,
+    response: &InputResponse,
+) -> Result<AskAnswer, String> {
+    if response.decision == ResponseDecision::Cancel {
+        return Ok(AskAnswer::Cancelled);
+    }
+    let ask: AskRequest = request
+        .input
+        .clone()
+        .and_then(|input| serde_json::from_value(input).ok())
+        .ok_or_else(|| "the question's record cannot be read".to_owned())?;
+    let pick = |wanted: &str| {
+        ask.options
+            .iter()
+            .find(|o| o.id == wanted || o.label == wanted)
+            .map(|o| o.id.clone())
+    };
+    if let Some(option) = &response.option {
+        return match pick(option) {
+            Some(id) => Ok(AskAnswer::Answered {
+                option_id: Some(id),
+                text: None,
+            }),
+            None => Err(format!(
+                "`{option}` is not one of the options: {}",
+                ask.options
+                    .iter()
+                    .map(|o| o.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+    }
+    let text = response.text.as_deref().map(str::trim).unwrap_or_default();
+    if text.is_empty() {
+        return Err("an answer needs an option or some text".into());
+    }
+    if let Some(id) = pick(text) {
+        return Ok(AskAnswer::Answered {
+            option_id: Some(id),
+            text: None,
+        });
+    }
+    if ask.options.is_empty() || ask.allow_freeform {
+        return Ok(AskAnswer::Answered {
+            option_id: None,
+            text: Some(text.to_owned()),
+        });
+    }
+    Err(format!(
+        "choose one of the options: {}",
+        ask.options
+            .iter()
+            .map(|o| o.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// The answer to question `request`: a chosen option (by label) or free text.
+pub(crate) fn question_answer(
+    request: &InputRequest,
+    response: &InputResponse,
+) -> Result<String, String> {
+    let labels: Vec<&str> = request
+        .input
+        .as_ref()
+        .and_then(|input| input.get("options"))
+        .and_then(Value::as_array)
+        .map(|options| {
+            options
+                .iter()
+                .filter_map(|o| o.get("label")?.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(option) = &response.option {
+        return if labels.contains(&option.as_str()) {
+            Ok(option.clone())
+        } else {
+            Err(format!(
+                "`{option}` is not one of the options: {}",
+                labels.join(", ")
+            ))
+        };
+    }
+    match response.text.as_deref().map(str::trim) {
+        Some(text) if !text.is_empty() => Ok(text.to_owned()),
+        _ => Err("an answer needs an option or some text".into()),
+    }
+}
+
+/// `model` followed by the approver's note.
+pub(crate) fn with_note(model: &ModelOutput, note: &str) -> ModelOutput {
+    let note = format!("Note from the approver: {note}");
+    match model {
+        ModelOutput::Text(text) => ModelOutput::Text(format!("{text}\n\n{note}")),
+        ModelOutput::Json(value) => ModelOutput::Content(vec![
+            ContentPart::text(value.to_string()),
+            ContentPart::text(note),
+        ]),
+        ModelOutput::Content(parts) => {
+            let mut parts = parts.clone();
+            parts.push(ContentPart::text(note));
+            ModelOutput::Content(parts)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolwright_core::{AskOption, Caller, Principal};
+
+    use super::*;
+    use crate::record::TurnRecord;
+
+    fn alice() -> Option<Principal> {
+        Some(Principal::user("test", "alice"))
+    }
+
+    fn info() -> SessionInfo {
+        SessionInfo {
+            id: "s1".into(),
+            turn_id: "t1".into(),
+            parent: None,
+            initiator: None,
+            current: alice(),
+            interactive: true,
+        }
+    }
+
+    fn workflow_question(freeform: bool) -> InputRequest {
+        let turn = TurnRecord::begin("t1".into(), "s1".into(), alice(), Caller::Model, false);
+        let mut ask = AskRequest::new("Deploy?")
+            .option(AskOption::new("yes", "Yes"))
+            .option(AskOption::new("no", "No"));
+        ask.allow_freeform = freeform;
+        InputRequest::workflow_ask(&turn, "c1", "deploy", 0, &ask)
+    }
+
+    #[test]
+    fn a_workflow_answer_picks_an_option_by_id_or_label_or_takes_free_text_when_allowed() {
+        let request = workflow_question(false);
+        let chose = |option: &str| InputResponse {
+            option: Some(option.into()),
+            ..InputResponse::approve(&request.request_id, alice())
+        };
+        let picked = AskAnswer::Answered {
+            option_id: Some("yes".into()),
+            text: None,
+        };
+        assert_eq!(workflow_answer(&request, &chose("yes")), Ok(picked.clone()));
+        assert_eq!(workflow_answer(&request, &chose("Yes")), Ok(picked.clone()));
+        assert_eq!(
+            workflow_answer(
+                &request,
+                &InputResponse::answer(&request.request_id, alice(), " Yes ")
+            ),
+            Ok(picked)
+        );
+        assert_eq!(
+            workflow_answer(&request, &chose("maybe")),
+            Err("`maybe` is not one of the options: yes, no".to_owned())
+        );
+        assert_eq!(
+            workflow_answer(
+                &request,
+                &InputResponse::answer(&request.request_id, alice(), "later")
+            ),
+            Err("choose one of the options: Yes, No".to_owned())
+        );
+        assert_eq!(
+            workflow_answer(
+                &request,
+                &InputResponse::cancel(&request.request_id, alice())
+            ),
+            Ok(AskAnswer::Cancelled)
+        );
+        let free = workflow_question(true);
+        assert_eq!(
+            workflow_answer(
+                &free,
+                &InputResponse::answer(&free.request_id, alice(), "later")
+            ),
+            Ok(AskAnswer::Answered {
+                option_id: None,
+                text: Some("later".into())
+            })
+        );
+    }
+
+    #[test]
+    fn a_question_answer_is_an_offered_label_or_some_text() {
+        let input =
+            json!({ "question": "Color?", "options": [{ "label": "Red" }, { "label": "Blue" }] });
+        let request = InputRequest::question(&info(), "c1", &input);
+        let chose = InputResponse::choose(&request.request_id, alice(), "Blue");
+        assert_eq!(question_answer(&request, &chose), Ok("Blue".to_owned()));
+        let wrong = InputResponse::choose(&request.request_id, alice(), "Green");
+        assert_eq!(
+            question_answer(&request, &wrong),
+            Err("`Green` is not one of the options: Red, Blue".to_owned())
+        );
+        let text = InputResponse::answer(&request.request_id, alice(), "  teal ");
+        assert_eq!(question_answer(&request, &text), Ok("teal".to_owned()));
+        let empty = InputResponse::answer(&request.request_id, alice(), " ");
+        assert_eq!(
+            question_answer(&request, &empty),
+            Err("an answer needs an option or some text".to_owned())
+        );
+    }
+
+    #[test]
+    fn without_a_response_policy_only_the_requester_may_answer() {
+        let request = InputRequest::question(&info(), "c1", &json!({ "question": "?" }));
+        let own = InputResponse::approve(&request.request_id, alice());
+        assert_eq!(
+            response_verdict(None, &info(), &request, &own),
+            ResponseVerdict::Allowed
+        );
+        let bob = Some(Principal::user("test", "bob"));
+        let other = InputResponse::approve(&request.request_id, bob);
+        assert!(matches!(
+            response_verdict(None, &info(), &request, &other),
+            ResponseVerdict::Rejected(_)
+        ));
+    }
+
+    #[test]
+    fn an_approvers_note_follows_the_output() {
+        let note = "Note from the approver: once";
+        assert_eq!(
+            with_note(&ModelOutput::Text("done".into()), "once"),
+            ModelOutput::Text(format!("done\n\n{note}"))
+        );
+        assert_eq!(
+            with_note(&ModelOutput::Json(json!({ "a": 1 })), "once"),
+            ModelOutput::Content(vec![
+                ContentPart::text("{\"a\":1}"),
+                ContentPart::text(note)
+            ])
+        );
+        assert_eq!(decision_of(ResponseDecision::Cancel), Decision::Cancelled);
+        assert_eq!(answer_text(&AskAnswer::Unavailable), None);
+    }
+}

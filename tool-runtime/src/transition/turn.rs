@@ -1,0 +1,1019 @@
+//! Transitions of a turn and of the calls of its pending step.
+
+use serde_json::{Value, json};
+use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
+
+use super::{Parked, Suspension};
+use crate::record::{
+    Approver, CallResult, CallState, ClosedStep, Decision, InputRequest, Outcome, PendingCall,
+    PendingStep, RequestKind, RequestStatus, TurnRecord, TurnStatus,
+};
+
+/// What cancelling a turn changed.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Cancellation {
+    /// The requests revoked (`cancelled`).
+    pub(crate) revoked: Vec<String>,
+    /// The results of calls that waited on a request: they have had no result event yet.
+    pub(crate) closed: Vec<CallResult>,
+    /// Workflow bodies parked mid-run, whose cleanup runs: call id, tool, input.
+    pub(crate) bodies: Vec<(String, String, Value)>,
+}
+
+/// An answer that settles a request of a parked step.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Settlement {
+    /// Approved or cancelled.
+    pub(crate) decision: Decision,
+    /// Who answered.
+    pub(crate) responder: Option<Principal>,
+    /// The note sent with the answer.
+    pub(crate) note: Option<String>,
+    /// For a question: the answer (an option or the person's words).
+    pub(crate) answer: Option<String>,
+}
+
+impl TurnRecord {
+    /// A new turn `id` of session `session_id`, accepting steps.
+    pub(crate) fn begin(
+        id: String,
+        session_id: String,
+        current: Option<Principal>,
+        caller: Caller,
+        structured_output: bool,
+    ) -> TurnRecord {
+        TurnRecord {
+            id,
+            session_id,
+            current,
+            caller,
+            structured_output,
+            tainted_by: None,
+            status: TurnStatus::Active,
+            steps: 0,
+            pending: None,
+            last_step: None,
+        }
+    }
+
+    /// A step none of whose calls ran (their ids repeat): it is counted, nothing else changes.
+    pub(crate) fn refuse_step(&mut self) {
+        self.steps += 1;
+    }
+
+    /// Records the step's calls before any of them runs: the turn is `running` (a second
+    /// handle cannot step it meanwhile, and after a crash recovery finds what ran).
+    pub(crate) fn begin_step(&mut self, calls: Vec<PendingCall>, requests: Vec<InputRequest>) {
+        self.pending = Some(PendingStep {
+            index: self.steps,
+            calls,
+            requests,
+        });
+        self.status = TurnStatus::Running;
+    }
+
+    /// Records the results of the calls that ran and the calls that parked, and parks the turn
+    /// on its requests and timers. Returns the requests the parked calls opened; `None` when
+    /// the turn has no pending step (a corrupt record).
+    pub(crate) fn park(
+        &mut self,
+        results: &[CallResult],
+        parked: Vec<Parked>,
+    ) -> Option<Vec<InputRequest>> {
+        let step = self.pending.as_mut()?;
+        for result in results {
+            if let Some(call) = step.call_mut(&result.call_id) {
+                call.state = CallState::Finished {
+                    result: result.clone(),
+                };
+            }
+        }
+        let mut opened = Vec::new();
+        for parked in parked {
+            if let Some(call) = step.call_mut(&parked.call_id) {
+                call.state = parked.state;
+            }
+            if let Some(request) = parked.request {
+                step.requests.push(request.clone());
+                opened.push(request);
+            }
+        }
+        self.status = TurnStatus::Waiting;
+        Some(opened)
+    }
+
+    /// Closes the pending step with one result per call: the turn takes steps again, or ends
+    /// when `ends` (a cancelled turn stays cancelled).
+    pub(crate) fn close_step(&mut self, results: &[CallResult], ends: bool) {
+        self.last_step = Some(ClosedStep {
+            index: self.steps,
+            results: results.to_vec(),
+        });
+        self.steps += 1;
+        self.pending = None;
+        self.status = if self.status == TurnStatus::Cancelled {
+            TurnStatus::Cancelled
+        } else if ends {
+            TurnStatus::Completed
+        } else {
+            TurnStatus::Active
+        };
+    }
+
+    /// After a write of a running step lost to a cancel: closes the cancelled turn's step (its
+    /// calls' results went to their caller; the turn takes no more steps), so none of its
+    /// calls stays `running`. Returns whether there was a step to close.
+    pub(crate) fn close_cancelled_step(&mut self) -> bool {
+        if self.pending.is_none() {
+            return false;
+        }
+        self.pending = None;
+        self.steps += 1;
+        true
+    }
+
+    /// The host ends the turn. Only an active turn can end so; otherwise its status is returned.
+    pub(crate) fn complete(&mut self) -> Result<(), TurnStatus> {
+        if self.status != TurnStatus::Active {
+            return Err(self.status);
+        }
+        self.status = TurnStatus::Completed;
+        Ok(())
+    }
+
+    /// Marks every ready call of the parked step as running and the turn as running, returning
+    /// the claimed calls with their approvers; nothing while a request is pending or a call
+    /// sleeps. Written with the turn's version, so only one process claims a step.
+    pub(crate) fn claim_step(&mut self) -> Vec<(String, Option<Approver>)> {
+        let Some(step) = self.pending.as_mut() else {
+            return Vec::new();
+        };
+        if step.requests.iter().any(InputRequest::is_pending) || step.is_sleeping() {
+            return Vec::new();
+        }
+        let mut claimed = Vec::new();
+        for call in &mut step.calls {
+            if let CallState::Ready { approved_by } = &call.state {
+                claimed.push((call.call_id.clone(), approved_by.clone()));
+                call.state = CallState::Running;
+            }
+        }
+        self.status = TurnStatus::Running;
+        claimed
+    }
+
+    /// Sleeping calls of a waiting turn whose timer is due at `now_ms` become ready (they run
+    /// again, replaying their journals). Returns whether any did.
+    pub(crate) fn wake_sleepers(&mut self, now_ms: u64) -> bool {
+        if self.status != TurnStatus::Waiting {
+            return false;
+        }
+        let Some(step) = self.pending.as_mut() else {
+            return false;
+        };
+        let mut due = false;
+        for call in &mut step.calls {
+            if let CallState::Sleeping { until_ms } = call.state
+                && until_ms <= now_ms
+            {
+                call.state = CallState::Ready { approved_by: None };
+                due = true;
+            }
+        }
+        due
+    }
+
+    /// An untrusted tool whose body ran taints the rest of the turn, whatever it returned: an
+    /// error message may quote third-party text too. A call the pipeline refused before it ran
+    /// (unknown, invalid, denied) read nothing and taints nothing.
+    pub(crate) fn note_taint(&mut self, tool: &str, untrusted_ran: bool) {
+        if untrusted_ran && self.tainted_by.is_none() {
+            self.tainted_by = Some(tool.to_owned());
+        }
+    }
+
+    /// Whether a step with `results` may end the turn: every call may end it and all
+    /// succeeded. Subagents must answer their parent, and structured-output turns must
+    /// produce it, so theirs never end so.
+    pub(crate) fn may_end(&self, results: &[CallResult]) -> bool {
+        self.caller != Caller::Subagent
+            && !self.structured_output
+            && !results.is_empty()
+            && results.iter().all(|r| !r.is_error && r.ends_turn)
+    }
+
+    /// Cancels the turn. A parked step's pending requests are revoked and its unfinished calls
+    /// fail as cancelled (approved calls of a cancelled turn do not run); a running step's
+    /// calls are running and finish on their own.
+    pub(crate) fn cancel(&mut self) -> Cancellation {
+        let mut cancellation = Cancellation::default();
+        if self.status == TurnStatus::Waiting
+            && let Some(step) = self.pending.as_mut()
+        {
+            cancellation.bodies = step.parked_bodies();
+            for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
+                request.status = RequestStatus::Revoked {
+                    outcome: Outcome::Cancelled,
+                };
+                cancellation.revoked.push(request.request_id.clone());
+            }
+            for call in &mut step.calls {
+                if !matches!(call.state, CallState::Finished { .. }) {
+                    call.state = CallState::Finished {
+                        result: cancelled(&call.call_id, &call.tool),
+                    };
+                }
+            }
+            cancellation.closed = step
+                .calls
+                .iter()
+                .filter(|call| step.gated(&call.call_id))
+                .filter_map(|call| match &call.state {
+                    CallState::Finished { result } => Some(result.clone()),
+                    _ => None,
+                })
+                .collect();
+        }
+        self.status = TurnStatus::Cancelled;
+        cancellation
+    }
+}
+
+impl PendingStep {
+    /// Whether a workflow call of the step sleeps on a durable timer (it holds the step until
+    /// the timer is due).
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.calls
+            .iter()
+            .any(|c| matches!(c.state, CallState::Sleeping { .. }))
+    }
+
+    /// Whether call `call_id` waited on a request of the step.
+    pub(crate) fn gated(&self, call_id: &str) -> bool {
+        self.requests
+            .iter()
+            .any(|r| r.call_id.as_deref() == Some(call_id))
+    }
+
+    /// The ids of the requests still pending.
+    pub(crate) fn pending_requests(&self) -> Vec<String> {
+        self.requests
+            .iter()
+            .filter(|r| r.is_pending())
+            .map(|r| r.request_id.clone())
+            .collect()
+    }
+
+    /// The `once` keys that some request of the step approved and no request still waits on:
+    /// the memory is written only when every request for a key is settled.
+    pub(crate) fn settled_grants(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .requests
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    RequestStatus::Settled {
+                        decision: Decision::Approved,
+                        ..
+                    }
+                )
+            })
+            .filter_map(|r| r.approval_key.clone())
+            .filter(|key| {
+                !self
+                    .requests
+                    .iter()
+                    .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The note an approver sent with the approval of call `call_id`, if any.
+    pub(crate) fn approver_note(&self, call_id: &str) -> Option<&str> {
+        self.requests.iter().find_map(|r| match &r.status {
+            RequestStatus::Settled {
+                decision: Decision::Approved,
+                note: Some(note),
+                ..
+            } if r.call_id.as_deref() == Some(call_id) => Some(note.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Settles the pending request `request_id` with `settlement` and moves the call it gates:
+    /// a workflow body's question makes the call ready to replay up to the answer; an
+    /// `ask_question` call finishes with the answer; an approval makes the call ready (with
+    /// its approver), a decline finishes it as denied. Returns `false`, changing nothing, when
+    /// the step has no such pending request.
+    pub(crate) fn settle(&mut self, request_id: &str, settlement: &Settlement) -> bool {
+        let Some(request) = self
+            .requests
+            .iter_mut()
+            .find(|r| r.request_id == request_id && r.is_pending())
+        else {
+            return false;
+        };
+        request.status = RequestStatus::Settled {
+            decision: settlement.decision,
+            responder: settlement.responder.clone(),
+            note: settlement
+                .answer
+                .clone()
+                .or_else(|| settlement.note.clone()),
+        };
+        let gated = request.call_id.clone();
+        let workflow_ask = request.journal_position.is_some();
+        let question = request.kind == RequestKind::Question;
+        for call in &mut self.calls {
+            if Some(&call.call_id) != gated.as_ref() {
+                continue;
+            }
+            call.state = if workflow_ask {
+                // Runs again when the step resumes, replaying to the recorded answer.
+                CallState::Ready { approved_by: None }
+            } else if question {
+                CallState::Finished {
+                    result: answered(call, settlement.answer.as_deref()),
+                }
+            } else {
+                match settlement.decision {
+                    Decision::Approved => CallState::Ready {
+                        approved_by: Some(Approver {
+                            principal: settlement.responder.clone(),
+                        }),
+                    },
+                    Decision::Cancelled => CallState::Finished {
+                        result: declined(call, settlement.note.as_deref()),
+                    },
+                }
+            };
+        }
+        true
+    }
+
+    /// Revokes every pending request with `outcome` (`ignored`: a message that answers none of
+    /// them, `text`; `cancelled`), failing the calls that waited on them. Calls already
+    /// approved stay ready. Returns the revoked requests' ids.
+    pub(crate) fn revoke(&mut self, outcome: Outcome, text: &str) -> Vec<String> {
+        let mut revoked = Vec::new();
+        for request in self.requests.iter_mut().filter(|r| r.is_pending()) {
+            request.status = RequestStatus::Revoked { outcome };
+            revoked.push(request.request_id.clone());
+        }
+        for call in &mut self.calls {
+            if let CallState::Waiting { .. } = call.state {
+                let (code, message) = match outcome {
+                    Outcome::Ignored => (
+                        ErrorCode::Denied,
+                        format!(
+                            "`{}` was not approved: the user sent a new message instead ({text:?})",
+                            call.tool
+                        ),
+                    ),
+                    _ => (
+                        ErrorCode::Cancelled,
+                        format!("`{}` was cancelled with its turn", call.tool),
+                    ),
+                };
+                call.state = CallState::Finished {
+                    result: CallResult::failed(
+                        &call.call_id,
+                        &call.tool,
+                        ToolError::with_code(code, message),
+                    ),
+                };
+            }
+        }
+        revoked
+    }
+
+    /// Workflow bodies parked mid-run (on a question, a timer, or answered and waiting for the
+    /// step to resume): call id, tool and input of each.
+    fn parked_bodies(&self) -> Vec<(String, String, Value)> {
+        self.calls
+            .iter()
+            .filter(|call| match &call.state {
+                CallState::Sleeping { .. } => true,
+                CallState::Waiting { .. } | CallState::Ready { .. } => {
+                    self.requests.iter().any(|r| {
+                        r.journal_position.is_some()
+                            && r.call_id.as_deref() == Some(call.call_id.as_str())
+                    })
+                }
+                _ => false,
+            })
+            .map(|call| (call.call_id.clone(), call.tool.clone(), call.input.clone()))
+            .collect()
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut PendingCall> {
+        self.calls.iter_mut().find(|c| c.call_id == call_id)
+    }
+}
+
+impl PendingCall {
+    /// A call that already has its result when the step is recorded (refused, answered by a
+    /// meta-tool, run by the provider).
+    pub(crate) fn finished(result: CallResult) -> PendingCall {
+        PendingCall {
+            call_id: result.call_id.clone(),
+            tool: result.tool.clone(),
+            input: Value::Null,
+            state: CallState::Finished { result },
+        }
+    }
+
+    /// A call that runs now.
+    pub(crate) fn running(call_id: &str, tool: &str, input: Value) -> PendingCall {
+        PendingCall {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            input,
+            state: CallState::Running,
+        }
+    }
+
+    /// A call that waits on request `request_id`.
+    pub(crate) fn waiting(
+        call_id: &str,
+        tool: &str,
+        input: Value,
+        request_id: &str,
+    ) -> PendingCall {
+        PendingCall {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            input,
+            state: CallState::Waiting {
+                request_id: request_id.to_owned(),
+            },
+        }
+    }
+}
+
+impl Parked {
+    /// Where workflow call `call_id` of `tool` in `turn` parks when its body stopped with
+    /// `suspension`: on a question (an input request) or a timer.
+    pub(crate) fn new(
+        turn: &TurnRecord,
+        call_id: &str,
+        tool: &str,
+        suspension: Suspension,
+    ) -> Parked {
+        let (state, request) = match suspension {
+            Suspension::Ask { position, request } => {
+                let request = InputRequest::workflow_ask(turn, call_id, tool, position, &request);
+                let state = CallState::Waiting {
+                    request_id: request.request_id.clone(),
+                };
+                (state, Some(request))
+            }
+            Suspension::Sleep { until_ms } => (CallState::Sleeping { until_ms }, None),
+            // Only a task's body waits for calls; a turn's call never reports it.
+            Suspension::Receive { .. } => (CallState::Running, None),
+        };
+        Parked {
+            call_id: call_id.to_owned(),
+            state,
+            request,
+        }
+    }
+}
+
+/// The result of a call cancelled with its turn.
+fn cancelled(call_id: &str, tool: &str) -> CallResult {
+    CallResult::failed(
+        call_id,
+        tool,
+        ToolError::with_code(
+            ErrorCode::Cancelled,
+            format!("`{tool}` was cancelled with its turn"),
+        ),
+    )
+}
+
+/// The result of an `ask_question` call: the answer, or `cancelled` without one.
+fn answered(call: &PendingCall, answer: Option<&str>) -> CallResult {
+    let output = match answer {
+        Some(answer) => json!({ "status": "answered", "answer": answer }),
+        None => json!({ "status": "cancelled" }),
+    };
+    CallResult {
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        is_error: false,
+        model: ModelOutput::Json(output.clone()),
+        output,
+        error: None,
+        ends_turn: false,
+        label: None,
+    }
+}
+
+/// The result of a call whose approval the user declined, with their note.
+fn declined(call: &PendingCall, note: Option<&str>) -> CallResult {
+    let message = match note {
+        Some(note) => format!("the user declined `{}`; their note: {note}", call.tool),
+        None => format!(
+            "the user declined `{}`; do not retry it unless they ask",
+            call.tool
+        ),
+    };
+    CallResult::failed(
+        &call.call_id,
+        &call.tool,
+        ToolError::with_code(ErrorCode::Denied, message),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolwright_core::{AskRequest, Caller, ErrorCode, Principal, SessionInfo, ToolError};
+
+    use super::*;
+    use crate::transition::request::ApprovalAsk;
+
+    fn alice() -> Principal {
+        Principal::user("test", "alice")
+    }
+
+    fn turn() -> TurnRecord {
+        TurnRecord::begin(
+            "t1".into(),
+            "s1".into(),
+            Some(alice()),
+            Caller::Model,
+            false,
+        )
+    }
+
+    fn ok(call_id: &str, tool: &str) -> CallResult {
+        CallResult {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            is_error: false,
+            output: json!(1),
+            model: ModelOutput::Json(json!(1)),
+            error: None,
+            ends_turn: false,
+            label: None,
+        }
+    }
+
+    fn info(turn: &TurnRecord) -> SessionInfo {
+        SessionInfo {
+            id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            parent: None,
+            initiator: None,
+            current: turn.current.clone(),
+            interactive: true,
+        }
+    }
+
+    fn approval(turn: &TurnRecord, call_id: &str, key: Option<&str>) -> InputRequest {
+        InputRequest::approval(
+            &info(turn),
+            ApprovalAsk {
+                call_id: call_id.into(),
+                tool: "pay".into(),
+                input: json!({}),
+                prompt: "Pay?".into(),
+                reasons: Vec::new(),
+                approval_key: key.map(str::to_owned),
+                definition_change: None,
+            },
+        )
+    }
+
+    /// A turn parked on an approval of `c1`, with `c2` finished.
+    fn parked() -> (TurnRecord, String) {
+        let mut turn = turn();
+        let request = approval(&turn, "c1", Some("pay"));
+        let id = request.request_id.clone();
+        turn.begin_step(
+            vec![
+                PendingCall::waiting("c1", "pay", json!({}), &id),
+                PendingCall::finished(ok("c2", "read")),
+            ],
+            vec![request],
+        );
+        turn.park(&[], Vec::new()).unwrap();
+        (turn, id)
+    }
+
+    fn state(turn: &TurnRecord, call_id: &str) -> CallState {
+        let step = turn.pending.as_ref().unwrap();
+        step.calls
+            .iter()
+            .find(|c| c.call_id == call_id)
+            .unwrap()
+            .state
+            .clone()
+    }
+
+    fn settlement(decision: Decision) -> Settlement {
+        Settlement {
+            decision,
+            responder: Some(alice()),
+            note: None,
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_begins_active_with_no_step() {
+        let turn = turn();
+        assert_eq!(turn.status, TurnStatus::Active);
+        assert_eq!((turn.steps, turn.pending.is_none()), (0, true));
+        assert_eq!(turn.current, Some(alice()));
+    }
+
+    #[test]
+    fn a_refused_step_only_counts() {
+        let mut turn = turn();
+        turn.refuse_step();
+        assert_eq!((turn.steps, turn.status), (1, TurnStatus::Active));
+        assert!(turn.pending.is_none());
+    }
+
+    #[test]
+    fn a_step_is_recorded_running_before_its_calls_run() {
+        let mut turn = turn();
+        turn.refuse_step();
+        turn.begin_step(
+            vec![PendingCall::running("c1", "read", json!({}))],
+            Vec::new(),
+        );
+        assert_eq!(turn.status, TurnStatus::Running);
+        let step = turn.pending.as_ref().unwrap();
+        assert_eq!(step.index, 1);
+        assert_eq!(step.calls[0].state, CallState::Running);
+    }
+
+    #[test]
+    fn parking_records_results_and_parked_calls() {
+        let mut turn = turn();
+        turn.begin_step(
+            vec![
+                PendingCall::running("c1", "read", json!({})),
+                PendingCall::running("c2", "deploy", json!({})),
+                PendingCall::running("c3", "wait", json!({})),
+            ],
+            Vec::new(),
+        );
+        let ask = Parked::new(
+            &turn,
+            "c2",
+            "deploy",
+            Suspension::Ask {
+                position: 3,
+                request: AskRequest::new("Go?"),
+            },
+        );
+        let sleep = Parked::new(&turn, "c3", "wait", Suspension::Sleep { until_ms: 50 });
+        let opened = turn.park(&[ok("c1", "read")], vec![ask, sleep]).unwrap();
+        assert_eq!(turn.status, TurnStatus::Waiting);
+        assert!(matches!(state(&turn, "c1"), CallState::Finished { .. }));
+        assert_eq!(state(&turn, "c3"), CallState::Sleeping { until_ms: 50 });
+        assert_eq!(opened.len(), 1);
+        assert_eq!(opened[0].journal_position, Some(3));
+        assert_eq!(
+            state(&turn, "c2"),
+            CallState::Waiting {
+                request_id: opened[0].request_id.clone()
+            }
+        );
+        assert_eq!(turn.pending.as_ref().unwrap().requests, opened);
+        assert_eq!(turn.wake_at(), Some(50));
+    }
+
+    #[test]
+    fn parking_without_a_step_is_a_corrupt_record() {
+        let mut turn = turn();
+        assert_eq!(turn.park(&[], Vec::new()), None);
+        assert_eq!(turn.status, TurnStatus::Active);
+    }
+
+    #[test]
+    fn a_parked_receive_keeps_the_call_running() {
+        let turn = turn();
+        let parked = Parked::new(&turn, "c1", "t", Suspension::Receive { index: 1 });
+        assert_eq!((parked.state, parked.request), (CallState::Running, None));
+    }
+
+    #[test]
+    fn closing_a_step_keeps_its_results_and_takes_steps_again_or_ends() {
+        let mut turn = turn();
+        turn.begin_step(
+            vec![PendingCall::running("c1", "read", json!({}))],
+            Vec::new(),
+        );
+        turn.close_step(&[ok("c1", "read")], false);
+        assert_eq!((turn.status, turn.steps), (TurnStatus::Active, 1));
+        assert!(turn.pending.is_none());
+        let closed = turn.last_step.as_ref().unwrap();
+        assert_eq!((closed.index, closed.results.len()), (0, 1));
+
+        turn.begin_step(
+            vec![PendingCall::running("c2", "end", json!({}))],
+            Vec::new(),
+        );
+        turn.close_step(&[ok("c2", "end")], true);
+        assert_eq!((turn.status, turn.steps), (TurnStatus::Completed, 2));
+    }
+
+    #[test]
+    fn a_cancelled_turn_stays_cancelled_when_its_step_closes() {
+        let (mut turn, _) = parked();
+        turn.cancel();
+        turn.close_step(&[], true);
+        assert_eq!(turn.status, TurnStatus::Cancelled);
+    }
+
+    #[test]
+    fn a_write_lost_to_a_cancel_closes_the_cancelled_step_once() {
+        let (mut turn, _) = parked();
+        turn.cancel();
+        assert!(turn.close_cancelled_step());
+        assert_eq!((turn.steps, turn.pending.is_none()), (1, true));
+        assert!(!turn.close_cancelled_step());
+        assert_eq!(turn.steps, 1);
+    }
+
+    #[test]
+    fn only_an_active_turn_completes() {
+        let mut turn = turn();
+        assert_eq!(turn.complete(), Ok(()));
+        assert_eq!(turn.status, TurnStatus::Completed);
+        assert_eq!(turn.complete(), Err(TurnStatus::Completed));
+        let (mut waiting, _) = parked();
+        assert_eq!(waiting.complete(), Err(TurnStatus::Waiting));
+    }
+
+    #[test]
+    fn an_approval_makes_the_call_ready_with_its_approver_and_claiming_runs_it() {
+        let (mut turn, id) = parked();
+        assert!(
+            turn.claim_step().is_empty(),
+            "a pending request holds the step"
+        );
+        let step = turn.pending.as_mut().unwrap();
+        assert!(step.settle(&id, &settlement(Decision::Approved)));
+        assert!(
+            !step.settle(&id, &settlement(Decision::Cancelled)),
+            "first answer wins"
+        );
+        let approver = Some(Approver {
+            principal: Some(alice()),
+        });
+        assert_eq!(
+            state(&turn, "c1"),
+            CallState::Ready {
+                approved_by: approver.clone()
+            }
+        );
+        assert_eq!(turn.claim_step(), vec![("c1".to_owned(), approver)]);
+        assert_eq!(turn.status, TurnStatus::Running);
+        assert_eq!(state(&turn, "c1"), CallState::Running);
+    }
+
+    #[test]
+    fn a_decline_finishes_the_call_as_denied_with_the_note() {
+        let (mut turn, id) = parked();
+        let step = turn.pending.as_mut().unwrap();
+        let declined = Settlement {
+            note: Some("too much".into()),
+            ..settlement(Decision::Cancelled)
+        };
+        assert!(step.settle(&id, &declined));
+        let CallState::Finished { result } = state(&turn, "c1") else {
+            panic!("not finished");
+        };
+        let error = result.error.unwrap();
+        assert_eq!(error.code(), ErrorCode::Denied);
+        assert_eq!(
+            error.message(),
+            "the user declined `pay`; their note: too much"
+        );
+        let request = &turn.pending.as_ref().unwrap().requests[0];
+        assert!(matches!(
+            &request.status,
+            RequestStatus::Settled { decision: Decision::Cancelled, note: Some(note), .. } if note == "too much"
+        ));
+    }
+
+    #[test]
+    fn an_answered_question_finishes_its_call_and_a_workflow_answer_readies_it() {
+        let mut turn = turn();
+        let question = InputRequest::question(&info(&turn), "q", &json!({ "question": "Which?" }));
+        assert_eq!(question.prompt, "Which?");
+        let ask = InputRequest::workflow_ask(&turn, "w", "deploy", 0, &AskRequest::new("Go?"));
+        let (q, w) = (question.request_id.clone(), ask.request_id.clone());
+        turn.begin_step(
+            vec![
+                PendingCall::waiting("q", "ask_question", json!({}), &q),
+                PendingCall::waiting("w", "deploy", json!({}), &w),
+            ],
+            vec![question, ask],
+        );
+        let step = turn.pending.as_mut().unwrap();
+        let answered = Settlement {
+            answer: Some("blue".into()),
+            ..settlement(Decision::Approved)
+        };
+        assert!(step.settle(&q, &answered));
+        assert!(step.settle(&w, &settlement(Decision::Approved)));
+        let CallState::Finished { result } = state(&turn, "q") else {
+            panic!("not finished");
+        };
+        assert_eq!(
+            result.output,
+            json!({ "status": "answered", "answer": "blue" })
+        );
+        assert_eq!(state(&turn, "w"), CallState::Ready { approved_by: None });
+    }
+
+    #[test]
+    fn a_message_revokes_pending_requests_and_fails_their_calls_only() {
+        let mut turn = turn();
+        let first = approval(&turn, "c1", None);
+        let second = approval(&turn, "c2", None);
+        let (a, b) = (first.request_id.clone(), second.request_id.clone());
+        turn.begin_step(
+            vec![
+                PendingCall::waiting("c1", "pay", json!({}), &a),
+                PendingCall::waiting("c2", "pay", json!({}), &b),
+            ],
+            vec![first, second],
+        );
+        let step = turn.pending.as_mut().unwrap();
+        step.settle(&a, &settlement(Decision::Approved));
+        assert_eq!(step.revoke(Outcome::Ignored, "stop"), vec![b.clone()]);
+        assert!(matches!(state(&turn, "c1"), CallState::Ready { .. }));
+        let CallState::Finished { result } = state(&turn, "c2") else {
+            panic!("not finished");
+        };
+        assert_eq!(
+            result.error.unwrap().message(),
+            "`pay` was not approved: the user sent a new message instead (\"stop\")"
+        );
+        let step = turn.pending.as_ref().unwrap();
+        assert_eq!(
+            step.requests[1].status,
+            RequestStatus::Revoked {
+                outcome: Outcome::Ignored
+            }
+        );
+        assert!(step.pending_requests().is_empty());
+    }
+
+    #[test]
+    fn once_grants_are_written_only_when_no_request_for_the_key_is_pending() {
+        let mut turn = turn();
+        let first = approval(&turn, "c1", Some("pay"));
+        let second = approval(&turn, "c2", Some("pay"));
+        let third = approval(&turn, "c3", Some("refund"));
+        let ids: Vec<String> = [&first, &second, &third]
+            .iter()
+            .map(|r| r.request_id.clone())
+            .collect();
+        turn.begin_step(Vec::new(), vec![first, second, third]);
+        let step = turn.pending.as_mut().unwrap();
+        step.settle(&ids[0], &settlement(Decision::Approved));
+        step.settle(&ids[2], &settlement(Decision::Approved));
+        assert_eq!(step.settled_grants(), vec!["refund".to_owned()]);
+        step.settle(&ids[1], &settlement(Decision::Cancelled));
+        assert_eq!(
+            step.settled_grants(),
+            vec!["pay".to_owned(), "refund".to_owned()]
+        );
+    }
+
+    #[test]
+    fn an_approvers_note_is_found_by_call() {
+        let (mut turn, id) = parked();
+        let step = turn.pending.as_mut().unwrap();
+        let noted = Settlement {
+            note: Some("once only".into()),
+            ..settlement(Decision::Approved)
+        };
+        step.settle(&id, &noted);
+        assert_eq!(step.approver_note("c1"), Some("once only"));
+        assert_eq!(step.approver_note("c2"), None);
+    }
+
+    #[test]
+    fn sleeping_calls_hold_the_step_until_their_timer_is_due() {
+        let mut turn = turn();
+        turn.begin_step(
+            vec![
+                PendingCall::running("c1", "wait", json!({})),
+                PendingCall::running("c2", "wait", json!({})),
+            ],
+            Vec::new(),
+        );
+        let sleeps = vec![
+            Parked::new(&turn, "c1", "wait", Suspension::Sleep { until_ms: 10 }),
+            Parked::new(&turn, "c2", "wait", Suspension::Sleep { until_ms: 20 }),
+        ];
+        turn.park(&[], sleeps).unwrap();
+        assert!(turn.claim_step().is_empty());
+        assert!(!turn.wake_sleepers(5));
+        assert!(turn.wake_sleepers(10));
+        assert_eq!(state(&turn, "c1"), CallState::Ready { approved_by: None });
+        assert!(turn.claim_step().is_empty(), "c2 still sleeps");
+        assert!(turn.wake_sleepers(20));
+        let claimed: Vec<String> = turn.claim_step().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(claimed, ["c1", "c2"]);
+        assert!(
+            !turn.wake_sleepers(30),
+            "a running turn has no sleepers to wake"
+        );
+    }
+
+    #[test]
+    fn the_first_untrusted_tool_that_ran_taints_the_turn() {
+        let mut turn = turn();
+        turn.note_taint("lookup", false);
+        assert_eq!(turn.tainted_by, None);
+        turn.note_taint("treehole", true);
+        turn.note_taint("inbox", true);
+        assert_eq!(turn.tainted_by.as_deref(), Some("treehole"));
+    }
+
+    #[test]
+    fn a_step_may_end_the_turn_only_when_every_call_succeeded_and_may_end_it() {
+        let ending = CallResult {
+            ends_turn: true,
+            ..ok("c1", "react")
+        };
+        let failed = CallResult::failed("c2", "react", ToolError::new("no"));
+        let turn = turn();
+        assert!(turn.may_end(std::slice::from_ref(&ending)));
+        assert!(!turn.may_end(&[]));
+        assert!(!turn.may_end(&[ending.clone(), ok("c3", "read")]));
+        assert!(!turn.may_end(&[ending.clone(), failed]));
+        let subagent = TurnRecord::begin("t".into(), "s".into(), None, Caller::Subagent, false);
+        assert!(!subagent.may_end(std::slice::from_ref(&ending)));
+        let structured = TurnRecord::begin("t".into(), "s".into(), None, Caller::Model, true);
+        assert!(!structured.may_end(&[ending]));
+    }
+
+    #[test]
+    fn cancelling_a_parked_turn_revokes_its_requests_and_fails_its_calls() {
+        let mut turn = turn();
+        let request = approval(&turn, "c1", None);
+        let ask = InputRequest::workflow_ask(&turn, "c3", "deploy", 2, &AskRequest::new("Go?"));
+        let (id, asked) = (request.request_id.clone(), ask.request_id.clone());
+        turn.begin_step(
+            vec![
+                PendingCall::waiting("c1", "pay", json!({}), &id),
+                PendingCall::finished(ok("c2", "read")),
+                PendingCall::waiting("c3", "deploy", json!({ "v": 1 }), &asked),
+                PendingCall::running("c4", "wait", json!({})),
+            ],
+            vec![request, ask],
+        );
+        let sleep = Parked::new(&turn, "c4", "wait", Suspension::Sleep { until_ms: 9 });
+        turn.park(&[], vec![sleep]).unwrap();
+        let cancellation = turn.cancel();
+        assert_eq!(turn.status, TurnStatus::Cancelled);
+        assert_eq!(cancellation.revoked, vec![id, asked]);
+        let closed: Vec<&str> = cancellation
+            .closed
+            .iter()
+            .map(|r| r.call_id.as_str())
+            .collect();
+        assert_eq!(closed, ["c1", "c3"], "calls that waited on a request");
+        assert_eq!(
+            cancellation.bodies,
+            vec![
+                ("c3".to_owned(), "deploy".to_owned(), json!({ "v": 1 })),
+                ("c4".to_owned(), "wait".to_owned(), json!({})),
+            ]
+        );
+        let CallState::Finished { result } = state(&turn, "c4") else {
+            panic!("not finished");
+        };
+        assert_eq!(result.error.unwrap().code(), ErrorCode::Cancelled);
+        assert!(matches!(state(&turn, "c2"), CallState::Finished { result } if !result.is_error));
+    }
+
+    #[test]
+    fn cancelling_a_running_turn_leaves_its_calls_to_finish() {
+        let mut turn = turn();
+        turn.begin_step(
+            vec![PendingCall::running("c1", "read", json!({}))],
+            Vec::new(),
+        );
+        assert_eq!(turn.cancel(), Cancellation::default());
+        assert_eq!(turn.status, TurnStatus::Cancelled);
+        assert_eq!(state(&turn, "c1"), CallState::Running);
+    }
+}
