@@ -5,26 +5,33 @@
 
 #![warn(missing_docs)]
 
+mod builder;
 mod call;
 mod decider;
+mod engine;
 mod error;
 pub mod event;
+mod exec;
 mod host;
 mod ids;
+mod input;
 mod options;
 mod pipeline;
 pub mod record;
-mod recover;
+mod recovery;
 pub mod remote;
 mod runtime;
 pub mod sandbox;
 mod services;
+mod session;
 pub mod store;
 mod task;
 pub mod toolset;
 mod transition;
+mod turn;
 mod ui;
 
+pub use builder::RuntimeBuilder;
 pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOutcome, ToolCall};
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
@@ -36,10 +43,12 @@ pub use record::{
     RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus,
     TurnRecord, TurnStatus,
 };
-pub use runtime::{Runtime, RuntimeBuilder, Session, SessionSpec, Turn};
+pub use runtime::Runtime;
 pub use sandbox::LocalSandbox;
+pub use session::{Session, SessionSpec};
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};
 pub use toolwright_core::Registry;
+pub use turn::Turn;
 pub use ui::Invoked;

@@ -1,4 +1,5 @@
-//! The [`CallHost`] the runtime installs behind every call's context.
+//! The [`CallHost`] the runtime installs behind every call's context: events, state, the
+//! sandbox, and the journal of durable and workflow bodies.
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;
@@ -13,9 +14,13 @@ use toolwright_core::{
     StepNames, Tool, ToolError,
 };
 
+mod journal;
+
+pub(crate) use journal::Journal;
+use journal::answer_at;
+
 use crate::event::Event;
 use crate::record::{EntryKind, JournalEntry, TaskCall};
-use crate::store::{Lease, Store, StoreError};
 use crate::transition::Suspension;
 
 pub(crate) struct RuntimeHost {
@@ -59,129 +64,6 @@ pub(crate) struct TaskLink {
     /// Set when the runner drops the body (it parked, or its cleanup window ended): calls the
     /// body held are not failed by being dropped.
     pub(crate) discarding: std::sync::atomic::AtomicBool,
-}
-
-/// A durable call's journal: what earlier runs recorded, and where this run is in it.
-pub(crate) struct Journal {
-    pub(crate) run_id: String,
-    pub(crate) store: Arc<dyn Store>,
-    /// The lease the run's record is claimed under: entries are recorded only while it holds.
-    pub(crate) fence: Option<Lease>,
-    pub(crate) recorded: Vec<JournalEntry>,
-    pub(crate) cursor: std::sync::atomic::AtomicU32,
-}
-
-impl Journal {
-    /// Replays or records step `name`: a recorded value returns without running `run`; a new
-    /// value is recorded before it is returned (exactly once on record, at least once run).
-    async fn step(
-        &self,
-        name: &str,
-        run: BoxFuture<'_, Result<Value, ToolError>>,
-    ) -> Result<Value, ToolError> {
-        let position = self
-            .cursor
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(entry) = self.recorded.get(position as usize) {
-            return self.replayed(entry, name);
-        }
-        let value = run.await?;
-        let entry = JournalEntry {
-            position,
-            kind: EntryKind::Step,
-            name: name.to_owned(),
-            value,
-        };
-        match self
-            .store
-            .record_journal(&self.run_id, &entry, self.fence.as_ref())
-            .await
-        {
-            Ok(()) => Ok(entry.value),
-            // Another run of this call recorded the position first: its value is the one on
-            // record, so this run continues with it.
-            Err(StoreError::Conflict(_)) => self.recorded_elsewhere(position, name).await,
-            Err(error) => Err(journal_error(error)),
-        }
-    }
-
-    /// Replays or runs step `name` with `work` inside the store's transaction (see
-    /// [`Store::journal_in_transaction`]): exactly once, on record and in effect.
-    async fn step_in_store(
-        &self,
-        name: &str,
-        work: toolwright_core::StoreWork,
-    ) -> Result<Value, ToolError> {
-        let position = self
-            .cursor
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(entry) = self.recorded.get(position as usize) {
-            return self.replayed(entry, name);
-        }
-        match self
-            .store
-            .journal_in_transaction(&self.run_id, position, name, self.fence.as_ref(), work)
-            .await
-        {
-            Ok(outcome) => outcome,
-            // Another run recorded the position first (its transaction committed, this one's
-            // rolled back): its value is the one on record.
-            Err(StoreError::Conflict(_)) => self.recorded_elsewhere(position, name).await,
-            Err(error) => Err(journal_error(error)),
-        }
-    }
-
-    /// The value another run recorded at `position` first.
-    async fn recorded_elsewhere(&self, position: u32, name: &str) -> Result<Value, ToolError> {
-        let entries = self
-            .store
-            .journal(&self.run_id)
-            .await
-            .map_err(journal_error)?;
-        match entries.iter().find(|e| e.position == position) {
-            Some(entry) => self.replayed(entry, name),
-            None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
-        }
-    }
-
-    fn replayed(&self, entry: &JournalEntry, name: &str) -> Result<Value, ToolError> {
-        self.replayed_as(entry, EntryKind::Step, name)
-    }
-
-    fn replayed_as(
-        &self,
-        entry: &JournalEntry,
-        expected: EntryKind,
-        name: &str,
-    ) -> Result<Value, ToolError> {
-        if entry.kind != expected || entry.name != name {
-            let kind = kind_word(entry.kind);
-            let reached = kind_word(expected);
-            return Err(ToolError::with_code(
-                ErrorCode::Journal,
-                format!(
-                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached {reached} `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
-                    self.run_id, entry.position, entry.name
-                ),
-            ));
-        }
-        Ok(entry.value.clone())
-    }
-}
-
-fn kind_word(kind: EntryKind) -> &'static str {
-    match kind {
-        EntryKind::Step => "step",
-        EntryKind::Ask => "question",
-        EntryKind::Sleep => "sleep",
-    }
-}
-
-fn journal_error(error: StoreError) -> ToolError {
-    ToolError::with_code(
-        ErrorCode::Journal,
-        format!("the step could not be recorded: {error}; the call can be retried"),
-    )
 }
 
 impl RuntimeHost {
@@ -283,20 +165,10 @@ impl CallHost for RuntimeHost {
                     "only a `workflow` tool can ask a person from its body; give a plain tool an approval policy instead",
                 ));
             };
-            let position = journal
-                .cursor
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let position = journal.next_position();
             let name = crate::ids::ask_name(position);
-            if let Some(entry) = journal.recorded.get(position as usize) {
-                let value = journal.replayed_as(entry, EntryKind::Ask, &name)?;
-                return serde_json::from_value(value).map_err(|error| {
-                    ToolError::with_code(
-                        ErrorCode::Journal,
-                        format!(
-                            "the answer recorded at position {position} cannot be read: {error}"
-                        ),
-                    )
-                });
+            if let Some(entry) = journal.recorded_at(position) {
+                return answer_at(position, journal.replayed_as(entry, EntryKind::Ask, &name)?);
             }
             // Settled on the task, not journaled yet: the answer goes into the journal now.
             let settled = self
@@ -305,7 +177,8 @@ impl CallHost for RuntimeHost {
                 .and_then(|task| task.answers.get(&position).cloned());
             // The call is cancelled: the question is withdrawn, and the body goes on to its
             // cleanup with `cancelled`. Nobody can answer: `unavailable`, and the body continues
-            // on its default path. Either is recorded, so every replay goes the same way.
+            // on its default path. Either is recorded, so every replay goes the same way (if
+            // another run recorded this position first, its answer stands).
             let decided = settled.or_else(|| {
                 if self.token.is_cancelled() {
                     Some(AskAnswer::Cancelled)
@@ -316,42 +189,15 @@ impl CallHost for RuntimeHost {
                 }
             });
             if let Some(answer) = decided {
-                let entry = JournalEntry {
-                    position,
-                    kind: EntryKind::Ask,
-                    name: name.clone(),
-                    value: serde_json::to_value(&answer).unwrap_or(Value::Null),
-                };
-                return match journal
-                    .store
-                    .record_journal(&journal.run_id, &entry, journal.fence.as_ref())
-                    .await
-                {
-                    Ok(()) => Ok(answer),
-                    // Another run recorded this position first: its answer stands.
-                    Err(StoreError::Conflict(_)) => {
-                        let entries = journal
-                            .store
-                            .journal(&journal.run_id)
-                            .await
-                            .map_err(journal_error)?;
-                        let recorded =
-                            entries
-                                .iter()
-                                .find(|e| e.position == position)
-                                .ok_or_else(|| {
-                                    journal_error(StoreError::Conflict(journal.run_id.clone()))
-                                })?;
-                        let value = journal.replayed_as(recorded, EntryKind::Ask, &name)?;
-                        serde_json::from_value(value).map_err(|error| {
-                            ToolError::with_code(
-                                ErrorCode::Journal,
-                                format!("the answer recorded at position {position} cannot be read: {error}"),
-                            )
-                        })
-                    }
-                    Err(error) => Err(journal_error(error)),
-                };
+                let recorded = journal
+                    .record(JournalEntry {
+                        position,
+                        kind: EntryKind::Ask,
+                        name,
+                        value: serde_json::to_value(&answer).unwrap_or(Value::Null),
+                    })
+                    .await?;
+                return answer_at(position, recorded);
             }
             if let Ok(mut suspended) = self.suspended.lock() {
                 *suspended = Some(Suspension::Ask { position, request });
@@ -370,57 +216,28 @@ impl CallHost for RuntimeHost {
                     "only a `workflow` tool can sleep durably; a plain tool should return and let the model call again later",
                 ));
             };
-            let position = journal
-                .cursor
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let position = journal.next_position();
             let name = crate::ids::sleep_name(position);
             // The end of the sleep is recorded the first time, so every replay waits for the
             // same moment however late it runs.
-            let until_ms = match journal.recorded.get(position as usize) {
-                Some(entry) => journal.replayed_as(entry, EntryKind::Sleep, &name)?["until_ms"]
-                    .as_u64()
-                    .unwrap_or(0),
+            let until = match journal.recorded_at(position) {
+                Some(entry) => journal.replayed_as(entry, EntryKind::Sleep, &name)?,
                 None => {
                     let until = self
                         .clock
                         .now_ms()
                         .saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
-                    let entry = JournalEntry {
-                        position,
-                        kind: EntryKind::Sleep,
-                        name: name.clone(),
-                        value: serde_json::json!({ "until_ms": until }),
-                    };
-                    match journal
-                        .store
-                        .record_journal(&journal.run_id, &entry, journal.fence.as_ref())
-                        .await
-                    {
-                        Ok(()) => until,
-                        Err(StoreError::Conflict(_)) => {
-                            let entries = journal
-                                .store
-                                .journal(&journal.run_id)
-                                .await
-                                .map_err(journal_error)?;
-                            let recorded = entries.iter().find(|e| e.position == position);
-                            match recorded {
-                                Some(entry) => {
-                                    journal.replayed_as(entry, EntryKind::Sleep, &name)?["until_ms"]
-                                        .as_u64()
-                                        .unwrap_or(0)
-                                }
-                                None => {
-                                    return Err(journal_error(StoreError::Conflict(
-                                        journal.run_id.clone(),
-                                    )));
-                                }
-                            }
-                        }
-                        Err(error) => return Err(journal_error(error)),
-                    }
+                    journal
+                        .record(JournalEntry {
+                            position,
+                            kind: EntryKind::Sleep,
+                            name,
+                            value: serde_json::json!({ "until_ms": until }),
+                        })
+                        .await?
                 }
             };
+            let until_ms = until["until_ms"].as_u64().unwrap_or(0);
             if self.clock.now_ms() >= until_ms {
                 return Ok(());
             }

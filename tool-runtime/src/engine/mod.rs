@@ -1,0 +1,250 @@
+//! The engine: everything a runtime shares between its handles and its running work, each part
+//! a component with state of its own, reached through named accessors. Its fields are private
+//! to this module, so the compiler shows which parts a fn uses.
+
+pub(crate) mod cache;
+pub(crate) mod work;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::sync::{SemaphorePermit, broadcast};
+use toolwright_core::{Registry, Sandbox, Tool};
+
+use crate::decider::Decider;
+use crate::error::RuntimeError;
+use crate::event::Event;
+use crate::options::Options;
+use crate::record::{SessionRecord, TaskRecord, TurnRecord};
+use crate::remote::links::Remote;
+use crate::services::States;
+use crate::store::{Claim, Lease, Store, StoreError};
+use crate::toolset::Toolsets;
+use cache::ResultCache;
+use work::WorkTracker;
+
+/// The shared state of one runtime.
+pub(crate) struct Engine {
+    store: Arc<dyn Store>,
+    options: Options,
+    events: broadcast::Sender<Event>,
+    /// Application state registered on the builder.
+    services: Arc<States>,
+    sandbox: Option<Arc<dyn Sandbox>>,
+    decider: Option<Arc<dyn Decider>>,
+    /// The connections, and the tools now (local and remote).
+    remote: Remote,
+    /// The toolsets' instructions and context providers.
+    toolsets: Toolsets,
+    /// Read tools' results shared by the user interface's views.
+    cache: ResultCache,
+    /// The work running here and its leases.
+    work: Arc<WorkTracker>,
+    /// How many calls run at once.
+    calls: tokio::sync::Semaphore,
+    /// Whether some tool's policy (`once` or custom) reads the session's approvals.
+    reads_approvals: bool,
+    /// Whether some tool is a `task` or `serve` workflow (else no task can owe a turn anything).
+    runs_tasks: bool,
+}
+
+/// The parts an engine is built from (see [`crate::RuntimeBuilder::build`]).
+pub(crate) struct Parts {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) options: Options,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) services: Arc<States>,
+    pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    pub(crate) decider: Option<Arc<dyn Decider>>,
+    pub(crate) remote: Remote,
+    pub(crate) toolsets: Toolsets,
+    pub(crate) cache: ResultCache,
+    pub(crate) reads_approvals: bool,
+    pub(crate) runs_tasks: bool,
+}
+
+impl Engine {
+    pub(crate) fn new(parts: Parts) -> Arc<Engine> {
+        let work = WorkTracker::new(
+            Arc::clone(&parts.store),
+            parts.options.instance.clone(),
+            parts.options.lease,
+        );
+        Arc::new(Engine {
+            calls: tokio::sync::Semaphore::new(parts.options.concurrency.max(1)),
+            store: parts.store,
+            options: parts.options,
+            events: parts.events,
+            services: parts.services,
+            sandbox: parts.sandbox,
+            decider: parts.decider,
+            remote: parts.remote,
+            toolsets: parts.toolsets,
+            cache: parts.cache,
+            work,
+            reads_approvals: parts.reads_approvals,
+            runs_tasks: parts.runs_tasks,
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub(crate) fn services(&self) -> &Arc<States> {
+        &self.services
+    }
+
+    pub(crate) fn sandbox(&self) -> Option<&Arc<dyn Sandbox>> {
+        self.sandbox.as_ref()
+    }
+
+    pub(crate) fn decider(&self) -> Option<&dyn Decider> {
+        self.decider.as_deref()
+    }
+
+    pub(crate) fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    pub(crate) fn toolsets(&self) -> &Toolsets {
+        &self.toolsets
+    }
+
+    pub(crate) fn cache(&self) -> &ResultCache {
+        &self.cache
+    }
+
+    pub(crate) fn work(&self) -> &Arc<WorkTracker> {
+        &self.work
+    }
+
+    /// Whether a task or serve workflow tool exists (else no task can owe a turn a result).
+    pub(crate) fn runs_tasks(&self) -> bool {
+        self.runs_tasks
+    }
+
+    /// A permit to run one call, within [`Options::concurrency`].
+    pub(crate) async fn call_permit(&self) -> Option<SemaphorePermit<'_>> {
+        self.calls.acquire().await.ok()
+    }
+
+    /// The tools now: a snapshot, cheap to take, consistent while held.
+    pub(crate) fn registry(&self) -> Registry {
+        self.remote.registry()
+    }
+
+    /// The tool `name` as the registry holds it now, shared.
+    pub(crate) fn tool(&self, name: &str) -> Option<Arc<Tool>> {
+        find_tool(&self.registry(), name)
+    }
+
+    /// The sender events go through (a running call's host sends its own).
+    pub(crate) fn events(&self) -> &broadcast::Sender<Event> {
+        &self.events
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    /// Whether anybody listens to events (without subscribers, nothing needs rendering).
+    pub(crate) fn has_subscribers(&self) -> bool {
+        self.events.receiver_count() > 0
+    }
+
+    /// The claim a taking write makes for this instance.
+    pub(crate) fn claim_here(&self) -> Claim<'_> {
+        Claim::Take {
+            owner: &self.options.instance,
+            ttl: self.options.lease,
+        }
+    }
+
+    /// The claim of a write taking over the work of an instance whose lease expired.
+    pub(crate) fn take_over(&self) -> Claim<'_> {
+        Claim::TakeOver {
+            owner: &self.options.instance,
+            ttl: self.options.lease,
+        }
+    }
+
+    /// The turn `id` with its version.
+    pub(crate) async fn turn(&self, id: &str) -> Result<(TurnRecord, u64), RuntimeError> {
+        self.store
+            .turn(id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownTurn(id.to_owned()))
+    }
+
+    /// The session `id` with its version.
+    pub(crate) async fn session(&self, id: &str) -> Result<(SessionRecord, u64), RuntimeError> {
+        self.store
+            .session(id)
+            .await?
+            .ok_or_else(|| RuntimeError::UnknownSession(id.to_owned()))
+    }
+
+    /// The task `id`.
+    pub(crate) async fn task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {
+        self.store
+            .task(id)
+            .await?
+            .map(|(task, _)| task)
+            .ok_or_else(|| RuntimeError::UnknownTask(id.to_owned()))
+    }
+
+    /// The approval keys remembered in session `session_id`, read only when some tool's policy
+    /// reads them (`once`, custom).
+    pub(crate) async fn approvals(
+        &self,
+        session_id: &str,
+    ) -> Result<BTreeSet<String>, RuntimeError> {
+        if !self.reads_approvals {
+            return Ok(BTreeSet::new());
+        }
+        Ok(self.store.approvals(session_id).await?)
+    }
+
+    /// Changes session `id` with `change` and writes it (again on a concurrent write).
+    pub(crate) async fn update_session(
+        &self,
+        id: &str,
+        change: impl Fn(&mut SessionRecord),
+    ) -> Result<(), RuntimeError> {
+        loop {
+            let (mut record, version) = self.session(id).await?;
+            change(&mut record);
+            match self.store.put_session(&record, Some(version)).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("registry", &self.registry())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The claim of a write by the holder of `lease` (a plain write when this process holds none).
+pub(crate) fn keeping(lease: Option<&Lease>) -> Claim<'_> {
+    lease.map_or(Claim::None, Claim::Keep)
+}
+
+/// The tool `name` of `registry`, shared.
+pub(crate) fn find_tool(registry: &Registry, name: &str) -> Option<Arc<Tool>> {
+    registry
+        .index_of(name)
+        .map(|index| Arc::clone(&registry.tools()[index]))
+}

@@ -1,0 +1,175 @@
+//! Running one body of a turn's call: its context, the journal of a durable or workflow body,
+//! the timeout, cancellation, a workflow body parking, and the result.
+
+pub(crate) mod context;
+pub(crate) mod result;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{ErrorCode, Tool, ToolError};
+use tracing::Instrument;
+
+use crate::engine::Engine;
+use crate::host::Journal;
+use crate::record::{Approver, CallResult, SessionRecord, TurnRecord};
+use crate::store::Lease;
+use crate::transition::Suspension;
+use context::{Body, session_info};
+use result::call_result;
+
+/// One execution of a turn's call.
+pub(crate) struct Execution<'a> {
+    pub(crate) session: &'a SessionRecord,
+    pub(crate) turn: &'a TurnRecord,
+    pub(crate) tool: &'a Arc<Tool>,
+    pub(crate) call_id: &'a str,
+    /// The validated input.
+    pub(crate) input: Value,
+    /// Who approved the call, when a person did.
+    pub(crate) approved_by: Option<Approver>,
+    /// The turn's token: the call is cancelled with the turn.
+    pub(crate) token: &'a CancellationToken,
+    /// The lease of the step's claim, under which the journal records.
+    pub(crate) lease: Option<&'a Lease>,
+    pub(crate) mode: RunMode,
+}
+
+/// Why a body runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunMode {
+    /// To produce the call's result.
+    Normal,
+    /// A cancelled parked body runs once more with its token fired, only for its cleanup
+    /// (within [`crate::Options::task_cleanup`]).
+    CleanupOnly,
+}
+
+/// How one execution ended.
+pub(crate) enum Executed {
+    /// With a result.
+    Done(CallResult),
+    /// A workflow body waits for a person or a timer; the call parks.
+    Suspended(Suspension),
+}
+
+/// Executes one call: context, timeout, cancellation, panic capture (in `Tool::invoke`),
+/// output check and projection.
+pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
+    let Execution {
+        session,
+        turn,
+        tool,
+        call_id,
+        input,
+        approved_by,
+        token,
+        lease,
+        mode,
+    } = run;
+    // Cached reads of the toolset are stale from the moment a write may start until after
+    // it ends, however it ends (a read that ran meanwhile may have seen half of it).
+    let _writing = engine.cache().writing(tool);
+    let _permit = engine.call_permit().await;
+    let call_token = token.child_token();
+    let options = engine.options();
+    let limit = match mode {
+        RunMode::Normal => options.call_timeout,
+        RunMode::CleanupOnly => {
+            call_token.cancel();
+            options.task_cleanup.min(options.call_timeout)
+        }
+    };
+    let journal = if tool.kind().is_journaled() {
+        match journal(engine, tool, &turn.id, call_id, lease).await {
+            Ok(journal) => Some(journal),
+            Err(result) => return Executed::Done(result),
+        }
+    } else {
+        None
+    };
+    let (host, cx) = context::build(
+        engine,
+        Body {
+            tool,
+            info: session_info(session, &turn.id, turn.current.as_ref(), turn.caller),
+            call_id,
+            caller: turn.caller,
+            input: &input,
+            approved_by: approved_by.as_ref(),
+            token: call_token.clone(),
+            journal,
+            task: None,
+        },
+    );
+    let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
+    let run = tool.invoke(input, cx).instrument(span);
+    let outcome = {
+        // Pinned out here so the tool is dropped only after its token fired on a timeout:
+        // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
+        let mut run = std::pin::pin!(run);
+        tokio::select! {
+            result = tokio::time::timeout(limit, run.as_mut()) => match result {
+                Ok(result) => result,
+                Err(_) => {
+                    call_token.cancel();
+                    Err(ToolError::with_code(
+                        ErrorCode::Timeout,
+                        format!("`{}` did not finish within {limit:?} and was cancelled; try a narrower request", tool.name()),
+                    ))
+                }
+            },
+            () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+            () = host.parked.notified() => {
+                // The body waits for a person: drop it here; it replays from its journal
+                // once the answer is recorded.
+                let suspension = host.suspended.lock().ok().and_then(|mut s| s.take());
+                match suspension {
+                    Some(Suspension::Receive { .. }) | None => {}
+                    Some(suspension) => return Executed::Suspended(suspension),
+                }
+                Err(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why"))
+            }
+        }
+    };
+    Executed::Done(call_result(
+        engine,
+        &session.id,
+        &turn.id,
+        tool,
+        call_id,
+        outcome,
+    ))
+}
+
+/// The journal of durable call `call_id` of turn `turn_id`, read from the store; a call that
+/// cannot read it fails (it can be retried).
+async fn journal(
+    engine: &Engine,
+    tool: &Tool,
+    turn_id: &str,
+    call_id: &str,
+    lease: Option<&Lease>,
+) -> Result<Journal, CallResult> {
+    let run_id = crate::ids::durable_run_id(turn_id, call_id);
+    match engine.store().journal(&run_id).await {
+        Ok(recorded) => Ok(Journal::new(
+            run_id,
+            Arc::clone(engine.store()),
+            lease.cloned(),
+            recorded,
+        )),
+        Err(error) => Err(CallResult::failed(
+            call_id,
+            tool.name(),
+            ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "the journal of `{}` could not be read: {error}; the call can be retried",
+                    tool.name()
+                ),
+            ),
+        )),
+    }
+}

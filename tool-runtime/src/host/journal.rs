@@ -1,0 +1,180 @@
+//! A durable call's journal: what earlier runs recorded, replayed in order, and what this run
+//! records.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use toolwright_core::{AskAnswer, ErrorCode, ToolError};
+
+use crate::record::{EntryKind, JournalEntry};
+use crate::store::{Lease, Store, StoreError};
+
+/// A durable call's journal: what earlier runs recorded, and where this run is in it.
+pub(crate) struct Journal {
+    run_id: String,
+    store: Arc<dyn Store>,
+    /// The lease the run's record is claimed under: entries are recorded only while it holds.
+    fence: Option<Lease>,
+    recorded: Vec<JournalEntry>,
+    cursor: AtomicU32,
+}
+
+impl Journal {
+    /// The journal of run `run_id` as `recorded`, from its start, recording under `fence`.
+    pub(crate) fn new(
+        run_id: String,
+        store: Arc<dyn Store>,
+        fence: Option<Lease>,
+        recorded: Vec<JournalEntry>,
+    ) -> Journal {
+        Journal {
+            run_id,
+            store,
+            fence,
+            recorded,
+            cursor: AtomicU32::new(0),
+        }
+    }
+
+    /// The position of the body's next step, ask or sleep.
+    pub(crate) fn next_position(&self) -> u32 {
+        self.cursor.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// What an earlier run recorded at `position`.
+    pub(crate) fn recorded_at(&self, position: u32) -> Option<&JournalEntry> {
+        self.recorded.get(position as usize)
+    }
+
+    /// Records `entry` (a new position) and returns its value; when another run recorded the
+    /// position first, its value is the one on record, and this run continues with it.
+    pub(crate) async fn record(&self, entry: JournalEntry) -> Result<Value, ToolError> {
+        match self
+            .store
+            .record_journal(&self.run_id, &entry, self.fence.as_ref())
+            .await
+        {
+            Ok(()) => Ok(entry.value),
+            Err(StoreError::Conflict(_)) => {
+                self.recorded_elsewhere(entry.position, entry.kind, &entry.name)
+                    .await
+            }
+            Err(error) => Err(journal_error(error)),
+        }
+    }
+
+    /// Replays or records step `name`: a recorded value returns without running `run`; a new
+    /// value is recorded before it is returned (exactly once on record, at least once run).
+    pub(crate) async fn step(
+        &self,
+        name: &str,
+        run: BoxFuture<'_, Result<Value, ToolError>>,
+    ) -> Result<Value, ToolError> {
+        let position = self.next_position();
+        if let Some(entry) = self.recorded_at(position) {
+            return self.replayed_as(entry, EntryKind::Step, name);
+        }
+        let value = run.await?;
+        self.record(JournalEntry {
+            position,
+            kind: EntryKind::Step,
+            name: name.to_owned(),
+            value,
+        })
+        .await
+    }
+
+    /// Replays or runs step `name` with `work` inside the store's transaction (see
+    /// [`Store::journal_in_transaction`]): exactly once, on record and in effect.
+    pub(crate) async fn step_in_store(
+        &self,
+        name: &str,
+        work: toolwright_core::StoreWork,
+    ) -> Result<Value, ToolError> {
+        let position = self.next_position();
+        if let Some(entry) = self.recorded_at(position) {
+            return self.replayed_as(entry, EntryKind::Step, name);
+        }
+        match self
+            .store
+            .journal_in_transaction(&self.run_id, position, name, self.fence.as_ref(), work)
+            .await
+        {
+            Ok(outcome) => outcome,
+            // Another run recorded the position first (its transaction committed, this one's
+            // rolled back): its value is the one on record.
+            Err(StoreError::Conflict(_)) => {
+                self.recorded_elsewhere(position, EntryKind::Step, name)
+                    .await
+            }
+            Err(error) => Err(journal_error(error)),
+        }
+    }
+
+    /// The value another run recorded at `position` first.
+    async fn recorded_elsewhere(
+        &self,
+        position: u32,
+        kind: EntryKind,
+        name: &str,
+    ) -> Result<Value, ToolError> {
+        let entries = self
+            .store
+            .journal(&self.run_id)
+            .await
+            .map_err(journal_error)?;
+        match entries.iter().find(|e| e.position == position) {
+            Some(entry) => self.replayed_as(entry, kind, name),
+            None => Err(journal_error(StoreError::Conflict(self.run_id.clone()))),
+        }
+    }
+
+    /// The value of `entry`, recorded by an earlier run, which this run reached as `expected`
+    /// `name`: a body that reaches something else diverged from its journal.
+    pub(crate) fn replayed_as(
+        &self,
+        entry: &JournalEntry,
+        expected: EntryKind,
+        name: &str,
+    ) -> Result<Value, ToolError> {
+        if entry.kind != expected || entry.name != name {
+            let kind = kind_word(entry.kind);
+            let reached = kind_word(expected);
+            return Err(ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached {reached} `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
+                    self.run_id, entry.position, entry.name
+                ),
+            ));
+        }
+        Ok(entry.value.clone())
+    }
+}
+
+fn kind_word(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::Step => "step",
+        EntryKind::Ask => "question",
+        EntryKind::Sleep => "sleep",
+    }
+}
+
+/// The answer recorded at `position`, as the body gets it.
+pub(crate) fn answer_at(position: u32, value: Value) -> Result<AskAnswer, ToolError> {
+    serde_json::from_value(value).map_err(|error| {
+        ToolError::with_code(
+            ErrorCode::Journal,
+            format!("the answer recorded at position {position} cannot be read: {error}"),
+        )
+    })
+}
+
+fn journal_error(error: StoreError) -> ToolError {
+    ToolError::with_code(
+        ErrorCode::Journal,
+        format!("the step could not be recorded: {error}; the call can be retried"),
+    )
+}

@@ -1,0 +1,8 @@
+//! The input protocol that resumes parked work: answers to input requests ([`settle`]), plain
+//! messages that revoke what is pending ([`revoke`]), cancelling a turn ([`cancel`]), and
+//! running the claimed calls of a resumed step ([`resume`]).
+
+pub(crate) mod cancel;
+pub(crate) mod resume;
+pub(crate) mod revoke;
+pub(crate) mod settle;

@@ -1,0 +1,228 @@
+//! Answers to input requests. The first valid answer wins: later ones are dropped. A response
+//! policy may reject an answer, which leaves the request pending for another approver. When
+//! the last pending request of the step settles, the step resumes here and its approved calls
+//! run (exactly once: the turn is claimed in the store first).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolwright_core::{AskAnswer, ResponseVerdict};
+
+use super::resume::{resume, write};
+use crate::call::{InputResponse, RespondOutcome};
+use crate::engine::Engine;
+use crate::error::RuntimeError;
+use crate::event::{CandidateStatus, Event};
+use crate::exec::context::session_info;
+use crate::record::{
+    Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind, TurnRecord, TurnStatus,
+};
+use crate::store::{Claim, StoreError};
+use crate::transition::answer::{
+    answer_text, decision_of, question_answer, response_verdict, workflow_answer,
+};
+use crate::transition::turn::Settlement;
+
+/// Answers an input request of a turn, or of a workflow task's body.
+pub(crate) async fn settle(
+    engine: &Arc<Engine>,
+    response: InputResponse,
+) -> Result<RespondOutcome, RuntimeError> {
+    let store = engine.store();
+    let Some(turn_id) = store.turn_of_request(&response.request_id).await? else {
+        // A question asked by a workflow task's body parks the task, not a turn.
+        return match store.task_of_request(&response.request_id).await? {
+            Some(task_id) => crate::task::answer::settle_task(engine, &task_id, response).await,
+            None => Err(RuntimeError::UnknownRequest(response.request_id.clone())),
+        };
+    };
+    loop {
+        let (mut turn, version) = engine.turn(&turn_id).await?;
+        let (session, _) = engine.session(&turn.session_id).await?;
+        let Some(request) = pending_request(&turn, &response.request_id) else {
+            return Ok(RespondOutcome::Dropped);
+        };
+        let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
+        let registry = engine.registry();
+        let tool = request.tool.as_deref().and_then(|name| registry.get(name));
+        if let ResponseVerdict::Rejected(reason) =
+            response_verdict(tool, &info, &request, &response)
+        {
+            engine.emit(Event::ApprovalCandidate {
+                session_id: session.id.clone(),
+                turn_id: turn.id.clone(),
+                request_id: request.request_id.clone(),
+                decision: response.decision,
+                responder: response.principal.clone(),
+                status: CandidateStatus::Rejected,
+                reason: Some(reason.clone()),
+            });
+            return Ok(RespondOutcome::Rejected { reason });
+        }
+        let decision = decision_of(response.decision);
+        let answer = match answer(engine, &turn, &request, &response).await? {
+            Answer::Given(answer) => answer,
+            Answer::Rejected(reason) => return Ok(RespondOutcome::Rejected { reason }),
+            Answer::Dropped => return Ok(RespondOutcome::Dropped),
+        };
+        let Some(step) = turn.pending.as_mut() else {
+            return Ok(RespondOutcome::Dropped);
+        };
+        let settlement = Settlement {
+            decision,
+            responder: response.principal.clone(),
+            note: response.note.clone(),
+            answer,
+        };
+        step.settle(&response.request_id, &settlement);
+        // Approving a changed remote definition pins it, for every session, before the turn
+        // is claimed: a failure here leaves the request pending (answer again), never a
+        // claimed call whose approval was lost. Pinning twice (a retry of this loop, a second
+        // approver) is harmless.
+        if decision == Decision::Approved
+            && let Some(change) = &request.definition_change
+        {
+            engine
+                .remote()
+                .approve_change(change, response.principal.clone())
+                .await?;
+        }
+        // `once` memory is written only when no request for the same key is still pending.
+        let remember = step.settled_grants();
+        let pending = step.pending_requests();
+        // A sleeping workflow call holds the step until its timer is due.
+        let claim = pending.is_empty() && !step.is_sleeping();
+        let claimed = if claim { turn.claim_step() } else { Vec::new() };
+        let taking = if claim {
+            engine.claim_here()
+        } else {
+            Claim::None
+        };
+        let resumption = match write(engine, &turn, version, taking).await {
+            Ok(resumption) => resumption,
+            Err(StoreError::Conflict(_)) => continue,
+            Err(error) => return Err(error.into()),
+        };
+        for key in remember {
+            store.remember_approval(&session.id, &key).await?;
+        }
+        announce_settled(engine, &turn, &request, &response, decision);
+        if !claim {
+            return Ok(RespondOutcome::Settled { pending });
+        }
+        let outcome = resume(engine, session, turn, claimed, resumption).await?;
+        return Ok(RespondOutcome::Resumed(outcome));
+    }
+}
+
+/// The request `request_id` of `turn`, if the turn waits on it.
+fn pending_request(turn: &TurnRecord, request_id: &str) -> Option<InputRequest> {
+    let request = turn.request(request_id)?;
+    (request.is_pending() && turn.status == TurnStatus::Waiting).then(|| request.clone())
+}
+
+/// What an answer says, once checked against its request.
+enum Answer {
+    /// The answer to a question (`None` for approvals and declines).
+    Given(Option<String>),
+    /// Not an answer the request takes; the request stays pending.
+    Rejected(String),
+    /// The request was answered already.
+    Dropped,
+}
+
+/// What `response` answers to `request` of `turn`. A workflow body's answer goes into the
+/// call's journal first (the first valid answer wins there too); the body replays up to it.
+async fn answer(
+    engine: &Engine,
+    turn: &TurnRecord,
+    request: &InputRequest,
+    response: &InputResponse,
+) -> Result<Answer, RuntimeError> {
+    if let Some(position) = request.journal_position {
+        let answer = match workflow_answer(request, response) {
+            Ok(answer) => answer,
+            Err(reason) => return Ok(Answer::Rejected(reason)),
+        };
+        let call_id = request.call_id.as_deref().unwrap_or_default();
+        let run = crate::ids::durable_run_id(&turn.id, call_id);
+        return journal_answer(engine, &run, position, answer).await;
+    }
+    if request.kind == RequestKind::Question && decision_of(response.decision) == Decision::Approved
+    {
+        return Ok(match question_answer(request, response) {
+            Ok(answer) => Answer::Given(Some(answer)),
+            Err(reason) => Answer::Rejected(reason),
+        });
+    }
+    Ok(Answer::Given(None))
+}
+
+/// Journals `answer` to the question at `position` of run `run`.
+async fn journal_answer(
+    engine: &Engine,
+    run: &str,
+    position: u32,
+    answer: AskAnswer,
+) -> Result<Answer, RuntimeError> {
+    let store = engine.store();
+    let entry = JournalEntry {
+        position,
+        kind: EntryKind::Ask,
+        name: crate::ids::ask_name(position),
+        value: serde_json::to_value(&answer).unwrap_or(Value::Null),
+    };
+    match store.append_journal(run, &entry).await {
+        Ok(()) => Ok(Answer::Given(answer_text(&answer))),
+        // Already recorded: by this answer on an earlier try (the turn write raced another
+        // writer), or by another answer, perhaps from a process that died before settling the
+        // request. The first answer on record wins: the request is settled with it, so the body
+        // never waits on a question the journal has already answered.
+        Err(StoreError::Conflict(_)) => {
+            let recorded = store.journal(run).await?;
+            let Some(entry) = recorded.iter().find(|e| e.position == position) else {
+                return Ok(Answer::Dropped);
+            };
+            Ok(
+                match serde_json::from_value::<AskAnswer>(entry.value.clone()) {
+                    Ok(recorded) => Answer::Given(answer_text(&recorded)),
+                    Err(_) => Answer::Dropped,
+                },
+            )
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The events of a settled request.
+fn announce_settled(
+    engine: &Engine,
+    turn: &TurnRecord,
+    request: &InputRequest,
+    response: &InputResponse,
+    decision: Decision,
+) {
+    if request.kind != RequestKind::Question {
+        engine.emit(Event::ApprovalCandidate {
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            request_id: request.request_id.clone(),
+            decision: response.decision,
+            responder: response.principal.clone(),
+            status: CandidateStatus::Pending,
+            reason: None,
+        });
+        engine.emit(Event::ApprovalSettled {
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            request_id: request.request_id.clone(),
+            decision,
+        });
+    }
+    engine.emit(Event::InputResolved {
+        session_id: turn.session_id.clone(),
+        turn_id: turn.id.clone(),
+        request_id: request.request_id.clone(),
+        outcome: Outcome::Answered,
+    });
+}

@@ -1,0 +1,268 @@
+//! The end of a step: record what ran, then park the turn on the calls that wait, or close the
+//! step (and end the turn when it may). A cancel that landed while the calls ran wins the
+//! write; the step is then closed in the cancelled record.
+
+use std::collections::HashSet;
+
+use toolwright_core::{ErrorCode, ToolError};
+
+use super::prepared::Prepared;
+use super::scope::StepScope;
+use crate::call::StepOutcome;
+use crate::engine::{Engine, keeping};
+use crate::error::RuntimeError;
+use crate::event::{CompletionReason, Event};
+use crate::exec::Executed;
+use crate::record::{CallResult, TurnRecord, TurnStatus};
+use crate::store::{Lease, StoreError};
+use crate::transition::Parked;
+
+/// The version and lease the step's claiming write left (the turn's own when nothing ran).
+pub(super) struct Claimed {
+    pub(super) version: u64,
+    pub(super) lease: Option<Lease>,
+}
+
+/// Records the results of `prepared`'s calls (`ran` where they ran) and parks or closes the
+/// step.
+pub(super) async fn close_or_park(
+    engine: &Engine,
+    mut scope: StepScope,
+    prepared: Vec<Prepared>,
+    ran: Vec<Option<Executed>>,
+    claimed: Claimed,
+) -> Result<StepOutcome, RuntimeError> {
+    let (results, suspended) = collect(engine, &mut scope, &prepared, ran);
+    if prepared.iter().any(Prepared::asks) || !suspended.is_empty() {
+        park(engine, scope, &prepared, results, suspended, claimed).await
+    } else {
+        close(engine, scope, results, claimed).await
+    }
+}
+
+/// The results of the calls that have one, in the model's order, each announced and noted for
+/// taint; and the workflow calls that parked.
+fn collect(
+    engine: &Engine,
+    scope: &mut StepScope,
+    prepared: &[Prepared],
+    ran: Vec<Option<Executed>>,
+) -> (Vec<CallResult>, Vec<Parked>) {
+    let mut results = Vec::new();
+    let mut suspended = Vec::new();
+    for (prep, ran) in prepared.iter().zip(ran) {
+        let (result, invoked) = match (prep, ran) {
+            (Prepared::Run { call_id, tool, .. }, Some(Executed::Suspended(suspension))) => {
+                suspended.push(Parked::new(&scope.turn, call_id, tool.name(), suspension));
+                continue;
+            }
+            // Taint is decided by the tool that ran, not by what the registry holds now (a
+            // server may have dropped the tool meanwhile).
+            (Prepared::Run { tool, .. }, Some(Executed::Done(result))) => {
+                (result, tool.is_untrusted())
+            }
+            (_, Some(Executed::Done(result))) => (result, false),
+            (Prepared::Done(result), None) => (result.clone(), false),
+            // The provider ran it: its output is in the turn, and taints like any other.
+            (Prepared::Provided(result, untrusted), None) => (result.clone(), *untrusted),
+            _ => continue,
+        };
+        scope.turn.note_taint(&result.tool, invoked);
+        engine.emit(Event::ActionResult {
+            session_id: scope.session.id.clone(),
+            turn_id: scope.turn.id.clone(),
+            result: result.clone(),
+        });
+        results.push(result);
+    }
+    (results, suspended)
+}
+
+/// Parks the turn on the requests of the calls that wait and the workflow calls that parked.
+async fn park(
+    engine: &Engine,
+    mut scope: StepScope,
+    prepared: &[Prepared],
+    results: Vec<CallResult>,
+    suspended: Vec<Parked>,
+    claimed: Claimed,
+) -> Result<StepOutcome, RuntimeError> {
+    let parked: HashSet<String> = suspended.iter().map(|p| p.call_id.clone()).collect();
+    if scope.turn.park(&results, suspended).is_none() {
+        return Err(RuntimeError::Store(StoreError::Corrupt {
+            id: scope.turn.id.clone(),
+            error: "a running step has no record".into(),
+        }));
+    }
+    let requests = scope
+        .turn
+        .pending
+        .as_ref()
+        .map(|step| step.requests.clone())
+        .unwrap_or_default();
+    let write = engine.store().write_turn(
+        &scope.turn,
+        Some(claimed.version),
+        keeping(claimed.lease.as_ref()),
+    );
+    match write.await {
+        Ok(_) => {}
+        // Cancelled while the ready calls ran: `cancel` closed the turn, and the requests,
+        // never announced, will not be; the calls that waited on them are cancelled.
+        Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &scope.turn.id).await? => {
+            return Ok(StepOutcome::Completed {
+                results: cancelled_results(prepared, &parked, results),
+                ends_turn: false,
+                notices: scope.notices,
+            });
+        }
+        Err(error) => return Err(error.into()),
+    }
+    for request in &requests {
+        engine.emit(Event::InputRequested {
+            request: request.clone(),
+        });
+    }
+    engine.emit(Event::TurnWaiting {
+        session_id: scope.session.id.clone(),
+        turn_id: scope.turn.id.clone(),
+        on: "input".into(),
+        requests: requests.iter().map(|r| r.request_id.clone()).collect(),
+    });
+    Ok(StepOutcome::Waiting {
+        results,
+        requests,
+        notices: scope.notices,
+    })
+}
+
+/// The results of a step whose turn was cancelled while its ready calls ran: theirs, and a
+/// cancellation for each call that waited or parked.
+fn cancelled_results(
+    prepared: &[Prepared],
+    parked: &HashSet<String>,
+    results: Vec<CallResult>,
+) -> Vec<CallResult> {
+    let mut ran = results.into_iter();
+    let mut all = Vec::with_capacity(prepared.len());
+    for prep in prepared {
+        match prep {
+            Prepared::Ask { call_id, tool, .. } | Prepared::Run { call_id, tool, .. }
+                if prep.asks() || parked.contains(call_id) =>
+            {
+                let name = tool.name();
+                all.push(CallResult::failed(
+                    call_id,
+                    name,
+                    ToolError::with_code(
+                        ErrorCode::Cancelled,
+                        format!("`{name}` was cancelled with its turn"),
+                    ),
+                ));
+            }
+            _ => all.extend(ran.next()),
+        }
+    }
+    all
+}
+
+/// Closes the step with every call's result; the turn ends when every call may end it, all
+/// succeeded, and no workflow task owes it a result.
+async fn close(
+    engine: &Engine,
+    mut scope: StepScope,
+    results: Vec<CallResult>,
+    claimed: Claimed,
+) -> Result<StepOutcome, RuntimeError> {
+    let ends_turn = scope.turn.may_end(&results)
+        && crate::task::results::owing(engine, &scope.session.id, &scope.turn.id)
+            .await?
+            .is_empty();
+    let lease = claimed.lease.as_ref();
+    let closing = Closing {
+        version: claimed.version,
+        lease,
+        ends: ends_turn,
+        notices: scope.notices,
+    };
+    finish(engine, &mut scope.turn, results, closing).await
+}
+
+/// How a step closes: the version and lease its write goes under, whether the turn ends, and
+/// the notices for the model.
+pub(crate) struct Closing<'a> {
+    pub(crate) version: u64,
+    pub(crate) lease: Option<&'a Lease>,
+    pub(crate) ends: bool,
+    pub(crate) notices: Vec<String>,
+}
+
+/// Closes `turn`'s step with one result per call and writes it. A cancel that won the write
+/// closed the turn: the results are reported, and the turn does not end here.
+pub(crate) async fn finish(
+    engine: &Engine,
+    turn: &mut TurnRecord,
+    results: Vec<CallResult>,
+    closing: Closing<'_>,
+) -> Result<StepOutcome, RuntimeError> {
+    let Closing {
+        version,
+        lease,
+        ends,
+        notices,
+    } = closing;
+    turn.close_step(&results, ends);
+    match engine
+        .store()
+        .write_turn(turn, Some(version), keeping(lease))
+        .await
+    {
+        Ok(_) => {}
+        // Cancelled while the calls ran: `cancel` closed the turn; report what the calls did.
+        Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &turn.id).await? => {
+            return Ok(StepOutcome::Completed {
+                results,
+                ends_turn: false,
+                notices,
+            });
+        }
+        Err(error) => return Err(error.into()),
+    }
+    if ends {
+        engine.emit(Event::TurnCompleted {
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            reason: CompletionReason::EndsTurn,
+        });
+    }
+    Ok(StepOutcome::Completed {
+        results,
+        ends_turn: ends,
+        notices,
+    })
+}
+
+/// After a write lost to a concurrent writer: whether that writer cancelled turn `turn_id`.
+/// If so, the step the calls belonged to is closed in the cancelled record too, so none of
+/// its calls stays `running` (the results went to the caller; the turn takes no more steps).
+pub(crate) async fn cancelled_meanwhile(
+    engine: &Engine,
+    turn_id: &str,
+) -> Result<bool, RuntimeError> {
+    loop {
+        let Some((mut turn, version)) = engine.store().turn(turn_id).await? else {
+            return Ok(false);
+        };
+        if turn.status != TurnStatus::Cancelled {
+            return Ok(false);
+        }
+        if !turn.close_cancelled_step() {
+            return Ok(true);
+        }
+        match engine.store().put_turn(&turn, Some(version)).await {
+            Ok(_) => return Ok(true),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Stages 5 to 8 of a call: run what may run, concurrently. A `task` or `serve` workflow starts
+//! its task (the call's result is the receipt); the task meta-tools wait on or cancel tasks;
+//! anything else runs its body ([`crate::exec`]).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{Entry, ToolKind};
+
+use super::prepared::Prepared;
+use super::scope::StepScope;
+use crate::engine::Engine;
+use crate::exec::{Executed, Execution, RunMode};
+use crate::store::Lease;
+
+/// Runs one call that may run.
+pub(crate) async fn run_call(engine: &Arc<Engine>, run: Execution<'_>) -> Executed {
+    if let ToolKind::Workflow(Entry::Task | Entry::Serve) = run.tool.kind() {
+        // Cached reads of the toolset are stale while a write may start (the task's body
+        // makes them stale again while it runs).
+        let _writing = engine.cache().writing(run.tool);
+        // The body runs as a task of its own; the call's result is the receipt.
+        let receipt = crate::task::start::start(
+            engine,
+            run.session,
+            run.turn,
+            run.tool,
+            run.call_id,
+            run.input,
+            run.approved_by,
+        )
+        .await;
+        return Executed::Done(receipt);
+    }
+    crate::exec::execute(engine, run).await
+}
+
+/// Runs the calls of the step that may run, concurrently: one outcome per prepared call,
+/// `None` for those settled before anything ran. Calls that start or reach a workflow task
+/// run one after another in the model's order (each is a store write), beside the others: two
+/// calls to one `serve` task in a step reach it in the order the model made them.
+pub(super) async fn execute_all(
+    engine: &Arc<Engine>,
+    scope: &StepScope,
+    prepared: &[Prepared],
+    token: &CancellationToken,
+    lease: Option<&Lease>,
+) -> Vec<Option<Executed>> {
+    let (tasks, others): (Vec<_>, Vec<_>) = prepared
+        .iter()
+        .enumerate()
+        .partition(|(_, p)| starts_task(p));
+    let in_order = async {
+        let mut ran = Vec::with_capacity(tasks.len());
+        for (index, p) in tasks {
+            ran.push((index, run_prepared(engine, scope, p, token, lease).await));
+        }
+        ran
+    };
+    let together =
+        futures_util::future::join_all(others.into_iter().map(|(index, p)| async move {
+            (index, run_prepared(engine, scope, p, token, lease).await)
+        }));
+    let (tasks, others) = futures_util::future::join(in_order, together).await;
+    let mut outcomes: Vec<Option<Executed>> = prepared.iter().map(|_| None).collect();
+    for (index, outcome) in tasks.into_iter().chain(others) {
+        outcomes[index] = outcome;
+    }
+    outcomes
+}
+
+/// Whether `prepared` runs a `task` or `serve` workflow tool.
+fn starts_task(prepared: &Prepared) -> bool {
+    matches!(prepared, Prepared::Run { tool, .. } if matches!(tool.kind(), ToolKind::Workflow(Entry::Task | Entry::Serve)))
+}
+
+/// Runs one prepared call, if it runs.
+async fn run_prepared(
+    engine: &Arc<Engine>,
+    scope: &StepScope,
+    prepared: &Prepared,
+    token: &CancellationToken,
+    lease: Option<&Lease>,
+) -> Option<Executed> {
+    match prepared {
+        Prepared::Run {
+            call_id,
+            tool,
+            input,
+        } => {
+            let run = Execution {
+                session: &scope.session,
+                turn: &scope.turn,
+                tool,
+                call_id,
+                input: input.clone(),
+                approved_by: None,
+                token,
+                lease,
+                mode: RunMode::Normal,
+            };
+            Some(run_call(engine, run).await)
+        }
+        Prepared::Meta {
+            call_id,
+            name,
+            arguments,
+        } => {
+            let meta = crate::task::meta::MetaCall {
+                session_id: &scope.session.id,
+                turn_id: &scope.turn.id,
+                call_id,
+                name,
+                arguments,
+            };
+            Some(Executed::Done(
+                crate::task::meta::run(engine, &meta, token).await,
+            ))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,223 @@
+//! The call pipeline, stage by stage as the spec orders them: for each call of a step,
+//! resolve the name and check that the caller may see the tool ([`resolve`]), parse and
+//! validate its input ([`validate`]), decide its approval ([`decide`]) or answer a meta-tool
+//! ([`meta`]); then run what may run, concurrently ([`execute`]), and park or close the step
+//! ([`close`]). [`scope`] reads what a step works with once, at its start.
+
+pub(crate) mod close;
+pub(crate) mod decide;
+pub(crate) mod execute;
+pub(crate) mod meta;
+pub(crate) mod prepared;
+pub(crate) mod resolve;
+pub(crate) mod scope;
+pub(crate) mod validate;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{ErrorCode, ToolError, names};
+use tracing::Instrument;
+
+use crate::call::{StepOutcome, ToolCall};
+use crate::engine::Engine;
+use crate::engine::work::TrackedTurn;
+use crate::error::RuntimeError;
+use crate::event::Event;
+use crate::record::{CallResult, InputRequest, TurnRecord, TurnStatus};
+use close::Claimed;
+use prepared::Prepared;
+use resolve::Routed;
+use scope::StepScope;
+
+/// Runs one step of turn `turn_id`: the batch of calls from one model response, concurrently.
+/// Calls that need a person park the turn in the store; calls that may run, run now.
+pub(crate) async fn run_step(
+    engine: &Arc<Engine>,
+    turn_id: &str,
+    token: &CancellationToken,
+    calls: Vec<ToolCall>,
+) -> Result<StepOutcome, RuntimeError> {
+    let (turn, version) = engine.turn(turn_id).await?;
+    takes_steps(&turn)?;
+    let running = engine.work().track_turn(turn_id, token);
+    let mut scope = StepScope::load(engine, turn, token).await?;
+    if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
+        return Ok(refused);
+    }
+    let prepared = prepare_all(engine, &scope, &calls).await;
+    announce_calls(engine, &scope, &calls, &prepared);
+    let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
+    let lease = claimed.lease.as_ref();
+    let ran = execute::execute_all(engine, &scope, &prepared, token, lease).await;
+    close::close_or_park(engine, scope, prepared, ran, claimed).await
+}
+
+/// Only an active turn takes a step.
+fn takes_steps(turn: &TurnRecord) -> Result<(), RuntimeError> {
+    if turn.status == TurnStatus::Active {
+        return Ok(());
+    }
+    Err(RuntimeError::TurnState {
+        turn: turn.id.clone(),
+        status: turn.status,
+        what: match turn.status {
+            TurnStatus::Waiting => "it waits for input; answer, message or cancel it first",
+            TurnStatus::Running => "its calls are running; wait for their results",
+            _ => "it has ended; begin a new turn",
+        },
+    })
+}
+
+/// Results, approvals and resumption are keyed by call id: a step whose ids repeat could run
+/// one call twice, so none of its calls run. Returns the refused step's outcome, if so.
+async fn refuse_repeated_ids(
+    engine: &Engine,
+    scope: &mut StepScope,
+    version: u64,
+    calls: &[ToolCall],
+) -> Result<Option<StepOutcome>, RuntimeError> {
+    let mut seen = HashSet::new();
+    let repeated: Vec<String> = calls
+        .iter()
+        .filter(|c| !seen.insert(c.call_id.as_str()))
+        .map(|c| format!("`{}`", c.call_id))
+        .collect();
+    if repeated.is_empty() {
+        return Ok(None);
+    }
+    let message = format!(
+        "call ids must be unique within one response, and {} repeat; none of these calls ran, call them again with distinct ids",
+        repeated.join(", ")
+    );
+    let results: Vec<CallResult> = calls
+        .iter()
+        .map(|call| {
+            let error = ToolError::with_code(ErrorCode::InvalidInput, message.clone());
+            CallResult::failed(&call.call_id, &call.name, error)
+        })
+        .collect();
+    for result in &results {
+        engine.emit(Event::ActionResult {
+            session_id: scope.session.id.clone(),
+            turn_id: scope.turn.id.clone(),
+            result: result.clone(),
+        });
+    }
+    scope.turn.refuse_step();
+    engine.store().put_turn(&scope.turn, Some(version)).await?;
+    Ok(Some(StepOutcome::Completed {
+        results,
+        ends_turn: false,
+        notices: std::mem::take(&mut scope.notices),
+    }))
+}
+
+/// Stages 1 to 4 of every call, in the model's order; nothing runs yet.
+async fn prepare_all(engine: &Engine, scope: &StepScope, calls: &[ToolCall]) -> Vec<Prepared> {
+    let span = tracing::info_span!("step", turn_id = %scope.turn.id, calls = calls.len());
+    let mut prepared = Vec::with_capacity(calls.len());
+    for call in calls {
+        prepared.push(prepare(engine, scope, call).instrument(span.clone()).await);
+    }
+    prepared
+}
+
+/// Resolves, checks and decides one call; runs nothing.
+async fn prepare(engine: &Engine, scope: &StepScope, call: &ToolCall) -> Prepared {
+    let stages = async {
+        let Routed { name, arguments } = resolve::route(scope, call)?;
+        let tool = resolve::target(scope, call, &name)?;
+        let arguments =
+            arguments.map_err(|error| prepared::refused(&call.call_id, tool.name(), error))?;
+        let tool = resolve::refreshed(engine, tool).await;
+        let input = validate::input(call, &tool, arguments)?;
+        if tool.is_ask_question() {
+            return Ok(meta::ask_question(scope, call, tool, input));
+        }
+        let decided = decide::decide(engine, scope, &tool, &input, &call.call_id).await;
+        Ok(decide::into_prepared(scope, call, tool, input, decided))
+    };
+    stages
+        .await
+        .unwrap_or_else(|settled: Box<Prepared>| *settled)
+}
+
+/// Announces every call (`action.requested`). Without subscribers nobody sees the events, so
+/// their inputs are not cloned and their labels not rendered.
+fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepared: &[Prepared]) {
+    if !engine.has_subscribers() {
+        return;
+    }
+    for (call, prep) in calls.iter().zip(prepared) {
+        let (tool, input, label) = match prep {
+            Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => (
+                tool.name().to_owned(),
+                input.clone(),
+                decide::start_label(tool, input),
+            ),
+            Prepared::Done(result) | Prepared::Provided(result, _) => (
+                result.tool.clone(),
+                Value::String(call.arguments.clone()),
+                names::humanize(&result.tool),
+            ),
+            Prepared::Meta {
+                name, arguments, ..
+            } => (
+                (*name).to_owned(),
+                Value::String(arguments.clone()),
+                names::humanize(name),
+            ),
+        };
+        engine.emit(Event::ActionRequested {
+            session_id: scope.session.id.clone(),
+            turn_id: scope.turn.id.clone(),
+            call_id: call.call_id.clone(),
+            tool,
+            input,
+            label,
+            caller: scope.turn.caller,
+            principal: scope.turn.current.clone(),
+        });
+    }
+}
+
+/// Records the step as running before anything runs, when something runs or waits: a second
+/// handle cannot step the turn meanwhile, and after a crash `recover` re-runs durable calls
+/// from their journals and settles the others as "result unknown" (never run twice).
+async fn record_running(
+    engine: &Engine,
+    scope: &mut StepScope,
+    version: u64,
+    prepared: &[Prepared],
+    running: &TrackedTurn,
+) -> Result<Claimed, RuntimeError> {
+    if !prepared.iter().any(Prepared::runs) {
+        return Ok(Claimed {
+            version,
+            lease: None,
+        });
+    }
+    let calls = prepared.iter().map(Prepared::pending_call).collect();
+    let requests: Vec<InputRequest> = prepared
+        .iter()
+        .filter_map(|p| match p {
+            Prepared::Ask { request, .. } => Some((**request).clone()),
+            _ => None,
+        })
+        .collect();
+    // `running` while the ready calls run: the requests are not announced yet, so no answer
+    // can arrive before the step is parked.
+    scope.turn.begin_step(calls, requests);
+    let written = engine
+        .store()
+        .write_turn(&scope.turn, Some(version), engine.claim_here())
+        .await?;
+    running.hold(written.lease.clone());
+    Ok(Claimed {
+        version: written.version,
+        lease: written.lease,
+    })
+}

@@ -1,0 +1,84 @@
+//! What the pipeline decided for one call before anything ran.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolwright_core::{Tool, ToolError};
+
+use crate::record::{CallResult, InputRequest, PendingCall};
+
+/// What the pipeline decided for one call before anything ran.
+pub(crate) enum Prepared {
+    /// The call already has its result (an error, a denial, a meta-tool answer).
+    Done(CallResult),
+    /// A provider-native tool the model provider ran: its result came with the response; and
+    /// whether the tool is `untrusted`.
+    Provided(CallResult, bool),
+    /// The call may run.
+    Run {
+        call_id: String,
+        tool: Arc<Tool>,
+        input: Value,
+    },
+    /// A task meta-tool (`task_wait`, `task_cancel`), run with the step's calls.
+    Meta {
+        call_id: String,
+        name: &'static str,
+        arguments: String,
+    },
+    /// The call waits for a person.
+    Ask {
+        call_id: String,
+        tool: Arc<Tool>,
+        input: Value,
+        request: Box<InputRequest>,
+    },
+}
+
+/// What one stage of a call's preparation found: the value the next stage works on, or the
+/// call's outcome when it is settled early (refused, routed to a meta-tool, run by the
+/// provider), boxed: the early outcome is the rare path.
+pub(super) type Stage<T> = Result<T, Box<Prepared>>;
+
+/// A call refused before anything ran.
+pub(super) fn refused(call_id: &str, tool: &str, error: ToolError) -> Box<Prepared> {
+    Box::new(Prepared::Done(CallResult::failed(call_id, tool, error)))
+}
+
+impl Prepared {
+    /// The call as the step records it before anything runs.
+    pub(super) fn pending_call(&self) -> PendingCall {
+        match self {
+            Prepared::Done(result) | Prepared::Provided(result, _) => {
+                PendingCall::finished(result.clone())
+            }
+            Prepared::Run {
+                call_id,
+                tool,
+                input,
+            } => PendingCall::running(call_id, tool.name(), input.clone()),
+            Prepared::Meta { call_id, name, .. } => {
+                PendingCall::running(call_id, name, Value::Null)
+            }
+            Prepared::Ask {
+                call_id,
+                tool,
+                input,
+                request,
+            } => PendingCall::waiting(call_id, tool.name(), input.clone(), &request.request_id),
+        }
+    }
+
+    /// Whether the call waits for a person.
+    pub(super) fn asks(&self) -> bool {
+        matches!(self, Prepared::Ask { .. })
+    }
+
+    /// Whether something runs for the call in this step (or waits to).
+    pub(super) fn runs(&self) -> bool {
+        matches!(
+            self,
+            Prepared::Run { .. } | Prepared::Ask { .. } | Prepared::Meta { .. }
+        )
+    }
+}

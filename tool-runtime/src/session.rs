@@ -1,0 +1,196 @@
+//! Sessions: how to open one, and the handle that begins turns and sets the session's
+//! permissions and state.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{Caller, Effect, Principal};
+
+use crate::error::RuntimeError;
+use crate::event::Event;
+use crate::record::{Permission, SessionRecord, TurnRecord};
+use crate::runtime::Runtime;
+use crate::turn::Turn;
+
+/// How to open a session.
+#[derive(Clone, Debug)]
+pub struct SessionSpec {
+    record: SessionRecord,
+}
+
+impl SessionSpec {
+    /// A session with id `id`, interactive, with no identities.
+    pub fn new(id: impl Into<String>) -> Self {
+        SessionSpec {
+            record: SessionRecord::new(id),
+        }
+    }
+
+    /// Who creates the session.
+    pub fn initiator(mut self, principal: Principal) -> Self {
+        self.record.initiator = Some(principal);
+        self
+    }
+
+    /// Makes it a subagent session of `parent`.
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.record.parent = Some(parent.into());
+        self
+    }
+
+    /// A session no person watches (schedules): a call needing approval fails at once.
+    pub fn non_interactive(mut self) -> Self {
+        self.record.interactive = false;
+        self
+    }
+
+    /// Sets the permission for `effect`.
+    pub fn permission(mut self, effect: Effect, permission: Permission) -> Self {
+        self.record.permissions.insert(effect, permission);
+        self
+    }
+
+    /// Sets a key of the session's persistent state.
+    pub fn state(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.record.state.insert(key.into(), value.into());
+        self
+    }
+
+    pub(crate) fn into_record(self) -> SessionRecord {
+        self.record
+    }
+}
+
+/// A session handle.
+#[derive(Clone, Debug)]
+pub struct Session {
+    runtime: Runtime,
+    id: String,
+}
+
+impl Session {
+    pub(crate) fn new(runtime: Runtime, id: String) -> Session {
+        Session { runtime, id }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Begins a turn in which `current` acts and `caller` issues the calls (a subagent session's
+    /// model calls are `Caller::Subagent` whatever is passed). With `Caller::User`, the calls
+    /// are `current`'s own actions and ask no approval: use it only for what a person did in
+    /// the user interface ([`Session::invoke`] does), never to relay a model's calls.
+    pub async fn begin_turn(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+    ) -> Result<Turn, RuntimeError> {
+        self.begin(current, caller, false).await
+    }
+
+    /// Begins a turn that asks for structured output (`ends_turn` is ignored in it).
+    pub async fn begin_structured_turn(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+    ) -> Result<Turn, RuntimeError> {
+        self.begin(current, caller, true).await
+    }
+
+    async fn begin(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+        structured_output: bool,
+    ) -> Result<Turn, RuntimeError> {
+        let engine = self.runtime.engine();
+        let (session, _) = engine.session(&self.id).await?;
+        if session.ended {
+            return Err(RuntimeError::SessionEnded(self.id.clone()));
+        }
+        let caller = match caller {
+            Caller::Model if session.parent.is_some() => Caller::Subagent,
+            other => other,
+        };
+        let current = match caller {
+            Caller::Schedule => Some(current.unwrap_or_else(Principal::app)),
+            _ => current,
+        };
+        let record = TurnRecord::begin(
+            crate::ids::new_id("turn"),
+            self.id.clone(),
+            current,
+            caller,
+            structured_output,
+        );
+        engine.store().put_turn(&record, None).await?;
+        engine.emit(Event::TurnStarted {
+            session_id: self.id.clone(),
+            turn_id: record.id.clone(),
+            caller: record.caller,
+            principal: record.current.clone(),
+        });
+        Ok(Turn::new(
+            self.runtime.clone(),
+            record.id,
+            self.id.clone(),
+            CancellationToken::new(),
+        ))
+    }
+
+    /// Sets the permission for `effect` in this session.
+    pub async fn set_permission(
+        &self,
+        effect: Effect,
+        permission: Permission,
+    ) -> Result<(), RuntimeError> {
+        self.update(|record| {
+            record.permissions.insert(effect, permission);
+        })
+        .await
+    }
+
+    /// Sets a key of the session's persistent state (read by `enabled` predicates at the next
+    /// step).
+    pub async fn set_state(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<Value>,
+    ) -> Result<(), RuntimeError> {
+        let (key, value) = (key.into(), value.into());
+        self.update(move |record| {
+            record.state.insert(key.clone(), value.clone());
+        })
+        .await
+    }
+
+    /// Ends the session: it takes no new turns, and its workflow tasks (including idle `serve`
+    /// tasks) are cancelled, each body getting its cleanup window. Returns when they have ended.
+    pub async fn end(&self) -> Result<(), RuntimeError> {
+        self.update(|record| record.ended = true).await?;
+        self.runtime.engine().cache().forget_session(&self.id);
+        let tasks = self.runtime.tasks(&self.id).await?;
+        let cancels = tasks
+            .iter()
+            .filter(|t| !t.status.is_over())
+            .map(|t| self.runtime.cancel_task(&t.id));
+        for result in futures_util::future::join_all(cancels).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {
+        let engine = self.runtime.engine();
+        engine.update_session(&self.id, change).await?;
+        engine.emit(Event::SessionChanged {
+            session_id: self.id.clone(),
+        });
+        Ok(())
+    }
+}

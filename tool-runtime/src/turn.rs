@@ -1,0 +1,294 @@
+//! Turns: the handle that runs steps, lists tools, gives the per-turn context, and completes,
+//! cancels or messages a turn. The turn itself lives in the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use toolwright_core::{Audience, Format};
+
+use crate::call::{InputResponse, RespondOutcome, StepOutcome, ToolCall};
+use crate::error::RuntimeError;
+use crate::event::{CompletionReason, Event};
+use crate::input::cancel::cancel_turn;
+use crate::input::revoke::revoke;
+use crate::pipeline::scope::disabled_tools;
+use crate::record::{
+    ClosedStep, Outcome, RequestKind, TaskRecord, TaskResult, TurnRecord, TurnStatus,
+};
+use crate::runtime::Runtime;
+use crate::store::StoreError;
+use crate::task::results::{cancel_tasks_of_turn, owing, take_results, wait_results};
+use crate::toolset::{ContextRequest, TurnContext};
+
+/// A turn handle. The turn itself lives in the store: a handle can be dropped while the turn is
+/// parked, and [`Runtime::turn`] gives a new one, in this process or another.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    runtime: Runtime,
+    id: String,
+    session_id: String,
+    token: CancellationToken,
+}
+
+impl Turn {
+    pub(crate) fn new(
+        runtime: Runtime,
+        id: String,
+        session_id: String,
+        token: CancellationToken,
+    ) -> Turn {
+        Turn {
+            runtime,
+            id,
+            session_id,
+            token,
+        }
+    }
+
+    /// The turn id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The results of the last step that closed, as stored with the close: what a host restarted
+    /// after a step (or a resumption, or `wake_due`) hands to the model.
+    pub async fn last_results(&self) -> Result<Option<ClosedStep>, RuntimeError> {
+        Ok(self.record().await?.last_step)
+    }
+
+    /// What the toolsets' context providers say about `query`, the message this turn answers:
+    /// call it before sending the model the turn's first request and send
+    /// [`TurnContext::render`](TurnContext::render) beside the message (it is
+    /// marked as data). Providers run at once, each given the query, the session's state, the
+    /// acting principal and the host's services; one that does not answer within
+    /// [`crate::Options::context_deadline`], fails or panics is skipped, logged and reported as a
+    /// `warning` event, never failing the turn.
+    pub async fn context(&self, query: &str) -> Result<TurnContext, RuntimeError> {
+        let engine = self.runtime.engine();
+        if !engine.toolsets().has_context() {
+            return Ok(Default::default());
+        }
+        let turn = self.record().await?;
+        let (session, _) = engine.session(&self.session_id).await?;
+        let request = ContextRequest::new(
+            query,
+            &self.session_id,
+            turn.current.clone(),
+            session.state,
+            Arc::clone(engine.services()),
+        );
+        let context = engine
+            .toolsets()
+            .context(
+                Audience::of(turn.caller),
+                request,
+                engine.options().context_deadline,
+            )
+            .await;
+        for skipped in &context.skipped {
+            tracing::warn!(
+                session = %self.session_id,
+                turn = %self.id,
+                toolset = %skipped.toolset,
+                "context provider skipped: {}",
+                skipped.reason
+            );
+            engine.emit(Event::Warning {
+                session_id: self.session_id.clone(),
+                turn_id: self.id.clone(),
+                call_id: None,
+                message: format!(
+                    "the context provider of toolset `{}` was skipped this turn: {}",
+                    skipped.toolset, skipped.reason
+                ),
+            });
+        }
+        Ok(context)
+    }
+
+    /// The stored record.
+    pub async fn record(&self) -> Result<TurnRecord, RuntimeError> {
+        Ok(self.runtime.engine().turn(&self.id).await?.0)
+    }
+
+    /// Runs one step: the batch of calls from one model response, concurrently.
+    ///
+    /// Calls that need a person park the turn in the store (the returned
+    /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
+    pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
+        // On its own task: once the step is recorded as running, a caller that stops waiting (a
+        // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
+        let turn = self.clone();
+        tokio::spawn(async move {
+            crate::pipeline::run_step(turn.runtime.engine(), &turn.id, &turn.token, calls).await
+        })
+        .await
+        .map_err(|error| RuntimeError::Task(error.to_string()))?
+    }
+
+    /// The model-facing tool list for the next model call of this turn, in `format`: the cached
+    /// list of the turn's audience without the conditional tools whose predicate is now false.
+    pub async fn tool_list(&self, format: Format) -> Result<String, RuntimeError> {
+        let engine = self.runtime.engine();
+        let turn = self.record().await?;
+        let (session, _) = engine.session(&turn.session_id).await?;
+        let registry = engine.registry();
+        let list = registry.list(Audience::of(turn.caller), format);
+        let disabled = disabled_tools(&registry, &session, &turn);
+        if disabled.is_empty() {
+            return Ok(list.json().to_owned());
+        }
+        let mut json = String::from("[");
+        for entry in list
+            .entries()
+            .iter()
+            .filter(|e| e.tool.is_none_or(|i| !disabled.contains(&i)))
+        {
+            if json.len() > 1 {
+                json.push(',');
+            }
+            json.push_str(entry.json.get());
+        }
+        json.push(']');
+        Ok(json)
+    }
+
+    /// Names of the conditional tools (`enabled = ...`) whose predicate is false for this turn
+    /// now: what [`Turn::tool_list`] leaves out. Empty, without reading the store, when no tool
+    /// is conditional.
+    pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
+        let engine = self.runtime.engine();
+        let registry = engine.registry();
+        if !registry.tools().iter().any(|t| t.enabled().is_some()) {
+            return Ok(Vec::new());
+        }
+        let turn = self.record().await?;
+        let (session, _) = engine.session(&turn.session_id).await?;
+        let mut names: Vec<String> = disabled_tools(&registry, &session, &turn)
+            .into_iter()
+            .map(|i| registry.tools()[i].name().to_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Ends the turn (the host's model answered without calling tools).
+    ///
+    /// Refused with [`RuntimeError::TasksOpen`] while workflow tasks owe the turn results (not
+    /// produced yet, or not taken with [`Turn::task_results`]).
+    pub async fn complete(&self) -> Result<(), RuntimeError> {
+        let engine = self.runtime.engine();
+        let owing = owing(engine, &self.session_id, &self.id).await?;
+        if !owing.is_empty() {
+            return Err(RuntimeError::TasksOpen {
+                turn: self.id.clone(),
+                tasks: owing
+                    .iter()
+                    .map(|t| format!("{} ({})", t.id, t.status.describe()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        loop {
+            let (mut turn, version) = engine.turn(&self.id).await?;
+            if let Err(status) = turn.complete() {
+                return Err(RuntimeError::TurnState {
+                    turn: self.id.clone(),
+                    status,
+                    what: "only an active turn can be completed",
+                });
+            }
+            match engine.store().put_turn(&turn, Some(version)).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        engine.emit(Event::TurnCompleted {
+            session_id: self.session_id.clone(),
+            turn_id: self.id.clone(),
+            reason: CompletionReason::Host,
+        });
+        Ok(())
+    }
+
+    /// Cancels the turn: running calls see their cancellation token fire, pending requests are
+    /// revoked (`cancelled`), and a later answer to them approves nothing.
+    ///
+    /// Workflow tasks the turn started are cancelled too, in the background: each body gets its
+    /// cleanup window ([`crate::Options::task_cleanup`]).
+    pub async fn cancel(&self) -> Result<(), RuntimeError> {
+        self.token.cancel();
+        let engine = self.runtime.engine();
+        cancel_turn(engine, &self.id).await?;
+        cancel_tasks_of_turn(engine, &self.session_id, &self.id).await;
+        Ok(())
+    }
+
+    /// A plain message from the turn's caller while the turn waits: it answers the first
+    /// unanswered question; with no question pending, it revokes pending approvals (`ignored`),
+    /// and calls of the batch that were already approved still run.
+    pub async fn message(&self, text: &str) -> Result<RespondOutcome, RuntimeError> {
+        // A plain message answers the first unanswered question, in the turn's caller's name.
+        let record = self.record().await?;
+        if record.status == TurnStatus::Waiting
+            && let Some(question) = record
+                .pending
+                .iter()
+                .flat_map(|p| &p.requests)
+                .find(|r| r.kind == RequestKind::Question && r.is_pending())
+        {
+            let response =
+                InputResponse::answer(&question.request_id, record.current.clone(), text);
+            return self.runtime.respond(response).await;
+        }
+        revoke(self.runtime.engine(), &self.id, Outcome::Ignored, text).await
+    }
+
+    /// Results of this turn's task calls that have not reached the model yet, marked delivered
+    /// as they are returned. Add each [`TaskResult::message`] to the model's history.
+    pub async fn task_results(&self) -> Result<Vec<TaskResult>, RuntimeError> {
+        take_results(self.runtime.engine(), &self.session_id, &self.id, None).await
+    }
+
+    /// Like [`Turn::task_results`], for task `task_id` alone (a host that hands each task's
+    /// result over on its own, e.g. through the MCP tasks extension).
+    pub async fn task_results_of(&self, task_id: &str) -> Result<Vec<TaskResult>, RuntimeError> {
+        take_results(
+            self.runtime.engine(),
+            &self.session_id,
+            &self.id,
+            Some(task_id),
+        )
+        .await
+    }
+
+    /// Waits up to `timeout` for task results of this turn and takes them (see
+    /// [`Turn::task_results`]). Returns an empty list at the timeout, or at once when no task
+    /// owes the turn anything.
+    pub async fn wait_task_results(
+        &self,
+        timeout: Duration,
+    ) -> Result<Vec<TaskResult>, RuntimeError> {
+        wait_results(
+            self.runtime.engine(),
+            &self.session_id,
+            &self.id,
+            None,
+            timeout,
+            &self.token,
+        )
+        .await
+    }
+
+    /// Tasks that still owe this turn a result: while there are any, the turn cannot end.
+    pub async fn open_tasks(&self) -> Result<Vec<TaskRecord>, RuntimeError> {
+        owing(self.runtime.engine(), &self.session_id, &self.id).await
+    }
+}
