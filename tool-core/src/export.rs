@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::provider::ProviderTool;
-use crate::registry::{Audience, Tool};
+use crate::tool::{Audience, Tool};
 
 /// A provider's tool format.
 ///
