@@ -102,134 +102,34 @@ impl std::fmt::Debug for Tool {
 }
 
 impl Tool {
+    /// The tool of `descriptor`, or every problem found with it: its names checked, its schemas
+    /// made model-facing and compiled into validators, its provider and description fns run
+    /// once.
     pub(crate) fn build(descriptor: &'static ToolDescriptor) -> Result<Tool, Vec<RegistryProblem>> {
         let mut problems = Vec::new();
-        let id = descriptor.id();
         let name = descriptor.model_name();
-        let at = descriptor.location;
-
-        let mut parts_valid = true;
-        for part in descriptor
-            .toolset
-            .into_iter()
-            .chain(std::iter::once(descriptor.name))
-        {
-            if !names::is_valid_name(part) {
-                parts_valid = false;
-                problems.push(RegistryProblem::InvalidName {
-                    name: part.to_owned(),
-                    at,
-                });
-            }
-        }
-        // Valid parts can still make a model name over 64 characters; invalid parts were
-        // reported above, and reporting their combination again would say the same thing twice.
-        if parts_valid && !names::is_valid_name(&name) {
-            problems.push(RegistryProblem::InvalidName {
-                name: name.clone(),
-                at,
-            });
-        }
-        if names::is_reserved(&name)
-            && !crate::builtin::is_ask_question(descriptor)
-            && !crate::sandbox_tools::is_sandbox_tool(descriptor)
-        {
-            problems.push(RegistryProblem::Reserved {
-                name: name.clone(),
-                at,
-            });
-        }
-
-        let generated = (descriptor.input.schema)(false);
-        let mut input_schema = schema::model_facing(&generated);
-        schema::close_objects(&mut input_schema);
-        if !schema::is_object_schema(&input_schema) {
-            problems.push(RegistryProblem::InputNotObject {
-                tool: name.clone(),
-                type_name: descriptor.input.type_name,
-                at,
-            });
-        }
-        let serve = descriptor.kind == ToolKind::Workflow(Entry::Serve);
-        if serve {
-            if descriptor.input.fields.contains(&"task_id")
-                || input_schema.pointer("/properties/task_id").is_some()
-            {
-                problems.push(RegistryProblem::ServeTaskId {
-                    tool: name.clone(),
-                    at,
-                });
-            }
-            input_schema = schema::with_task_id(input_schema);
-        }
-        let mut inlined = schema::model_facing(&(descriptor.input.schema)(true));
-        schema::close_objects(&mut inlined);
-        let inlined_input_schema = if schema::has_ref(&inlined) {
-            Err(format!(
-                "the input type `{}` is recursive, so its schema cannot be written without `$ref`",
-                descriptor.input.type_name
-            ))
-        } else if serve {
-            Ok(schema::with_task_id(inlined))
-        } else {
-            Ok(inlined)
-        };
-
-        let validator = match InputValidator::compile(&input_schema) {
-            Ok(v) => Some(v),
-            Err(error) => {
-                problems.push(RegistryProblem::SchemaCompile {
-                    tool: name.clone(),
-                    which: "input",
-                    error,
-                    at,
-                });
-                None
-            }
-        };
-
-        let mut output_schema = None;
-        let mut output_validator = None;
-        if let Some(output) = descriptor.output_schema {
-            let value = schema::model_facing(&output(false));
-            if !schema::is_object_schema(&value) {
-                problems.push(RegistryProblem::OutputNotObject {
-                    tool: name.clone(),
-                    at,
-                });
-            }
-            match InputValidator::compile(&value) {
-                Ok(v) => output_validator = Some(v),
-                Err(error) => problems.push(RegistryProblem::SchemaCompile {
-                    tool: name.clone(),
-                    which: "output",
-                    error,
-                    at,
-                }),
-            }
-            output_schema = Some(value);
-        }
-
+        check_names(descriptor, &name, &mut problems);
+        let input = LocalInput::build(descriptor, &name, &mut problems);
+        let (output_schema, output_validator) = local_output(descriptor, &name, &mut problems);
         let provider = descriptor
             .provider
             .and_then(|build| provider_config(descriptor, build, &name, &mut problems));
-
         let described = descriptor.describe.and_then(|describe| {
             run_describe(descriptor, describe, &Services::none(), &name)
                 .map_err(|problem| problems.push(problem))
                 .ok()
         });
 
-        match validator {
+        match input.validator {
             Some(validator) if problems.is_empty() => Ok(Tool {
                 origin: Origin::Local(descriptor),
                 provider,
                 approval: descriptor.approval,
                 described,
-                id,
+                id: descriptor.id(),
                 name,
-                input_schema,
-                inlined_input_schema,
+                input_schema: input.schema,
+                inlined_input_schema: input.inlined,
                 output_schema,
                 validator: Arc::new(validator),
                 output_validator: output_validator.map(Arc::new),
@@ -664,6 +564,154 @@ impl Tool {
             )
         })
     }
+}
+
+/// Checks the names of `descriptor`, whose model-facing name is `name`: each part valid, the
+/// joined name valid too, and not a name the runtime reserves (unless the descriptor is the
+/// built-in tool that holds it).
+fn check_names(
+    descriptor: &'static ToolDescriptor,
+    name: &str,
+    problems: &mut Vec<RegistryProblem>,
+) {
+    let at = descriptor.location;
+    let mut parts_valid = true;
+    for part in descriptor
+        .toolset
+        .into_iter()
+        .chain(std::iter::once(descriptor.name))
+    {
+        if !names::is_valid_name(part) {
+            parts_valid = false;
+            problems.push(RegistryProblem::InvalidName {
+                name: part.to_owned(),
+                at,
+            });
+        }
+    }
+    // Valid parts can still make a model name over 64 characters; invalid parts were
+    // reported above, and reporting their combination again would say the same thing twice.
+    if parts_valid && !names::is_valid_name(name) {
+        problems.push(RegistryProblem::InvalidName {
+            name: name.to_owned(),
+            at,
+        });
+    }
+    if names::is_reserved(name)
+        && !crate::builtin::is_ask_question(descriptor)
+        && !crate::sandbox_tools::is_sandbox_tool(descriptor)
+    {
+        problems.push(RegistryProblem::Reserved {
+            name: name.to_owned(),
+            at,
+        });
+    }
+}
+
+/// The input side of a `#[tool]`: its model-facing schema, the same with every `$ref` inlined
+/// (or why that is impossible), and the validator compiled from the first (`None` when it does
+/// not compile; a problem then says why).
+struct LocalInput {
+    schema: Value,
+    inlined: Result<Value, String>,
+    validator: Option<InputValidator>,
+}
+
+impl LocalInput {
+    /// The input side of `descriptor`, named `name`; every problem goes to `problems`.
+    fn build(
+        descriptor: &'static ToolDescriptor,
+        name: &str,
+        problems: &mut Vec<RegistryProblem>,
+    ) -> LocalInput {
+        let at = descriptor.location;
+        let generated = (descriptor.input.schema)(false);
+        let mut input_schema = schema::model_facing(&generated);
+        schema::close_objects(&mut input_schema);
+        if !schema::is_object_schema(&input_schema) {
+            problems.push(RegistryProblem::InputNotObject {
+                tool: name.to_owned(),
+                type_name: descriptor.input.type_name,
+                at,
+            });
+        }
+        let serve = descriptor.kind == ToolKind::Workflow(Entry::Serve);
+        if serve {
+            if descriptor.input.fields.contains(&"task_id")
+                || input_schema.pointer("/properties/task_id").is_some()
+            {
+                problems.push(RegistryProblem::ServeTaskId {
+                    tool: name.to_owned(),
+                    at,
+                });
+            }
+            input_schema = schema::with_task_id(input_schema);
+        }
+        let mut inlined = schema::model_facing(&(descriptor.input.schema)(true));
+        schema::close_objects(&mut inlined);
+        let inlined = if schema::has_ref(&inlined) {
+            Err(format!(
+                "the input type `{}` is recursive, so its schema cannot be written without `$ref`",
+                descriptor.input.type_name
+            ))
+        } else if serve {
+            Ok(schema::with_task_id(inlined))
+        } else {
+            Ok(inlined)
+        };
+
+        let validator = match InputValidator::compile(&input_schema) {
+            Ok(v) => Some(v),
+            Err(error) => {
+                problems.push(RegistryProblem::SchemaCompile {
+                    tool: name.to_owned(),
+                    which: "input",
+                    error,
+                    at,
+                });
+                None
+            }
+        };
+        LocalInput {
+            schema: input_schema,
+            inlined,
+            validator,
+        }
+    }
+}
+
+/// The published output schema of `descriptor`, named `name`, and its validator (both `None`
+/// without `output_schema`; the validator `None` when it does not compile). Every problem goes
+/// to `problems`.
+fn local_output(
+    descriptor: &'static ToolDescriptor,
+    name: &str,
+    problems: &mut Vec<RegistryProblem>,
+) -> (Option<Value>, Option<InputValidator>) {
+    let Some(output) = descriptor.output_schema else {
+        return (None, None);
+    };
+    let at = descriptor.location;
+    let value = schema::model_facing(&output(false));
+    if !schema::is_object_schema(&value) {
+        problems.push(RegistryProblem::OutputNotObject {
+            tool: name.to_owned(),
+            at,
+        });
+    }
+    let validator = match InputValidator::compile(&value) {
+        Ok(v) => Some(v),
+        Err(error) => {
+            problems.push(RegistryProblem::SchemaCompile {
+                tool: name.to_owned(),
+                which: "output",
+                error,
+                at,
+            });
+            None
+        }
+    };
+    (Some(value), validator)
 }
 
 /// Builds a provider-native tool's configuration by calling `build` once, and checks it (and
