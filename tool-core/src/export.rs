@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::provider::ProviderTool;
-use crate::registry::{Audience, Tool};
+use crate::tool::{Audience, Tool};
 
 /// A provider's tool format.
 ///
@@ -387,6 +387,8 @@ struct Strict<'a> {
 }
 
 impl Strict<'_> {
+    /// Makes the schema `node`, at `path` and `depth` objects deep, strict, and everything
+    /// under it.
     fn node(&mut self, node: &mut Value, path: &str, depth: usize) -> Result<(), String> {
         let at = if path.is_empty() { "/" } else { path };
         let map = match node {
@@ -398,136 +400,115 @@ impl Strict<'_> {
             }
             _ => return Ok(()),
         };
-        for keyword in STRICT_UNSUPPORTED {
-            if map.contains_key(*keyword) {
-                return Err(format!(
-                    "`{keyword}` at {at} is not supported in strict mode"
-                ));
-            }
-        }
-        if !SHAPE_KEYWORDS.iter().any(|k| map.contains_key(*k)) {
-            return Err(format!(
-                "the schema at {at} accepts any JSON value; strict mode needs a type there"
-            ));
-        }
-        if let Some(values) = map.get("enum").and_then(Value::as_array)
-            && values.len() > STRICT_MAX_ENUM_VALUES
-        {
-            return Err(format!(
-                "the enum at {at} has {} values; strict mode allows {STRICT_MAX_ENUM_VALUES}",
-                values.len()
-            ));
-        }
+        check_expressible(map, at)?;
 
         // Strict mode rejects `{"$ref": ..., "description": ...}`: inline the target, keeping
         // the siblings (they win, as they describe this use of the type).
         if map.len() > 1
             && let Some(reference) = map.get("$ref").and_then(Value::as_str).map(str::to_owned)
         {
-            if self.inlining.contains(&reference) {
-                return Err(format!(
-                    "the recursive `$ref` {reference} at {at} has sibling keywords, which strict mode cannot express"
-                ));
-            }
-            let target = reference
-                .strip_prefix('#')
-                .and_then(|pointer| self.root.pointer(pointer))
-                .and_then(Value::as_object)
-                .ok_or_else(|| {
-                    format!("the `$ref` {reference} at {at} does not resolve within the schema")
-                })?;
-            map.remove("$ref");
-            for (key, value) in target {
-                if !map.contains_key(key) {
-                    map.insert(key.clone(), value.clone());
-                }
-            }
+            self.inline_ref(map, &reference, at)?;
             self.inlining.push(reference);
             let result = self.node(node, path, depth);
             self.inlining.pop();
             return result;
         }
 
-        if let Some(one_of) = map.remove("oneOf") {
-            map.insert("anyOf".into(), one_of);
-        }
-        if let Some(format) = map.get("format").and_then(Value::as_str)
-            && !STRICT_FORMATS.contains(&format)
-        {
-            map.remove("format");
-        }
-        let mut notes = Vec::new();
-        match (
-            map.remove("minLength").and_then(|v| v.as_u64()),
-            map.remove("maxLength").and_then(|v| v.as_u64()),
-        ) {
-            (Some(min), Some(max)) => notes.push(format!("{min} to {max} characters.")),
-            (Some(min), None) => notes.push(format!("At least {}.", characters(min))),
-            (None, Some(max)) => notes.push(format!("At most {}.", characters(max))),
-            (None, None) => {}
-        }
-        if map.remove("uniqueItems") == Some(Value::Bool(true)) {
-            notes.push("Items must be unique.".to_owned());
-        }
-        if let Some(default) = map.remove("default") {
-            notes.push(format!("Default: {default}."));
-        }
-        if !notes.is_empty() {
-            let mut text = map
-                .get("description")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_default();
-            for note in notes {
-                if !text.is_empty() {
-                    text.push(' ');
-                }
-                text.push_str(&note);
-            }
-            map.insert("description".into(), Value::String(text));
-        }
-
+        relax_keywords(map);
         let is_object = map.get("type").and_then(Value::as_str) == Some("object")
             || map.contains_key("properties");
         if is_object {
-            if depth >= STRICT_MAX_DEPTH {
+            self.close_object(map, path, at, depth)?;
+        }
+        self.children(map, path, depth)
+    }
+
+    /// Replaces the `$ref` to `reference` in `map` (the schema at `at`) with the keywords of its
+    /// target, the ones `map` already has winning. Refuses a recursive reference, which would
+    /// never end, and one that does not resolve.
+    fn inline_ref(
+        &self,
+        map: &mut Map<String, Value>,
+        reference: &str,
+        at: &str,
+    ) -> Result<(), String> {
+        if self.inlining.iter().any(|r| r == reference) {
+            return Err(format!(
+                "the recursive `$ref` {reference} at {at} has sibling keywords, which strict mode cannot express"
+            ));
+        }
+        let target = reference
+            .strip_prefix('#')
+            .and_then(|pointer| self.root.pointer(pointer))
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                format!("the `$ref` {reference} at {at} does not resolve within the schema")
+            })?;
+        map.remove("$ref");
+        for (key, value) in target {
+            if !map.contains_key(key) {
+                map.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the object schema `map` at `path` (`at` when shown): no keys but its properties,
+    /// every property required and the optional ones nullable, each property made strict.
+    fn close_object(
+        &mut self,
+        map: &mut Map<String, Value>,
+        path: &str,
+        at: &str,
+        depth: usize,
+    ) -> Result<(), String> {
+        if depth >= STRICT_MAX_DEPTH {
+            return Err(format!(
+                "objects nest deeper than {STRICT_MAX_DEPTH} levels at {at}"
+            ));
+        }
+        match map.get("additionalProperties") {
+            None | Some(Value::Bool(false)) => {}
+            Some(_) => {
                 return Err(format!(
-                    "objects nest deeper than {STRICT_MAX_DEPTH} levels at {at}"
+                    "the object at {at} accepts arbitrary keys (a map); strict mode needs every property named"
                 ));
             }
-            match map.get("additionalProperties") {
-                None | Some(Value::Bool(false)) => {}
-                Some(_) => {
-                    return Err(format!(
-                        "the object at {at} accepts arbitrary keys (a map); strict mode needs every property named"
-                    ));
-                }
-            }
-            map.insert("additionalProperties".into(), Value::Bool(false));
-            let required: Vec<String> = map
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut all = Vec::new();
-            if let Some(Value::Object(props)) = map.get_mut("properties") {
-                self.properties += props.len();
-                for (key, property) in props.iter_mut() {
-                    self.node(property, &format!("{path}/{key}"), depth + 1)?;
-                    if !required.contains(key) {
-                        make_nullable(property);
-                    }
-                    all.push(Value::String(key.clone()));
-                }
-            }
-            map.insert("required".into(), Value::Array(all));
         }
+        map.insert("additionalProperties".into(), Value::Bool(false));
+        let required: Vec<String> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut all = Vec::new();
+        if let Some(Value::Object(props)) = map.get_mut("properties") {
+            self.properties += props.len();
+            for (key, property) in props.iter_mut() {
+                self.node(property, &format!("{path}/{key}"), depth + 1)?;
+                if !required.contains(key) {
+                    make_nullable(property);
+                }
+                all.push(Value::String(key.clone()));
+            }
+        }
+        map.insert("required".into(), Value::Array(all));
+        Ok(())
+    }
 
+    /// Makes the subschemas of `map` (at `path`) strict: array items, `anyOf` branches and
+    /// definitions, which start again at depth 0 as `$ref` targets.
+    fn children(
+        &mut self,
+        map: &mut Map<String, Value>,
+        path: &str,
+        depth: usize,
+    ) -> Result<(), String> {
         for keyword in ["items", "anyOf", "$defs", "definitions"] {
             match map.get_mut(keyword) {
                 Some(Value::Object(child)) if keyword == "$defs" || keyword == "definitions" => {
@@ -548,6 +529,77 @@ impl Strict<'_> {
         }
         Ok(())
     }
+}
+
+/// Refuses the schema `map` at `at` when strict mode cannot express it: a keyword strict mode
+/// rejects, no keyword that gives it a shape, or more enum values than allowed.
+fn check_expressible(map: &Map<String, Value>, at: &str) -> Result<(), String> {
+    for keyword in STRICT_UNSUPPORTED {
+        if map.contains_key(*keyword) {
+            return Err(format!(
+                "`{keyword}` at {at} is not supported in strict mode"
+            ));
+        }
+    }
+    if !SHAPE_KEYWORDS.iter().any(|k| map.contains_key(*k)) {
+        return Err(format!(
+            "the schema at {at} accepts any JSON value; strict mode needs a type there"
+        ));
+    }
+    if let Some(values) = map.get("enum").and_then(Value::as_array)
+        && values.len() > STRICT_MAX_ENUM_VALUES
+    {
+        return Err(format!(
+            "the enum at {at} has {} values; strict mode allows {STRICT_MAX_ENUM_VALUES}",
+            values.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Rewrites the keywords of `map` that strict mode rejects but can do without: `oneOf` becomes
+/// `anyOf`, unsupported formats are dropped, and length limits, `uniqueItems` and `default` move
+/// into the description, where the model still reads them.
+fn relax_keywords(map: &mut Map<String, Value>) {
+    if let Some(one_of) = map.remove("oneOf") {
+        map.insert("anyOf".into(), one_of);
+    }
+    if let Some(format) = map.get("format").and_then(Value::as_str)
+        && !STRICT_FORMATS.contains(&format)
+    {
+        map.remove("format");
+    }
+    let mut notes = Vec::new();
+    match (
+        map.remove("minLength").and_then(|v| v.as_u64()),
+        map.remove("maxLength").and_then(|v| v.as_u64()),
+    ) {
+        (Some(min), Some(max)) => notes.push(format!("{min} to {max} characters.")),
+        (Some(min), None) => notes.push(format!("At least {}.", characters(min))),
+        (None, Some(max)) => notes.push(format!("At most {}.", characters(max))),
+        (None, None) => {}
+    }
+    if map.remove("uniqueItems") == Some(Value::Bool(true)) {
+        notes.push("Items must be unique.".to_owned());
+    }
+    if let Some(default) = map.remove("default") {
+        notes.push(format!("Default: {default}."));
+    }
+    if notes.is_empty() {
+        return;
+    }
+    let mut text = map
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_default();
+    for note in notes {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&note);
+    }
+    map.insert("description".into(), Value::String(text));
 }
 
 /// Lets `schema` also accept `null` (how strict mode spells "optional").

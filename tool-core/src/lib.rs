@@ -28,6 +28,14 @@ pub mod services;
 pub mod session;
 pub mod workflow;
 
+// The parts of the registry, each imported only by the ones after it:
+// `digest ← remote ← tool ← export ← list ← registry`, with `problem` below `tool`. `registry`
+// re-exports their public items, so the paths under `registry::` stay what they were.
+mod digest;
+mod list;
+mod problem;
+mod tool;
+
 #[doc(hidden)]
 pub mod private;
 
@@ -47,9 +55,11 @@ pub use effect::{Annotations, Effect};
 pub use error::{ErrorCode, InputError, InputProblem, ToolError};
 pub use export::Format;
 pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
+pub use list::ToolList;
 pub use output::{CallOutput, ContentPart, ModelOutput, Status};
+pub use problem::{RegistryError, RegistryProblem};
 pub use provider::ProviderTool;
-pub use registry::{Audience, Registry, RegistryError, RegistryProblem, Tool, ToolList};
+pub use registry::Registry;
 pub use remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool, ToolOverride};
 pub use sandbox::{
     DirEntry, EntryKind, ExecOutput, ExecRequest, FileChunk, Found, GrepMatch, GrepRequest,
@@ -57,4 +67,5 @@ pub use sandbox::{
 };
 pub use services::Services;
 pub use session::{Caller, Principal, PrincipalType, SessionInfo};
+pub use tool::{Audience, Tool};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

@@ -32,6 +32,34 @@ impl ModelOutput {
     pub fn content(parts: impl IntoIterator<Item = ContentPart>) -> Self {
         ModelOutput::Content(parts.into_iter().collect())
     }
+
+    /// This output as one text, for a message: [`Text`](ModelOutput::Text) as it is,
+    /// [`Json`](ModelOutput::Json) as compact JSON, and [`Content`](ModelOutput::Content) as
+    /// its parts one per line, a text part as its text and a file part as `[<media type> file]`
+    /// (the data is not text).
+    ///
+    /// ```
+    /// use toolwright_core::{ContentPart, ModelOutput};
+    /// let output = ModelOutput::content([
+    ///     ContentPart::text("The chart:"),
+    ///     ContentPart::file("iVBORw0KGgo=", "image/png"),
+    /// ]);
+    /// assert_eq!(output.to_text(), "The chart:\n[image/png file]");
+    /// ```
+    pub fn to_text(&self) -> String {
+        match self {
+            ModelOutput::Text(text) => text.clone(),
+            ModelOutput::Json(value) => value.to_string(),
+            ModelOutput::Content(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text { text } => text.clone(),
+                    ContentPart::File { media_type, .. } => format!("[{media_type} file]"),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
 }
 
 impl From<String> for ModelOutput {
@@ -152,5 +180,28 @@ impl Status {
             methods: methods.into_iter().map(Into::into).collect(),
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn to_text_writes_each_kind_of_output_as_text() {
+        assert_eq!(ModelOutput::text("3 rows").to_text(), "3 rows");
+        assert_eq!(
+            ModelOutput::Json(json!({ "rows": [1, null] })).to_text(),
+            r#"{"rows":[1,null]}"#
+        );
+        let content = ModelOutput::content([
+            ContentPart::text("Before."),
+            ContentPart::file("aGk=", "image/png"),
+            ContentPart::text("After."),
+        ]);
+        assert_eq!(content.to_text(), "Before.\n[image/png file]\nAfter.");
+        assert_eq!(ModelOutput::content([]).to_text(), "");
     }
 }

@@ -46,7 +46,7 @@ impl RemoteDefinition {
     /// order, and any change to the name, title, description, schemas or annotations changes it.
     pub fn digest(&self) -> String {
         let value = serde_json::to_value(self).unwrap_or(Value::Null);
-        crate::registry::input_digest(&value)
+        crate::digest::input_digest(&value)
     }
 }
 
