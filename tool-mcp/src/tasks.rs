@@ -12,7 +12,9 @@ use rmcp::{ErrorData, RoleServer};
 use toolwright_core::{Entry, Principal, ToolKind};
 use toolwright_runtime::{CallResult, TaskRecord, TaskStatus};
 
-use crate::{McpServer, form_for, internal, response_for};
+use crate::McpServer;
+use crate::convert::internal;
+use crate::input::{form_for, response_for};
 
 /// How often clients are told to poll a working task.
 const POLL_MS: u64 = 500;
@@ -26,7 +28,7 @@ impl McpServer {
     ) -> Option<CallToolResponse> {
         let supports = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
         let is_task = self
-            .runtime
+            .runtime()
             .registry()
             .get(&result.tool)
             .is_some_and(|t| t.kind() == ToolKind::Workflow(Entry::Task));
@@ -46,7 +48,7 @@ impl McpServer {
         id: &str,
         principal: &Option<Principal>,
     ) -> Result<TaskRecord, ErrorData> {
-        match self.runtime.task(id).await {
+        match self.runtime().task(id).await {
             Ok(task) if task.current == *principal => Ok(task),
             _ => Err(ErrorData::invalid_params(
                 format!("no task `{id}` of yours; use the id from the CreateTaskResult"),
@@ -66,7 +68,7 @@ impl McpServer {
         let (payload, message) = match task.status {
             TaskStatus::Finished | TaskStatus::Cancelled => {
                 // The result reaches the client here: it is delivered, not repeated elsewhere.
-                if let Ok(turn) = self.runtime.turn(&task.turn_id).await {
+                if let Ok(turn) = self.runtime().turn(&task.turn_id).await {
                     let _ = turn.task_results_of(&task.id).await;
                 }
                 let result = task.calls.first().and_then(|c| c.result.clone());
@@ -143,7 +145,7 @@ impl McpServer {
                 )
             })?;
             let response = response_for(request, answer, principal.clone());
-            self.runtime.respond(response).await.map_err(internal)?;
+            self.runtime().respond(response).await.map_err(internal)?;
         }
         Ok(())
     }
@@ -156,7 +158,7 @@ impl McpServer {
         let principal = self.caller(&cx);
         let task = self.visible_task(&params.task_id, &principal).await?;
         // Cooperative: the body gets its cleanup window; the status follows in `tasks/get`.
-        let runtime = self.runtime.clone();
+        let runtime = self.runtime().clone();
         tokio::spawn(async move {
             if let Err(error) = runtime.cancel_task(&task.id).await {
                 tracing::warn!(task_id = %task.id, "cancelling the task failed: {error}");

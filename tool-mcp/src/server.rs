@@ -1,0 +1,487 @@
+//! [`McpServer`]: the `rmcp` server handler over a runtime, with the toolwright session and turn
+//! each MCP session runs in, and [`serve_stdio`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, RequestStateCodec,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::sync::Mutex;
+use toolwright_core::{Caller, Principal};
+use toolwright_runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus};
+
+use crate::McpError;
+use crate::convert::{first, internal};
+use crate::input::modern;
+use crate::listing::{Listing, current_listing};
+
+/// How many tools one `tools/list` page holds by default.
+const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// The toolwright session and turn an MCP session runs in.
+#[derive(Default)]
+struct Binding {
+    /// Who opened the MCP session (`None`: unauthenticated, e.g. stdio without a principal).
+    principal: Option<Option<Principal>>,
+    session_id: Option<String>,
+    turn: Option<Turn>,
+    /// The conditional tools unavailable in this session when it last listed or called.
+    unavailable: Vec<String>,
+    /// The tools listed when the session last listed (remote tools come and go).
+    listed: Vec<String>,
+    /// The task telling the client when they change.
+    watching: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        if let Some(watching) = &self.watching {
+            watching.abort();
+        }
+    }
+}
+
+/// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
+/// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Runtime,
+    /// The MCP form of the runtime's tool list, converted once per registry (the runtime's
+    /// registry changes when its connections' tools do).
+    listing: Arc<arc_swap::ArcSwap<Listing>>,
+    page_size: usize,
+    principal: Option<Principal>,
+    name: String,
+    /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
+    conditional: bool,
+    /// Seals the `requestState` of input-required results (HMAC with the server's key).
+    states: Arc<RequestStateCodec>,
+    /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
+    binding: Arc<Mutex<Binding>>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("tools", &self.listing.load().tool_count())
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server for `runtime`'s registry, listing what the model audience sees. The list is
+    /// converted once per registry: again only when the runtime's tools change (tools of its
+    /// remote connections come, go or change).
+    pub fn new(runtime: Runtime) -> Self {
+        let listing = Listing::of(runtime.registry());
+        let conditional = runtime
+            .registry()
+            .tools()
+            .iter()
+            .any(|t| t.enabled().is_some());
+        // A random key per server: sealed states survive as long as the server does. Servers
+        // that share parked calls share a key (`McpServer::request_state_key`).
+        let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+            .iter()
+            .flat_map(|u| *u.as_bytes())
+            .collect();
+        McpServer {
+            // Two random UUIDs: 32 bytes, the length `try_new` asks for.
+            states: Arc::new(RequestStateCodec::new_unchecked(key)),
+            conditional,
+            runtime,
+            listing: Arc::new(arc_swap::ArcSwap::from_pointee(listing)),
+            page_size: DEFAULT_PAGE_SIZE,
+            principal: None,
+            name: "toolwright".to_owned(),
+            binding: Arc::new(Mutex::new(Binding::default())),
+        }
+    }
+
+    /// The current listing: converted again when the runtime's registry changed.
+    pub(crate) fn listing(&self) -> Arc<Listing> {
+        current_listing(&self.runtime, &self.listing)
+    }
+
+    /// Who the client acts for when the transport does not say (stdio: the local user).
+    #[must_use]
+    pub fn principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(principal);
+        self
+    }
+
+    /// How many tools a `tools/list` page holds (default 100).
+    #[must_use]
+    pub fn page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    /// The server name announced in `initialize`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The key that seals `requestState` in input-required results (at least 32 bytes; by
+    /// default a random one per server). Instances that resume each other's parked calls share
+    /// one.
+    pub fn request_state_key(mut self, key: impl Into<Vec<u8>>) -> Result<Self, McpError> {
+        let codec = RequestStateCodec::try_new(key)
+            .map_err(|e| McpError::Config(format!("the request-state key: {e}")))?;
+        self.states = Arc::new(codec);
+        Ok(self)
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// A clone with a fresh binding: what each new MCP session gets.
+    pub fn for_new_session(&self) -> Self {
+        McpServer {
+            binding: Arc::new(Mutex::new(Binding::default())),
+            ..self.clone()
+        }
+    }
+
+    /// What seals and opens the `requestState` of input-required results.
+    pub(crate) fn states(&self) -> &RequestStateCodec {
+        &self.states
+    }
+
+    /// The principal of this request: the HTTP verifier's, or the server's own.
+    pub(crate) fn caller(&self, cx: &RequestContext<RoleServer>) -> Option<Principal> {
+        cx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+            .or_else(|| self.principal.clone())
+    }
+
+    /// The turn of this MCP session, opening its session and turn on first use; refuses a
+    /// principal other than the one that opened it.
+    async fn turn(
+        &self,
+        binding: &mut Binding,
+        principal: Option<Principal>,
+        peer: rmcp::Peer<RoleServer>,
+    ) -> Result<Turn, ErrorData> {
+        match &binding.principal {
+            None => binding.principal = Some(principal.clone()),
+            Some(owner) if *owner != principal => {
+                return Err(ErrorData::invalid_request(
+                    "this MCP session belongs to another client; open a session of your own",
+                    None,
+                ));
+            }
+            Some(_) => {}
+        }
+        if let Some(turn) = &binding.turn {
+            match turn.record().await.map(|r| r.status) {
+                Ok(TurnStatus::Active) => return Ok(turn.clone()),
+                // A cancelled or ended turn: the next call starts another one.
+                Ok(_) | Err(_) => binding.turn = None,
+            }
+        }
+        let session_id = binding
+            .session_id
+            .get_or_insert_with(|| format!("mcp_{}", uuid::Uuid::new_v4().simple()))
+            .clone();
+        let mut spec = SessionSpec::new(&session_id);
+        if let Some(principal) = &principal {
+            spec = spec.initiator(principal.clone());
+        }
+        let session = self.runtime.open_session(spec).await.map_err(internal)?;
+        let turn = session
+            .begin_turn(principal, Caller::Model)
+            .await
+            .map_err(internal)?;
+        if binding.turn.is_none() && self.conditional && binding.watching.is_none() {
+            binding.watching = Some(self.watch_session(&session_id, peer));
+        }
+        binding.turn = Some(turn.clone());
+        Ok(turn)
+    }
+
+    /// Tells the client to list again whenever the host changes the session's state in a way
+    /// that makes conditional tools come or go, and whenever the tools of the runtime's remote
+    /// connections change.
+    fn watch_session(
+        &self,
+        session_id: &str,
+        peer: rmcp::Peer<RoleServer>,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut events = self.runtime.subscribe();
+        let binding = Arc::downgrade(&self.binding);
+        let session_id = session_id.to_owned();
+        let (runtime, cache) = (self.runtime.clone(), Arc::clone(&self.listing));
+        tokio::spawn(async move {
+            loop {
+                let event = events.recv().await;
+                let (changed, remote) = match event {
+                    Ok(Event::SessionChanged { session_id: s }) => (s == session_id, false),
+                    Ok(Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. }) => {
+                        (false, true)
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
+                    Err(_) => break,
+                    Ok(_) => (false, false),
+                };
+                if !changed && !remote {
+                    continue;
+                }
+                let Some(binding) = binding.upgrade() else {
+                    break;
+                };
+                let mut binding = binding.lock().await;
+                if remote {
+                    let names = current_listing(&runtime, &cache).names();
+                    if names != binding.listed {
+                        binding.listed = names;
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                }
+                if !changed {
+                    continue;
+                }
+                let Some(turn) = binding.turn.clone() else {
+                    continue;
+                };
+                if let Ok(unavailable) = turn.unavailable_tools().await
+                    && unavailable != binding.unavailable
+                {
+                    binding.unavailable = unavailable;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        })
+    }
+
+    async fn call(
+        &self,
+        params: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = self.caller(&cx);
+        if let Some(state) = &params.request_state {
+            return self.resume(&params, state, principal).await;
+        }
+        let mut binding = self.binding.lock().await;
+        let turn = self
+            .turn(&mut binding, principal.clone(), cx.peer.clone())
+            .await?;
+        let call_id = format!("mcp-{}", cx.id);
+        let arguments = Value::Object(params.arguments.unwrap_or_default()).to_string();
+        let call = ToolCall::new(&call_id, params.name.as_ref(), arguments);
+
+        // Partial snapshots become progress notifications when the client asked for them.
+        let progress = self.forward_progress(&cx, turn.id(), &call_id);
+
+        let stepped = tokio::select! {
+            outcome = turn.step(vec![call]) => outcome,
+            () = cx.ct.cancelled() => {
+                // `notifications/cancelled`: the call's token fires with its turn.
+                let _ = turn.cancel().await;
+                binding.turn = None;
+                if let Some(task) = progress { task.abort(); }
+                return Err(ErrorData::internal_error("the call was cancelled by the client", None));
+            }
+        };
+        let result = match stepped {
+            Ok(StepOutcome::Completed { results, .. }) => first(results, &call_id),
+            Ok(StepOutcome::Waiting {
+                results, requests, ..
+            }) => {
+                let done = results.into_iter().find(|r| r.call_id == call_id);
+                match done {
+                    Some(result) => Ok(result),
+                    // Peers on 2026-07-28 get the question back in the result and answer it by
+                    // calling again; older peers are asked through elicitation.
+                    None if modern(&cx) => {
+                        if let Some(task) = progress {
+                            task.abort();
+                        }
+                        return self.input_required(turn.id(), principal, &requests, &call_id);
+                    }
+                    None => {
+                        self.ask_person(&cx, &turn, principal, requests, &call_id)
+                            .await
+                    }
+                }
+            }
+            Err(error) => Err(internal(error)),
+        };
+        if let Some(task) = progress {
+            task.abort();
+        }
+        // A call that changed which conditional tools are available (through the session's
+        // state) changes the list: the client is told to list again.
+        if let Ok(unavailable) = turn.unavailable_tools().await
+            && unavailable != binding.unavailable
+        {
+            binding.unavailable = unavailable;
+            let _ = cx.peer.notify_tool_list_changed().await;
+        }
+        let result = result?;
+        // A `task` tool's receipt becomes an MCP task for clients of the tasks extension.
+        if let Some(task) = self.task_receipt(&cx, &result) {
+            return Ok(task);
+        }
+        Ok(self.to_mcp(&result).into())
+    }
+
+    /// When the request carries a progress token: a task that sends the partial snapshots of
+    /// call `call_id` as progress notifications, until the call's result.
+    fn forward_progress(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let token = cx.meta.get_progress_token()?;
+        let mut events = self.runtime.subscribe();
+        let peer = cx.peer.clone();
+        let (turn_id, call_id) = (turn_id.to_owned(), call_id.to_owned());
+        Some(tokio::spawn(async move {
+            let mut count = 0.0;
+            while let Ok(event) = events.recv().await {
+                match event {
+                    Event::ActionPartial {
+                        turn_id: t,
+                        call_id: c,
+                        snapshot,
+                        label,
+                        ..
+                    } if t == turn_id && c == call_id => {
+                        count += 1.0;
+                        let mut param = ProgressNotificationParam::new(token.clone(), count);
+                        param.message = Some(label.unwrap_or_else(|| snapshot.to_string()));
+                        if peer.notify_progress(param).await.is_err() {
+                            break;
+                        }
+                    }
+                    Event::ActionResult {
+                        turn_id: t, result, ..
+                    } if t == turn_id && result.call_id == call_id => {
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }))
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            self.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28).into()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // Conditional tools follow the session's state; without any, the list is the same for
+        // every session and every page is a slice of it.
+        let unavailable = if self.conditional {
+            let principal = self.caller(&cx);
+            let mut binding = self.binding.lock().await;
+            let turn = self.turn(&mut binding, principal, cx.peer.clone()).await?;
+            let unavailable = turn.unavailable_tools().await.map_err(internal)?;
+            binding.unavailable.clone_from(&unavailable);
+            unavailable
+        } else {
+            Vec::new()
+        };
+        let listing = self.listing();
+        // Without waiting for a call of this session to finish: at worst the client is told
+        // once more than needed that the list changed.
+        if let Ok(mut binding) = self.binding.try_lock() {
+            binding.listed = listing.names();
+            // A client that only lists still hears when remote tools change (a session with
+            // conditional tools got its watcher with its turn, above).
+            if binding.watching.is_none() {
+                binding.watching = Some(self.watch_session("", cx.peer.clone()));
+            }
+        }
+        listing.page(&unavailable, request.and_then(|r| r.cursor), self.page_size)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.listing().tool(name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, cx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.get_task_state(request, cx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task_inputs(request, cx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_run(request, cx).await
+    }
+}
+
+/// Serves `server` over stdin/stdout until the client disconnects.
+pub async fn serve_stdio(server: McpServer) -> Result<(), McpError> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Transport(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError::Transport(e.to_string()))?;
+    Ok(())
+}

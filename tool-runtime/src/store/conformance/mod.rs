@@ -1,0 +1,71 @@
+//! The store test suite, written once for every backend.
+//!
+//! A backend's tests call [`run`] on a store (or one part, to see at once which contract
+//! breaks). Failures panic like test assertions, naming the part and the broken expectation.
+//!
+//! ```no_run
+//! use toolwright_runtime::SqliteStore;
+//! use toolwright_runtime::store::conformance;
+//!
+//! # async fn demo() {
+//! let store = SqliteStore::in_memory().expect("a memory store");
+//! conformance::run(&store).await;
+//! # }
+//! ```
+//!
+//! Every part writes under ids unique to the call and reads back only what it wrote, so the
+//! suite runs on a store shared with other data, and twice on the same store.
+//!
+//! Besides the [`Store`] docs, the suite holds every backend to these rules:
+//!
+//! - a versioned write (`expected = Some(v)`) of a record that does not exist is a conflict;
+//! - a refused write changes nothing: not the record, not its version, not the request index,
+//!   not the order of waiting turns;
+//! - a request id belongs to the turn that last wrote it, and a turn's write drops the ids it no
+//!   longer holds;
+//! - `waiting_turns` lists turns least recently written first;
+//! - approvals need no session record;
+//! - records come back equal to what was written, including any text (a NUL character too).
+
+use crate::store::Store;
+
+mod approvals;
+mod fixtures;
+mod leases;
+mod part;
+mod pins;
+mod races;
+mod requests;
+mod round_trip;
+mod sessions;
+mod tasks;
+mod timers;
+mod turns;
+mod waiting;
+
+pub use approvals::approvals;
+pub use leases::leases;
+pub use pins::pins;
+pub use races::races;
+pub use requests::requests;
+pub use round_trip::round_trip;
+pub use sessions::sessions;
+pub use tasks::tasks;
+pub use timers::timers;
+pub use turns::turns;
+pub use waiting::waiting;
+
+/// Runs every part of the suite on `store`, in order.
+pub async fn run(store: &dyn Store) {
+    sessions(store).await;
+    turns(store).await;
+    requests(store).await;
+    waiting(store).await;
+    approvals(store).await;
+    round_trip(store).await;
+    races(store).await;
+    tasks(store).await;
+    leases(store).await;
+    timers(store).await;
+    pins(store).await;
+}

@@ -1,0 +1,95 @@
+//! The part `sessions`.
+
+use serde_json::json;
+
+use super::part::Part;
+use crate::record::SessionRecord;
+use crate::store::Store;
+
+/// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
+pub async fn sessions(store: &dyn Store) {
+    let part = Part::new("sessions");
+    let id = part.id("session");
+    let p = &part;
+    let read =
+        move |id: String| async move { p.ok("reading the session", store.session(&id).await) };
+
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a session never written must read as None"
+    );
+    part.refused(
+        "a versioned write of a session that does not exist",
+        store.put_session(&SessionRecord::new(&id), Some(1)).await,
+    );
+    assert!(
+        read(id.clone()).await.is_none(),
+        "{part}: a refused versioned write must not create the session"
+    );
+
+    let mut record = SessionRecord::new(&id);
+    let version = part.ok(
+        "inserting a session",
+        store.put_session(&record, None).await,
+    );
+    assert_eq!(version, 1, "{part}: an inserted session has version 1");
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record.clone(), 1)),
+        "{part}: reading an inserted session"
+    );
+
+    for expected in 1..=3 {
+        record.state.insert("count".into(), json!(expected));
+        let version = part.ok(
+            "updating a session with its current version",
+            store.put_session(&record, Some(expected)).await,
+        );
+        assert_eq!(
+            version,
+            expected + 1,
+            "{part}: a write with expected = {expected} stores version {}",
+            expected + 1
+        );
+        assert_eq!(
+            read(id.clone()).await,
+            Some((record.clone(), expected + 1)),
+            "{part}: reading an updated session"
+        );
+    }
+
+    let mut stale = record.clone();
+    stale.interactive = false;
+    part.refused(
+        "a session write with a stale version",
+        store.put_session(&stale, Some(2)).await,
+    );
+    part.refused(
+        "a session write with a version from the future",
+        store.put_session(&stale, Some(5)).await,
+    );
+    part.refused(
+        "a session write with the largest version",
+        store.put_session(&stale, Some(u64::MAX)).await,
+    );
+    part.refused(
+        "inserting (expected = None) a session that exists",
+        store.put_session(&stale, None).await,
+    );
+    assert_eq!(
+        read(id.clone()).await,
+        Some((record, 4)),
+        "{part}: refused writes must leave the session and its version unchanged"
+    );
+
+    let other = part.id("other");
+    part.ok(
+        "inserting a second session",
+        store.put_session(&SessionRecord::new(&other), None).await,
+    );
+    assert_eq!(
+        read(other).await.map(|(_, version)| version),
+        Some(1),
+        "{part}: versions are per session"
+    );
+}

@@ -1,0 +1,98 @@
+//! The database's schema: the scripts of `migrations/postgres`, applied at connect by sqlx's
+//! migrator, which records them in a table of toolwright's own.
+
+use sqlx_core::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx_core::sql_str::SqlSafeStr;
+use sqlx_postgres::PgPool;
+
+use super::{backend, cannot_connect};
+use crate::store::StoreError;
+
+/// The schema, one script per version (see the scripts' header for the rules).
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        2,
+        "pins",
+        include_str!("../../../migrations/postgres/0002_pins.sql"),
+    ),
+];
+
+/// Where sqlx records the applied migrations: a name of toolwright's own, so that an application
+/// sharing the database may keep its own migrations in sqlx's default `_sqlx_migrations`.
+const MIGRATIONS_TABLE: &str = "toolwright_migrations";
+
+fn migrator() -> Migrator {
+    let mut migrator = Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    description.into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    );
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+/// Brings the schema to the newest version this build knows. Idempotent; sqlx holds an
+/// advisory lock on the database while it checks and applies, so instances starting together
+/// migrate one after the other. A database with a version this build does not know is refused
+/// before anything is written.
+pub(super) async fn migrate(pool: &PgPool, place: &str) -> Result<(), StoreError> {
+    let mut conn = match pool.acquire().await {
+        Ok(conn) => conn,
+        Err(error) => return Err(cannot_connect(&pool.connect_options(), place, error).await),
+    };
+    // `run_direct` rather than `run(&mut *conn)`: with `run`, the future of `connect` is not
+    // `Send` ("implementation of `Acquire` is not general enough"), so it could not be spawned;
+    // sqlx exposes `run_direct` for exactly this (hidden, hence the exact version pin).
+    match migrator().run_direct(None, &mut *conn, false).await {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            // sqlx releases its advisory lock only when the run succeeds: a connection
+            // returned to the pool would keep holding it and block every later migration.
+            // Closing the connection releases it.
+            let _ = conn.close().await;
+            Err(migration_error(place, error))
+        }
+    }
+}
+
+fn migration_error(place: &str, error: MigrateError) -> StoreError {
+    let known = MIGRATIONS.last().map_or(0, |&(version, _, _)| version);
+    let message = match error {
+        MigrateError::VersionMissing(version) if version > known => format!(
+            "has schema version {version}, but this build of toolwright knows versions up to \
+             {known}: a newer toolwright migrated it; run the newer toolwright, or restore a \
+             backup of the database made before the upgrade"
+        ),
+        MigrateError::VersionMissing(version) => format!(
+            "records migration {version} in `{MIGRATIONS_TABLE}`, which no toolwright made: \
+             give toolwright a database of its own"
+        ),
+        MigrateError::VersionMismatch(version) => format!(
+            "was migrated to version {version} by a toolwright whose schema script differs from \
+             this build's: run the toolwright that migrated it"
+        ),
+        MigrateError::Dirty(version) => format!(
+            "has migration {version} partly applied (see `{MIGRATIONS_TABLE}`): repair it by \
+             hand or restore a backup"
+        ),
+        MigrateError::Execute(error) | MigrateError::ExecuteMigration(error, _) => {
+            return backend(place, "cannot migrate the schema", &error);
+        }
+        other => format!("cannot be migrated: {other}"),
+    };
+    StoreError::Backend(format!("postgres `{place}` {message}"))
+}
