@@ -213,3 +213,111 @@ fn the_registry_collects_them() {
     assert!(registry.get("wallet__refund").is_some());
     assert_eq!(now(NoInput {}), 42);
 }
+
+/// The structure checks read the workspace's sources; their reader is shared with
+/// `tests/layers.rs`, which uses other parts of it.
+#[allow(dead_code)]
+mod source;
+
+/// The most lines of code a fn in `tool-core` or `tool-runtime` may have, counted as
+/// `tests/source/mod.rs` says: lines that are neither blank nor comments, from the `fn` line to
+/// the closing brace, `#[cfg(test)]` items left out.
+const MAX_FN_LINES: usize = 120;
+/// The most lines of code a source file of `tool-core` or `tool-runtime` may have, counted the
+/// same way (test modules left out).
+const MAX_FILE_LINES: usize = 800;
+
+/// The sources the size limits apply to.
+const LIMITED: [&str; 2] = ["tool-core/src/lib.rs", "tool-runtime/src/lib.rs"];
+
+fn workspace() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn no_fn_is_over_120_lines_of_code_and_no_file_over_800() {
+    let mut problems = Vec::new();
+    let mut files = std::collections::BTreeSet::new();
+    for lib in LIMITED {
+        for module in source::modules(&workspace().join(lib)) {
+            let text = std::fs::read_to_string(&module.file).expect("readable");
+            for function in source::fns(&module, &text) {
+                if function.lines > MAX_FN_LINES {
+                    problems.push(format!(
+                        "{}:{}: `{}` has {} lines of code (at most {MAX_FN_LINES}); split it into steps that each do one thing",
+                        module.file.display(),
+                        function.line,
+                        function.name,
+                        function.lines
+                    ));
+                }
+            }
+            if files.insert(module.file.clone()) {
+                let lines = source::file_lines(&text);
+                if lines > MAX_FILE_LINES {
+                    problems.push(format!(
+                        "{}: {lines} lines of code (at most {MAX_FILE_LINES}); split it along a real seam",
+                        module.file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn only_the_transition_module_assigns_turn_call_request_and_task_states() {
+    let mut problems = Vec::new();
+    for module in source::modules(&workspace().join("tool-runtime/src/lib.rs")) {
+        // The transition module owns these writes. The store conformance suite builds records
+        // in every state to test a store's indexes and claims: it makes no transition.
+        let exempt = ["transition", "store::conformance"];
+        if exempt
+            .iter()
+            .any(|e| module.path == *e || module.path.starts_with(&format!("{e}::")))
+        {
+            continue;
+        }
+        for (line, text) in source::state_writes(&module) {
+            problems.push(format!(
+                "{}:{line}: `{text}` changes a persisted state outside `transition`; add a transition there (with its unit test) and call it",
+                module.file.display()
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_structure_checks_find_what_they_look_for() {
+    let text = r"
+        fn park(turn: &mut TurnRecord) {
+            // a comment
+            turn.status = TurnStatus::Waiting;
+
+            let call = PendingCall { state: CallState::Running, ..call() };
+            task.status = next;
+            record.version = 2;
+        }
+
+        #[cfg(test)]
+        mod tests {
+            fn set() { turn.status = TurnStatus::Active; }
+        }
+    ";
+    let modules = source::modules_of(text, std::path::Path::new("lib.rs"));
+    let root = modules
+        .iter()
+        .find(|m| m.path.is_empty())
+        .expect("the root");
+    let writes: Vec<usize> = source::state_writes(root)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    assert_eq!(writes, [4, 6, 7], "the test module's write is left out");
+    let fns = source::fns(root, text);
+    assert_eq!(fns.len(), 1);
+    assert_eq!((fns[0].name.as_str(), fns[0].lines), ("park", 6));
+    assert_eq!(source::file_lines(text), 6, "the test module is left out");
+}

@@ -5,7 +5,6 @@
 
 #![warn(missing_docs)]
 
-mod builder;
 mod call;
 mod decider;
 mod engine;
@@ -31,7 +30,6 @@ mod transition;
 mod turn;
 mod ui;
 
-pub use builder::RuntimeBuilder;
 pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOutcome, ToolCall};
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
@@ -43,7 +41,7 @@ pub use record::{
     RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus,
     TurnRecord, TurnStatus,
 };
-pub use runtime::Runtime;
+pub use runtime::{Runtime, RuntimeBuilder};
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};

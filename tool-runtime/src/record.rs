@@ -634,25 +634,7 @@ impl TaskResult {
             self.task_id,
             self.result.tool,
             self.call_id,
-            model_text(&self.result.model)
+            self.result.model.to_text()
         )
-    }
-}
-
-/// `model` as text for a message.
-pub(crate) fn model_text(model: &ModelOutput) -> String {
-    match model {
-        ModelOutput::Text(text) => text.clone(),
-        ModelOutput::Json(value) => value.to_string(),
-        ModelOutput::Content(parts) => parts
-            .iter()
-            .map(|part| match part {
-                toolwright_core::ContentPart::Text { text } => text.clone(),
-                toolwright_core::ContentPart::File { media_type, .. } => {
-                    format!("[{media_type} file]")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
     }
 }

@@ -1,14 +1,17 @@
 //! Sessions: how to open one, and the handle that begins turns and sets the session's
 //! permissions and state.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{Caller, Effect, Principal};
 
+use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::record::{Permission, SessionRecord, TurnRecord};
-use crate::runtime::Runtime;
+use crate::task::results::{cancel_task, tasks};
 use crate::turn::Turn;
 
 /// How to open a session.
@@ -63,13 +66,13 @@ impl SessionSpec {
 /// A session handle.
 #[derive(Clone, Debug)]
 pub struct Session {
-    runtime: Runtime,
+    engine: Arc<Engine>,
     id: String,
 }
 
 impl Session {
-    pub(crate) fn new(runtime: Runtime, id: String) -> Session {
-        Session { runtime, id }
+    pub(crate) fn new(engine: Arc<Engine>, id: String) -> Session {
+        Session { engine, id }
     }
 
     /// The session id.
@@ -77,8 +80,8 @@ impl Session {
         &self.id
     }
 
-    pub(crate) fn runtime(&self) -> &Runtime {
-        &self.runtime
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 
     /// Begins a turn in which `current` acts and `caller` issues the calls (a subagent session's
@@ -108,7 +111,7 @@ impl Session {
         caller: Caller,
         structured_output: bool,
     ) -> Result<Turn, RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         let (session, _) = engine.session(&self.id).await?;
         if session.ended {
             return Err(RuntimeError::SessionEnded(self.id.clone()));
@@ -136,7 +139,7 @@ impl Session {
             principal: record.current.clone(),
         });
         Ok(Turn::new(
-            self.runtime.clone(),
+            Arc::clone(&self.engine),
             record.id,
             self.id.clone(),
             CancellationToken::new(),
@@ -173,12 +176,12 @@ impl Session {
     /// tasks) are cancelled, each body getting its cleanup window. Returns when they have ended.
     pub async fn end(&self) -> Result<(), RuntimeError> {
         self.update(|record| record.ended = true).await?;
-        self.runtime.engine().cache().forget_session(&self.id);
-        let tasks = self.runtime.tasks(&self.id).await?;
+        self.engine.cache().forget_session(&self.id);
+        let tasks = tasks(&self.engine, &self.id).await?;
         let cancels = tasks
             .iter()
             .filter(|t| !t.status.is_over())
-            .map(|t| self.runtime.cancel_task(&t.id));
+            .map(|t| cancel_task(&self.engine, &t.id));
         for result in futures_util::future::join_all(cancels).await {
             result?;
         }
@@ -186,7 +189,7 @@ impl Session {
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         engine.update_session(&self.id, change).await?;
         engine.emit(Event::SessionChanged {
             session_id: self.id.clone(),

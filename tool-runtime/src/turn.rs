@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::{Audience, Format};
 
 use crate::call::{InputResponse, RespondOutcome, StepOutcome, ToolCall};
+use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
 use crate::input::cancel::cancel_turn;
@@ -16,16 +17,15 @@ use crate::pipeline::scope::disabled_tools;
 use crate::record::{
     ClosedStep, Outcome, RequestKind, TaskRecord, TaskResult, TurnRecord, TurnStatus,
 };
-use crate::runtime::Runtime;
 use crate::store::StoreError;
 use crate::task::results::{cancel_tasks_of_turn, owing, take_results, wait_results};
 use crate::toolset::{ContextRequest, TurnContext};
 
 /// A turn handle. The turn itself lives in the store: a handle can be dropped while the turn is
-/// parked, and [`Runtime::turn`] gives a new one, in this process or another.
+/// parked, and [`crate::Runtime::turn`] gives a new one, in this process or another.
 #[derive(Clone, Debug)]
 pub struct Turn {
-    runtime: Runtime,
+    engine: Arc<Engine>,
     id: String,
     session_id: String,
     token: CancellationToken,
@@ -33,13 +33,13 @@ pub struct Turn {
 
 impl Turn {
     pub(crate) fn new(
-        runtime: Runtime,
+        engine: Arc<Engine>,
         id: String,
         session_id: String,
         token: CancellationToken,
     ) -> Turn {
         Turn {
-            runtime,
+            engine,
             id,
             session_id,
             token,
@@ -70,7 +70,7 @@ impl Turn {
     /// [`crate::Options::context_deadline`], fails or panics is skipped, logged and reported as a
     /// `warning` event, never failing the turn.
     pub async fn context(&self, query: &str) -> Result<TurnContext, RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         if !engine.toolsets().has_context() {
             return Ok(Default::default());
         }
@@ -114,7 +114,7 @@ impl Turn {
 
     /// The stored record.
     pub async fn record(&self) -> Result<TurnRecord, RuntimeError> {
-        Ok(self.runtime.engine().turn(&self.id).await?.0)
+        Ok(self.engine.turn(&self.id).await?.0)
     }
 
     /// Runs one step: the batch of calls from one model response, concurrently.
@@ -126,7 +126,7 @@ impl Turn {
         // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
         let turn = self.clone();
         tokio::spawn(async move {
-            crate::pipeline::run_step(turn.runtime.engine(), &turn.id, &turn.token, calls).await
+            crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls).await
         })
         .await
         .map_err(|error| RuntimeError::Task(error.to_string()))?
@@ -135,7 +135,7 @@ impl Turn {
     /// The model-facing tool list for the next model call of this turn, in `format`: the cached
     /// list of the turn's audience without the conditional tools whose predicate is now false.
     pub async fn tool_list(&self, format: Format) -> Result<String, RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         let turn = self.record().await?;
         let (session, _) = engine.session(&turn.session_id).await?;
         let registry = engine.registry();
@@ -163,7 +163,7 @@ impl Turn {
     /// now: what [`Turn::tool_list`] leaves out. Empty, without reading the store, when no tool
     /// is conditional.
     pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         let registry = engine.registry();
         if !registry.tools().iter().any(|t| t.enabled().is_some()) {
             return Ok(Vec::new());
@@ -183,7 +183,7 @@ impl Turn {
     /// Refused with [`RuntimeError::TasksOpen`] while workflow tasks owe the turn results (not
     /// produced yet, or not taken with [`Turn::task_results`]).
     pub async fn complete(&self) -> Result<(), RuntimeError> {
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         let owing = owing(engine, &self.session_id, &self.id).await?;
         if !owing.is_empty() {
             return Err(RuntimeError::TasksOpen {
@@ -225,7 +225,7 @@ impl Turn {
     /// cleanup window ([`crate::Options::task_cleanup`]).
     pub async fn cancel(&self) -> Result<(), RuntimeError> {
         self.token.cancel();
-        let engine = self.runtime.engine();
+        let engine = &self.engine;
         cancel_turn(engine, &self.id).await?;
         cancel_tasks_of_turn(engine, &self.session_id, &self.id).await;
         Ok(())
@@ -246,27 +246,21 @@ impl Turn {
         {
             let response =
                 InputResponse::answer(&question.request_id, record.current.clone(), text);
-            return self.runtime.respond(response).await;
+            return crate::input::settle::respond(&self.engine, response).await;
         }
-        revoke(self.runtime.engine(), &self.id, Outcome::Ignored, text).await
+        revoke(&self.engine, &self.id, Outcome::Ignored, text).await
     }
 
     /// Results of this turn's task calls that have not reached the model yet, marked delivered
     /// as they are returned. Add each [`TaskResult::message`] to the model's history.
     pub async fn task_results(&self) -> Result<Vec<TaskResult>, RuntimeError> {
-        take_results(self.runtime.engine(), &self.session_id, &self.id, None).await
+        take_results(&self.engine, &self.session_id, &self.id, None).await
     }
 
     /// Like [`Turn::task_results`], for task `task_id` alone (a host that hands each task's
     /// result over on its own, e.g. through the MCP tasks extension).
     pub async fn task_results_of(&self, task_id: &str) -> Result<Vec<TaskResult>, RuntimeError> {
-        take_results(
-            self.runtime.engine(),
-            &self.session_id,
-            &self.id,
-            Some(task_id),
-        )
-        .await
+        take_results(&self.engine, &self.session_id, &self.id, Some(task_id)).await
     }
 
     /// Waits up to `timeout` for task results of this turn and takes them (see
@@ -277,7 +271,7 @@ impl Turn {
         timeout: Duration,
     ) -> Result<Vec<TaskResult>, RuntimeError> {
         wait_results(
-            self.runtime.engine(),
+            &self.engine,
             &self.session_id,
             &self.id,
             None,
@@ -289,6 +283,6 @@ impl Turn {
 
     /// Tasks that still owe this turn a result: while there are any, the turn cannot end.
     pub async fn open_tasks(&self) -> Result<Vec<TaskRecord>, RuntimeError> {
-        owing(self.runtime.engine(), &self.session_id, &self.id).await
+        owing(&self.engine, &self.session_id, &self.id).await
     }
 }

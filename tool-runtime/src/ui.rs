@@ -11,14 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use toolwright_core::{Caller, Effect, Entry, Principal, Tool, ToolKind};
+use toolwright_core::{Caller, Effect, Entry, Principal, Registry, Tool, ToolKind};
 
 use crate::call::{StepOutcome, ToolCall};
 use crate::engine::cache::Key;
 use crate::engine::find_tool;
 use crate::error::RuntimeError;
 use crate::record::{CallResult, InputRequest};
-use crate::runtime::Runtime;
 use crate::session::Session;
 use crate::turn::Turn;
 
@@ -68,7 +67,9 @@ impl Session {
         tool: &str,
         input: Value,
     ) -> Result<Invoked, RuntimeError> {
-        let name = user_tool(self.runtime(), tool)?.name().to_owned();
+        let name = user_tool(&self.engine().registry(), tool)?
+            .name()
+            .to_owned();
         let session = self.clone();
         // On its own task: a page that goes away does not cut the call (and its turn) short.
         tokio::spawn(async move { session.run_as_user(user, &name, &input).await })
@@ -92,8 +93,8 @@ impl Session {
         input: Value,
         ttl: Duration,
     ) -> Result<CallResult, RuntimeError> {
-        let engine = self.runtime().engine();
-        let found = user_tool(self.runtime(), tool)?;
+        let engine = self.engine();
+        let found = user_tool(&engine.registry(), tool)?;
         let refuse = |problem: String| RuntimeError::UserCall {
             tool: found.name().to_owned(),
             problem,
@@ -177,8 +178,7 @@ impl Session {
 }
 
 /// The tool `name` (model-facing name or id) as a user may call it.
-fn user_tool(runtime: &Runtime, name: &str) -> Result<Arc<Tool>, RuntimeError> {
-    let registry = runtime.registry();
+fn user_tool(registry: &Registry, name: &str) -> Result<Arc<Tool>, RuntimeError> {
     let found = registry
         .get(name)
         .or_else(|| registry.by_id(name))
@@ -186,7 +186,7 @@ fn user_tool(runtime: &Runtime, name: &str) -> Result<Arc<Tool>, RuntimeError> {
     let problem = match found {
         Some(found) => match registry.resolve(&found, Caller::User) {
             Ok(_) => {
-                return find_tool(&registry, &found).ok_or_else(|| RuntimeError::UserCall {
+                return find_tool(registry, &found).ok_or_else(|| RuntimeError::UserCall {
                     tool: name.to_owned(),
                     problem: "it is not in the registry".into(),
                 });

@@ -16,7 +16,7 @@ use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::options::Options;
 use crate::record::{SessionRecord, TaskRecord, TurnRecord};
-use crate::remote::links::Remote;
+use crate::remote::connections::Remote;
 use crate::services::States;
 use crate::store::{Claim, Lease, Store, StoreError};
 use crate::toolset::Toolsets;

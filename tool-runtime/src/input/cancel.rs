@@ -104,7 +104,7 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                     call_id,
                     tool,
                     "cleanup of a cancelled body: {}",
-                    crate::record::model_text(&result.model)
+                    result.model.to_text()
                 );
             }
         })

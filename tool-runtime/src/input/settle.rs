@@ -23,8 +23,20 @@ use crate::transition::answer::{
 };
 use crate::transition::turn::Settlement;
 
+/// Answers an input request on a task of its own: a resumed step must finish even if the
+/// caller stops waiting.
+pub(crate) async fn respond(
+    engine: &Arc<Engine>,
+    response: InputResponse,
+) -> Result<RespondOutcome, RuntimeError> {
+    let engine = Arc::clone(engine);
+    tokio::spawn(async move { settle(&engine, response).await })
+        .await
+        .map_err(|error| RuntimeError::Task(error.to_string()))?
+}
+
 /// Answers an input request of a turn, or of a workflow task's body.
-pub(crate) async fn settle(
+async fn settle(
     engine: &Arc<Engine>,
     response: InputResponse,
 ) -> Result<RespondOutcome, RuntimeError> {

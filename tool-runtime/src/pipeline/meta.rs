@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use toolwright_core::{ErrorCode, ModelOutput, Tool, ToolError};
 
 use super::prepared::Prepared;
-use super::resolve::parse_arguments;
 use super::scope::StepScope;
+use super::validate::parse_arguments;
 use crate::call::ToolCall;
 use crate::record::{CallResult, InputRequest};
 

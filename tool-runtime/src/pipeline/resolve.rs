@@ -10,6 +10,7 @@ use toolwright_core::{ErrorCode, Tool, ToolError};
 use super::meta;
 use super::prepared::{Prepared, Stage, refused};
 use super::scope::StepScope;
+use super::validate::parse_arguments;
 use crate::call::{ProviderResult, ToolCall};
 use crate::engine::{Engine, find_tool};
 use crate::record::CallResult;
@@ -188,10 +189,4 @@ fn provider_result(call: &ToolCall, tool: &Tool, provided: &ProviderResult) -> C
         ends_turn: false,
         label: None,
     }
-}
-
-/// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
-/// represented exactly are refused, so validation and execution see the same values.
-pub(super) fn parse_arguments(tool: &str, text: &str) -> Result<Value, ToolError> {
-    toolwright_core::json::parse_arguments(tool, text).map_err(|error| error.into_tool_error())
 }

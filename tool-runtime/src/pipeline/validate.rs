@@ -1,11 +1,17 @@
-//! Stage 3 of a call: its parsed arguments stripped of the `null`s strict-mode providers send
+//! Stage 3 of a call: its arguments parsed strictly, then stripped of the `null`s strict-mode providers send
 //! for optional fields, validated against the tool's schema, and defaulted.
 
 use serde_json::Value;
-use toolwright_core::Tool;
+use toolwright_core::{Tool, ToolError};
 
 use super::prepared::{Stage, refused};
 use crate::call::ToolCall;
+
+/// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
+/// represented exactly are refused, so validation and execution see the same values.
+pub(super) fn parse_arguments(tool: &str, text: &str) -> Result<Value, ToolError> {
+    toolwright_core::json::parse_arguments(tool, text).map_err(|error| error.into_tool_error())
+}
 
 /// The input `call` gives `tool`, as its body will see it.
 pub(super) fn input(call: &ToolCall, tool: &Tool, mut arguments: Value) -> Stage<Value> {

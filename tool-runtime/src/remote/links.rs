@@ -1,50 +1,38 @@
-//! The runtime's connections: each one's state and tools, and the registry they publish (the
-//! local tools joined by every connection's).
+//! Each connection's state and tools, the registry they publish (the local tools joined by every
+//! connection's), the pins a rebuild checks definitions against, and how a remote tool's calls
+//! reach its connection.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use arc_swap::ArcSwap;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
-use toolwright_core::{Principal, Registry, RemoteDefinition, RemotePolicy, Tool, names};
-
-use super::invoke::LinkInvoker;
-use super::{
-    Allow, ConnectError, Connection, ConnectionState, ConnectionStatus, ListChanged, RemoteSession,
+use toolwright_core::{
+    CallContext, CallOutput, ErrorCode, Registry, RemoteDefinition, RemoteInvoke, RemotePolicy,
+    Tool, ToolError, names,
 };
+
+use super::{Allow, Connection, ConnectionState, ListChanged, RemoteSession};
 use crate::event::Event;
 use crate::options::Clock;
-use crate::record::{DefinitionChange, PinRecord};
+use crate::record::PinRecord;
 use crate::store::{Store, StoreError};
-
-/// The runtime's connections and their supervisors, and the tools now.
-pub(crate) struct Remote {
-    shared: Arc<Shared>,
-    started: AtomicBool,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
 
 /// What the supervisors share with the runtime.
 pub(super) struct Shared {
     /// The registry the runtime was built with.
     local: Registry,
-    links: Vec<Arc<Link>>,
+    pub(super) links: Vec<Arc<Link>>,
     /// The tools now: the local registry joined by the connections' tools. Read once per step
     /// (a snapshot), replaced whole when a connection's list changes.
-    current: ArcSwap<Registry>,
+    pub(super) current: ArcSwap<Registry>,
     /// Held while a registry is assembled and stored, so that two publishes cannot store in the
     /// wrong order (an older view last).
     publishing: Mutex<()>,
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn Clock>,
     events: broadcast::Sender<Event>,
 }
 
@@ -67,12 +55,30 @@ pub(super) struct LinkState {
     /// The allowed definitions of the last listing, to rebuild after an approval.
     definitions: Vec<RemoteDefinition>,
     pub(super) tools: Vec<Arc<Tool>>,
-    unavailable: Vec<(String, String)>,
+    pub(super) unavailable: Vec<(String, String)>,
     /// Changed definitions already announced (tool and digest), so a refresh repeats no event.
     announced: HashSet<(String, String)>,
 }
 
 impl Link {
+    pub(super) fn new(decl: Connection) -> Arc<Link> {
+        Arc::new(Link {
+            decl,
+            changed: ListChanged::default(),
+            rebuilding: tokio::sync::Mutex::new(()),
+            state: Mutex::new(LinkState {
+                connection: ConnectionState::Connecting,
+                session: None,
+                listed: false,
+                definitions: Vec::new(),
+                tools: Vec::new(),
+                unavailable: Vec::new(),
+                announced: HashSet::new(),
+            }),
+            settled: watch::channel(false).0,
+        })
+    }
+
     pub(super) fn lock(&self) -> MutexGuard<'_, LinkState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -95,181 +101,25 @@ impl Link {
     }
 }
 
-impl Remote {
-    pub(crate) fn new(
+impl Shared {
+    pub(super) fn new(
         local: Registry,
-        connections: Vec<Connection>,
+        links: Vec<Arc<Link>>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         events: broadcast::Sender<Event>,
-    ) -> Remote {
-        let links: Vec<Arc<Link>> = connections
-            .into_iter()
-            .map(|decl| {
-                Arc::new(Link {
-                    decl,
-                    changed: ListChanged::default(),
-                    rebuilding: tokio::sync::Mutex::new(()),
-                    state: Mutex::new(LinkState {
-                        connection: ConnectionState::Connecting,
-                        session: None,
-                        listed: false,
-                        definitions: Vec::new(),
-                        tools: Vec::new(),
-                        unavailable: Vec::new(),
-                        announced: HashSet::new(),
-                    }),
-                    settled: watch::channel(false).0,
-                })
-            })
-            .collect();
-        Remote {
-            shared: Arc::new(Shared {
-                current: ArcSwap::from_pointee(local.clone()),
-                local,
-                links,
-                publishing: Mutex::new(()),
-                store,
-                clock,
-                events,
-            }),
-            started: AtomicBool::new(false),
-            shutdown: CancellationToken::new(),
+    ) -> Shared {
+        Shared {
+            current: ArcSwap::from_pointee(local.clone()),
+            local,
+            links,
+            publishing: Mutex::new(()),
+            store,
+            clock,
+            events,
         }
     }
 
-    /// The tools now: a snapshot, cheap to take, consistent while held.
-    pub(crate) fn registry(&self) -> Registry {
-        Registry::clone(&self.shared.current.load())
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.shared.links.is_empty()
-    }
-
-    fn link(&self, connection: &str) -> Option<&Arc<Link>> {
-        self.shared.links.iter().find(|l| l.decl.name == connection)
-    }
-
-    /// Starts every connection's supervisor (once) and waits until each has connected and
-    /// listed its tools, or failed its first attempt; fails naming those that failed.
-    pub(crate) async fn connect(&self) -> Result<(), ConnectError> {
-        if !self.started.swap(true, Ordering::SeqCst) {
-            for link in &self.shared.links {
-                tokio::spawn(super::supervise::supervise(
-                    Arc::clone(link),
-                    Arc::clone(&self.shared),
-                    self.shutdown.clone(),
-                ));
-            }
-        }
-        let waits = self.shared.links.iter().map(|link| {
-            let mut settled = link.settled.subscribe();
-            async move {
-                let _ = settled.wait_for(|done| *done).await;
-            }
-        });
-        futures_util::future::join_all(waits).await;
-        let failures: Vec<(String, ConnectionState)> = self
-            .shared
-            .links
-            .iter()
-            .filter_map(|link| {
-                let state = link.lock().connection.clone();
-                matches!(
-                    state,
-                    ConnectionState::Down { .. } | ConnectionState::Refused { .. }
-                )
-                .then(|| (link.decl.name.clone(), state))
-            })
-            .collect();
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(ConnectError { failures })
-        }
-    }
-
-    /// Each declared connection: its state and its tools.
-    pub(crate) fn statuses(&self) -> Vec<ConnectionStatus> {
-        self.shared
-            .links
-            .iter()
-            .map(|link| {
-                let state = link.lock();
-                ConnectionStatus {
-                    name: link.decl.name.clone(),
-                    state: state.connection.clone(),
-                    tools: state.tools.iter().map(|t| t.name().to_owned()).collect(),
-                    withheld: state
-                        .tools
-                        .iter()
-                        .filter(|t| t.is_withheld())
-                        .map(|t| t.name().to_owned())
-                        .collect(),
-                    unavailable: state.unavailable.clone(),
-                }
-            })
-            .collect()
-    }
-
-    /// Pins `change.listed` in place of `change.pinned` and publishes the tool again; `by` is
-    /// recorded with the pin. Returns whether the change is pinned now.
-    pub(crate) async fn approve_change(
-        &self,
-        change: &DefinitionChange,
-        by: Option<Principal>,
-    ) -> Result<bool, StoreError> {
-        let pin = PinRecord {
-            connection: change.connection.clone(),
-            tool: change.tool.clone(),
-            digest: change.digest.clone(),
-            definition: change.listed.clone(),
-            approved_by: by,
-            pinned_at_ms: self.shared.clock.now_ms(),
-        };
-        let written = self
-            .shared
-            .store
-            .pin(&pin, Some(&change.pinned.digest()))
-            .await?;
-        if let Some(link) = self.link(&change.connection) {
-            rebuild(link, &self.shared, None).await?;
-        }
-        // Not written: another approval of the same change landed first (the definition is
-        // pinned all the same), or the pin moved on (the tool stays withheld, and its next call
-        // asks again).
-        let pinned = self
-            .registry()
-            .get(&names::model_name(Some(&change.connection), &change.tool))
-            .and_then(Tool::remote_tool)
-            .is_some_and(|r| r.withheld().is_none() && r.digest() == change.digest);
-        Ok(written || pinned)
-    }
-
-    /// For a withheld tool: whether its pin now matches what the server lists (approved by
-    /// another instance meanwhile); if so its connection is rebuilt and published.
-    pub(crate) async fn pinned_meanwhile(&self, tool: &Tool) -> bool {
-        let Some(remote) = tool.remote_tool() else {
-            return false;
-        };
-        let Ok(pins) = self.shared.store.pins(remote.connection()).await else {
-            return false;
-        };
-        let current = pins
-            .iter()
-            .any(|p| p.tool == remote.definition().name && p.digest == remote.digest());
-        if !current {
-            return false;
-        }
-        if let Some(link) = self.link(remote.connection()) {
-            return rebuild(link, &self.shared, None).await.is_ok();
-        }
-        false
-    }
-}
-
-impl Shared {
     /// Replaces the registry with the local tools and every connection's current tools.
     fn publish(&self) {
         let _order = self
@@ -444,5 +294,90 @@ fn policy(decl: &Connection, definition: &RemoteDefinition) -> RemotePolicy {
     match decl.overrides.get(&definition.name) {
         Some(settings) => policy.overridden_by(settings),
         None => policy,
+    }
+}
+
+/// Runs calls of one remote tool through its connection's current session.
+struct LinkInvoker {
+    link: Weak<Link>,
+    tool: String,
+    /// The definition this tool was built from: a call runs only while it is the one the
+    /// connection holds, approved.
+    digest: String,
+}
+
+impl LinkInvoker {
+    /// The invoker of `link`'s tool `tool`, built from the definition with `digest`.
+    fn new(link: &Arc<Link>, tool: &str, digest: &str) -> LinkInvoker {
+        LinkInvoker {
+            link: Arc::downgrade(link),
+            tool: tool.to_owned(),
+            digest: digest.to_owned(),
+        }
+    }
+}
+
+impl RemoteInvoke for LinkInvoker {
+    fn invoke(
+        &self,
+        input: Value,
+        cx: CallContext,
+    ) -> BoxFuture<'static, Result<CallOutput, ToolError>> {
+        let Some(link) = self.link.upgrade() else {
+            return Box::pin(async {
+                Err(ToolError::with_code(
+                    ErrorCode::Unavailable,
+                    "the runtime is shutting down",
+                ))
+            });
+        };
+        let (session, state, listed, current) = {
+            let guard = link.lock();
+            let current = guard
+                .tools
+                .iter()
+                .filter_map(|t| t.remote_tool())
+                .find(|r| r.definition().name == self.tool)
+                .map(|r| (r.digest() == self.digest, r.withheld().is_some()));
+            (
+                guard.session.clone(),
+                guard.connection.clone(),
+                guard.listed,
+                current,
+            )
+        };
+        let name = names::model_name(Some(&link.decl.name), &self.tool);
+        // The last check before anything reaches the server: a step resolves its tools when it
+        // begins, and the server may have changed this one since.
+        let refusal = match current {
+            Some((true, false)) => None,
+            Some(_) => Some(format!(
+                "`{name}` did not run: its server changed its definition since this call was prepared; call it again (a person approves the new definition first)"
+            )),
+            None if listed => Some(format!(
+                "`{name}` did not run: its server no longer lists it"
+            )),
+            None => None,
+        };
+        if let Some(message) = refusal {
+            return Box::pin(async move { Err(ToolError::with_code(ErrorCode::Denied, message)) });
+        }
+        match session {
+            Some(session) => session.call_tool(self.tool.clone(), input, cx),
+            None => {
+                let why = match state {
+                    ConnectionState::Down { error, .. } => {
+                        format!("its server cannot be reached ({error})")
+                    }
+                    ConnectionState::Refused { error } => format!("it was refused ({error})"),
+                    _ => "it is not connected yet".to_owned(),
+                };
+                let message = format!(
+                    "`{name}` cannot be called now: connection `{}` is down, {why}; the runtime reconnects in the background, so try again in a moment or do without this tool",
+                    link.decl.name
+                );
+                Box::pin(async move { Err(ToolError::with_code(ErrorCode::Unavailable, message)) })
+            }
+        }
     }
 }

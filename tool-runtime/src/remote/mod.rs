@@ -17,10 +17,11 @@
 //! definitions.
 
 //!
-//! This module holds the declarations; [`links`] is the runtime's component that keeps the
-//! connections and publishes their tools, [`supervise`] the task that keeps each one up.
+//! This module holds the declarations; [`connections`] is the runtime's component, [`links`]
+//! each connection's state and the registry they publish, [`supervise`] the task that keeps
+//! each one up.
 
-pub(crate) mod invoke;
+pub(crate) mod connections;
 pub(crate) mod links;
 pub(crate) mod supervise;
 

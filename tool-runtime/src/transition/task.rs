@@ -284,7 +284,7 @@ fn call_ending(
                 .map_or(ErrorCode::ToolFailed, |e| e.code()),
             format!(
                 "task {id} failed before replying: {}",
-                crate::record::model_text(&result.model)
+                result.model.to_text()
             ),
         ),
         (Entry::Serve, Ending::Returned(_)) => failed(

@@ -8,7 +8,7 @@ use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::PgTransaction;
 
-use super::records::RecordSql;
+use super::tables::RecordSql;
 use super::{Failure, PostgresStore};
 use crate::store::rows::check_token as stale;
 use crate::store::{Claim, Lease, LeaseKind, StoreError};

@@ -40,6 +40,7 @@ mod listen;
 mod migrate;
 mod pg_step;
 mod records;
+mod tables;
 
 pub use pg_step::PgStep;
 
@@ -47,7 +48,8 @@ use claims::check_fence;
 use errors::{Failure, backend, cannot_connect, describe};
 use listen::Changes;
 use migrate::migrate;
-use records::{RecordRow, TASKS, TURNS, request_index};
+use records::{RecordRow, request_index};
+use tables::{TASKS, TURNS};
 
 /// The `NOTIFY` channel of turn and task writes.
 const CHANNEL: &str = "toolwright";

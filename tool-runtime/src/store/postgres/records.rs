@@ -1,11 +1,12 @@
-//! Turn and task rows: the statements of their tables, and the write of one with its claim, its
-//! request index and its notification, in one transaction.
+//! Turn and task rows: the write of one with its claim, its request index and its
+//! notification, in one transaction.
 
 use std::collections::BTreeSet;
 
 use sqlx_core::query::query;
 
 use super::claims::{check_claim, take_lease};
+use super::tables::RecordSql;
 use super::{CHANNEL, Failure, PostgresStore};
 use crate::store::rows::{stored_versions, written};
 use crate::store::{Claim, LeaseKind, Written};
@@ -75,63 +76,6 @@ impl PostgresStore {
         Ok(Written { version, lease })
     }
 }
-
-/// The statements of a record table with leases (turns or tasks). Binds: `insert` takes
-/// `$1 id, $2 session_id, $3 status, $4 json, $5 wake_at`; `update` those and `$6` the new
-/// version, `$7` the expected one; `index` `$1` the request ids and `$2` the record id.
-pub(super) struct RecordSql {
-    pub(super) kind: LeaseKind,
-    /// Locks the row and reads its lease and the database clock.
-    pub(super) lock: &'static str,
-    insert: &'static str,
-    update: &'static str,
-    /// Gives the row a new token and lease: `$1 id, $2 owner, $3 ttl (ms)`.
-    pub(super) take: &'static str,
-    index: &'static str,
-}
-
-pub(super) const TURNS: RecordSql = RecordSql {
-    kind: LeaseKind::Turn,
-    lock: concat!(
-        "SELECT lease_token, lease_expires, ",
-        now_ms!(),
-        " FROM turns WHERE id = $1 FOR UPDATE"
-    ),
-    // `updated` takes the next number of the store-wide write sequence at every write.
-    insert: "INSERT INTO turns (id, session_id, status, version, json, updated, wake_at) \
-             VALUES ($1, $2, $3, 1, $4, nextval('turns_updated'), $5) ON CONFLICT (id) DO NOTHING",
-    update: "UPDATE turns SET session_id = $2, status = $3, version = $6, json = $4, \
-             updated = nextval('turns_updated'), wake_at = $5 WHERE id = $1 AND version = $7",
-    take: concat!(
-        "UPDATE turns SET lease_owner = $2, lease_token = lease_token + 1, lease_expires = ",
-        now_ms!(),
-        " + $3 WHERE id = $1 RETURNING lease_token"
-    ),
-    index: "INSERT INTO requests (request_id, turn_id) SELECT unnest($1::text[]), $2 \
-            ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
-};
-
-pub(super) const TASKS: RecordSql = RecordSql {
-    kind: LeaseKind::Task,
-    lock: concat!(
-        "SELECT lease_token, lease_expires, ",
-        now_ms!(),
-        " FROM tasks WHERE id = $1 FOR UPDATE"
-    ),
-    // A task keeps its session and its place in creation order: `update` leaves `$2` unused
-    // (sqlx declares every parameter's type, so Postgres accepts that).
-    insert: "INSERT INTO tasks (id, session_id, status, version, json, created, wake_at) \
-             VALUES ($1, $2, $3, 1, $4, nextval('tasks_created'), $5) ON CONFLICT (id) DO NOTHING",
-    update: "UPDATE tasks SET status = $3, version = $6, json = $4, wake_at = $5 \
-             WHERE id = $1 AND version = $7",
-    take: concat!(
-        "UPDATE tasks SET lease_owner = $2, lease_token = lease_token + 1, lease_expires = ",
-        now_ms!(),
-        " + $3 WHERE id = $1 RETURNING lease_token"
-    ),
-    index: "INSERT INTO task_requests (request_id, task_id) SELECT unnest($1::text[]), $2 \
-            ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
-};
 
 /// The columns of a record write.
 pub(super) struct RecordRow<'a> {

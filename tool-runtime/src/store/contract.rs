@@ -1,0 +1,317 @@
+//! The store contract: the [`Store`] trait every backend implements, and the types of its
+//! writes, claims and errors.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another writer changed the record since it was read; re-read and retry.
+    #[error("the record `{0}` was changed by another writer; read it again")]
+    Conflict(String),
+    /// The backend failed (I/O, corruption, a closed connection).
+    #[error("store backend: {0}")]
+    Backend(String),
+    /// The write was made under a lease that another instance has taken over since (its fencing
+    /// token is no longer the record's): this instance must drop its work on the record.
+    #[error(
+        "the lease on {kind} `{id}` was taken over by another instance (fencing token {token} is stale); this instance's work on it is void"
+    )]
+    Fenced {
+        /// What the lease covers.
+        kind: LeaseKind,
+        /// The record's id.
+        id: String,
+        /// The stale token the write carried.
+        token: u64,
+    },
+    /// A stored record could not be decoded.
+    #[error("stored record `{id}` cannot be decoded: {error}")]
+    Corrupt {
+        /// The record's id.
+        id: String,
+        /// The decoder's message.
+        error: String,
+    },
+}
+
+/// What a lease covers: the running work of a turn or of a workflow task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseKind {
+    /// A turn whose step is `running`.
+    Turn,
+    /// A workflow task that is `running` or `cancelling`.
+    Task,
+}
+
+impl std::fmt::Display for LeaseKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LeaseKind::Turn => "turn",
+            LeaseKind::Task => "task",
+        })
+    }
+}
+
+/// One instance's claim on the running work of a record, with its fencing token.
+///
+/// A claim write ([`Claim::Take`], [`Claim::TakeOver`]) gives the record a new token, one more
+/// than the last; writes and journal records made under the lease carry it, and the store
+/// refuses them with [`StoreError::Fenced`] once another claim has replaced it. The holder
+/// renews the lease ([`Store::renew_leases`]); one that is not renewed within its time to live
+/// expires, and another instance may take the work over.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// A turn or a task.
+    pub kind: LeaseKind,
+    /// The record's id.
+    pub id: String,
+    /// The instance holding it (see [`crate::Options::instance`]).
+    pub owner: String,
+    /// The fencing token: grows by one at every claim of the record.
+    pub token: u64,
+}
+
+/// What a record write does with the record's lease.
+#[derive(Debug, Clone, Copy)]
+pub enum Claim<'a> {
+    /// A plain versioned write: the lease, if any, stays as it is.
+    None,
+    /// The write claims the record's work for `owner`: in the same transaction the record gets
+    /// a new fencing token and a lease expiring after `ttl`. The versioned write is what makes
+    /// the claim exclusive (only one writer of version `v` wins).
+    Take {
+        /// The claiming instance.
+        owner: &'a str,
+        /// How long the lease lasts unless renewed.
+        ttl: Duration,
+    },
+    /// Like [`Claim::Take`], but only when the record's current lease has expired (or it has
+    /// none): how an instance takes over the work of one that stopped renewing. Otherwise the
+    /// write is refused with [`StoreError::Conflict`] and changes nothing.
+    TakeOver {
+        /// The claiming instance.
+        owner: &'a str,
+        /// How long the lease lasts unless renewed.
+        ttl: Duration,
+    },
+    /// A write by the holder of `lease`: refused with [`StoreError::Fenced`] (changing nothing)
+    /// when the record's token is no longer the lease's.
+    Keep(&'a Lease),
+}
+
+/// What a record write stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The record's new version.
+    pub version: u64,
+    /// The lease the write took, for [`Claim::Take`] and [`Claim::TakeOver`].
+    pub lease: Option<Lease>,
+}
+
+/// A durable backend for the runtime. Implementations: [`SqliteStore`](super::SqliteStore) (embedded, one file) and,
+/// for several instances, Postgres. [`conformance::run`](super::conformance::run) checks an implementation.
+///
+/// Versions: a record read with version `v` is written back with `expected = Some(v)`; the store
+/// refuses the write with [`StoreError::Conflict`] if the stored version is not `v`, and stores it
+/// with version `v + 1`. `expected = None` inserts and fails with a conflict if the record exists;
+/// a versioned write to a record that does not exist is a conflict too. A refused write changes
+/// nothing (record, version, request index, order of waiting turns). `waiting_turns` lists turns
+/// oldest-written first. A request id belongs to the turn that last wrote it.
+pub trait Store: Send + Sync + 'static {
+    /// The session `id`, with its version.
+    fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>>;
+
+    /// Writes a session (see the trait docs for `expected`). Returns the new version.
+    fn put_session<'a>(
+        &'a self,
+        record: &'a SessionRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// The turn `id`, with its version.
+    fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
+
+    /// Writes a turn and indexes its requests by id, doing `claim` with its lease in the same
+    /// transaction. The index only grows: a request id stays resolvable to its turn after its
+    /// step closes.
+    fn write_turn<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>>;
+
+    /// [`Store::write_turn`] without a lease: returns the new version.
+    fn put_turn<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .write_turn(record, expected, Claim::None)
+                .await?
+                .version)
+        })
+    }
+
+    /// The id of the turn that holds request `request_id`.
+    fn turn_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+
+    /// Ids of turns waiting for input, oldest first.
+    fn waiting_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Ids of turns whose parked step was claimed for execution (`running`), oldest first. After
+    /// a crash these are the calls whose result is unknown.
+    fn running_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// The journal of durable run `run_id`, in position order.
+    fn journal(&self, run_id: &str) -> BoxFuture<'_, Result<Vec<JournalEntry>, StoreError>>;
+
+    /// Appends `entry` to run `run_id`'s journal. A position already recorded is a
+    /// [`StoreError::Conflict`] (another process recorded it first; read the journal again and
+    /// use its value), so a position is recorded exactly once. With a `fence`, the entry is
+    /// recorded only while the fenced record's token is still the lease's, checked in the same
+    /// transaction ([`StoreError::Fenced`] otherwise): an instance whose work was taken over
+    /// cannot add to the journal.
+    fn record_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+        entry: &'a JournalEntry,
+        fence: Option<&'a Lease>,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Runs `work` inside a transaction of this store's database and, in the same transaction,
+    /// records its value as step `name` at `position` of run `run_id` (under `fence`, as
+    /// [`Store::record_journal`]): the work's writes and the record commit together or not at
+    /// all. A position already recorded is a [`StoreError::Conflict`] and `work` does not run
+    /// (or its writes roll back). When `work` fails, the transaction rolls back and its error
+    /// is returned inside `Ok`. Stores without such transactions refuse (the default).
+    fn journal_in_transaction<'a>(
+        &'a self,
+        run_id: &'a str,
+        position: u32,
+        name: &'a str,
+        fence: Option<&'a Lease>,
+        work: toolwright_core::StoreWork,
+    ) -> BoxFuture<'a, Result<Result<serde_json::Value, toolwright_core::ToolError>, StoreError>>
+    {
+        let _ = (run_id, position, fence);
+        drop(work);
+        Box::pin(std::future::ready(Err(StoreError::Backend(format!(
+            "step `{name}` must commit with the store's own transaction, and this store cannot \
+             run work inside its transactions; use the Postgres store for such steps"
+        )))))
+    }
+
+    /// [`Store::record_journal`] without a fence.
+    fn append_journal<'a>(
+        &'a self,
+        run_id: &'a str,
+        entry: &'a JournalEntry,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.record_journal(run_id, entry, None)
+    }
+
+    /// Records that `key` is approved in session `session_id` (what `once` remembers).
+    fn remember_approval<'a>(
+        &'a self,
+        session_id: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The approval keys remembered in session `session_id`.
+    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>>;
+
+    /// The pinned definitions of connection `connection`'s tools.
+    fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>>;
+
+    /// Pins `pin` if the tool's stored pin has digest `replacing` (`None`: it has no pin yet).
+    /// Returns whether it was written: `false` when another pin is there (a concurrent approval,
+    /// or a first pin by another instance); read the pins again.
+    fn pin<'a>(
+        &'a self,
+        pin: &'a PinRecord,
+        replacing: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// The task `id`, with its version.
+    fn task(&self, id: &str) -> BoxFuture<'_, Result<Option<(TaskRecord, u64)>, StoreError>>;
+
+    /// Writes a task (versions and claims as for turns) and indexes its requests by id, like
+    /// [`Store::write_turn`].
+    fn write_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>>;
+
+    /// [`Store::write_task`] without a lease: returns the new version.
+    fn put_task<'a>(
+        &'a self,
+        record: &'a TaskRecord,
+        expected: Option<u64>,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .write_task(record, expected, Claim::None)
+                .await?
+                .version)
+        })
+    }
+
+    /// The id of the task that holds request `request_id`.
+    fn task_of_request(
+        &self,
+        request_id: &str,
+    ) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+
+    /// Ids of the tasks of session `session_id`, oldest first.
+    fn session_tasks(&self, session_id: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Ids of the tasks that have not ended (neither `finished` nor `cancelled`), oldest first:
+    /// what recovery and timers look at.
+    fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Extends each lease of `held` that is still current (the record still running, with the
+    /// lease's owner and token) to expire `ttl` from now, and returns those. A lease missing
+    /// from the answer was taken over by another instance, or its work left the running state.
+    /// Only the leases named are renewed: work a crashed runner left behind under the same
+    /// owner expires, and another instance (or this one's worker) takes it over.
+    fn renew_leases<'a>(
+        &'a self,
+        held: &'a [Lease],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, StoreError>>;
+
+    /// Running work whose lease has expired (or that has none): turns `running` and tasks
+    /// `running` or `cancelling` that no live instance renews, oldest first. Another instance
+    /// takes each over with [`Claim::TakeOver`].
+    fn expired_leases(&self) -> BoxFuture<'_, Result<Vec<(LeaseKind, String)>, StoreError>>;
+
+    /// Turns waiting on a durable timer due at `now_ms` (Unix milliseconds) or earlier, soonest
+    /// first. A turn is due when one of its parked step's calls sleeps until then
+    /// ([`TurnRecord::wake_at`]).
+    fn due_turns(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Tasks sleeping until `now_ms` or earlier ([`TaskRecord::wake_at`]), soonest first.
+    fn due_tasks(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Resolves when another process may have changed a record this one waits for (a new
+    /// answer, a finished task, a due timer: Postgres delivers these with `LISTEN/NOTIFY`), or
+    /// after `timeout` at the latest. Nothing may depend on the early wake-up: a backend without
+    /// notifications just sleeps, and callers poll.
+    fn changed(&self, timeout: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(tokio::time::sleep(timeout))
+    }
+}
