@@ -631,7 +631,7 @@ async fn server_annotations_reach_custom_policies_and_unattended_sessions_run_no
         vec![Connection::new("fixture", fixture.connector()).allow(["delete_note"])],
     );
     rt.connect().await.unwrap();
-    let turn = crate::turn(&rt, SessionSpec::new("cron").non_interactive()).await;
+    let turn = self::turn(&rt, SessionSpec::new("cron").non_interactive()).await;
     let results = run(
         &turn,
         vec![call("c1", "fixture__delete_note", json!({ "id": "n1" }))],
