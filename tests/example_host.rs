@@ -4,18 +4,9 @@
 
 use std::process::Command;
 
-/// Example binary `name`, built by `cargo build --examples` (which `scripts/test` runs first).
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing; build the examples first with `cargo build --examples` (`scripts/test` does)",
-        path.display()
-    );
-    path
-}
+mod support;
+
+use support::programs::example;
 
 fn run(name: &str, args: &[&str]) -> String {
     let output = Command::new(example(name)).args(args).output().unwrap();

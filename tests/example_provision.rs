@@ -4,24 +4,15 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// The example binary, built by `cargo build --examples` (which `scripts/test` runs first).
-fn example() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = dir.join("examples").join("provision");
-    assert!(
-        path.exists(),
-        "{} is missing; build the examples first with `cargo build --examples` (`scripts/test` does)",
-        path.display()
-    );
-    path
-}
+mod support;
+
+use support::programs::example;
 
 #[test]
 fn ctrl_c_mid_way_then_a_second_run_resumes_without_repeating_steps() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("provision.db");
-    let mut first = Command::new(example())
+    let mut first = Command::new(example("provision"))
         .args(["--db", db.to_str().unwrap(), "--step-ms", "800"])
         .stdout(Stdio::piped())
         .spawn()
@@ -56,7 +47,7 @@ fn ctrl_c_mid_way_then_a_second_run_resumes_without_repeating_steps() {
         ]
     );
 
-    let second = Command::new(example())
+    let second = Command::new(example("provision"))
         .args(["--db", db.to_str().unwrap(), "--step-ms", "10"])
         .output()
         .unwrap();

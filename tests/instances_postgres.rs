@@ -11,7 +11,6 @@
 //! with `scripts/postgres start`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -26,11 +25,15 @@ use toolwright::runtime::{
     Clock, InputResponse, Options, PgStep, PostgresStore, RespondOutcome, Runtime, SessionSpec,
     StepOutcome, Store, ToolCall, TurnStatus,
 };
-use toolwright::{Caller, Principal, Registry};
+use toolwright::{Caller, Registry};
 
 #[path = "../examples/seed/mod.rs"]
 #[allow(dead_code)] // reason: only the deploy workflow is driven here
 mod seed;
+mod support;
+
+use support::dana;
+use support::effects::EffectLog;
 
 /// Prints a test's counts to the real stderr: libtest captures `eprintln!` of passing tests,
 /// and these counts are meant to be read in CI logs.
@@ -55,21 +58,6 @@ const LEASE: Duration = Duration::from_millis(1500);
 // ---------------------------------------------------------------------------------------------
 // Tools
 
-/// The side-effect file of a test, shared by its processes.
-struct Sink(PathBuf);
-
-impl Sink {
-    /// Appends one line with one `write` (atomic for short lines opened with `O_APPEND`).
-    fn append(&self, line: &str) -> Result<(), ToolError> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.0)?;
-        file.write_all(format!("{line}\n").as_bytes())?;
-        Ok(())
-    }
-}
-
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct EffectArgs {
     /// Which parked turn the call belongs to.
@@ -78,7 +66,7 @@ struct EffectArgs {
 
 /// Records one side effect; always asks first.
 #[tool(effect = write, approval = always)]
-async fn record_effect(args: EffectArgs, sink: State<Sink>) -> Result<u64, ToolError> {
+async fn record_effect(args: EffectArgs, sink: State<EffectLog>) -> Result<u64, ToolError> {
     sink.append(&format!("done {} {}", args.n, std::process::id()))?;
     Ok(args.n)
 }
@@ -96,7 +84,7 @@ struct RunArgs {
 async fn provision(
     args: RunArgs,
     ctx: DurableContext,
-    sink: State<Sink>,
+    sink: State<EffectLog>,
 ) -> Result<Vec<u32>, ToolError> {
     let mut pids = Vec::new();
     for k in 0..5 {
@@ -122,7 +110,11 @@ struct NapArgs {
 
 /// A step, a durable sleep of two seconds, a step.
 #[tool(effect = write, workflow = execute)]
-async fn nap(args: NapArgs, ctx: WorkflowContext, sink: State<Sink>) -> Result<u32, ToolError> {
+async fn nap(
+    args: NapArgs,
+    ctx: WorkflowContext,
+    sink: State<EffectLog>,
+) -> Result<u32, ToolError> {
     ctx.step("before", async {
         sink.append(&format!("before {} {}", args.run, std::process::id()))
     })
@@ -148,7 +140,7 @@ struct ChargeArgs {
 async fn charge(
     args: ChargeArgs,
     ctx: DurableContext,
-    sink: State<Sink>,
+    sink: State<EffectLog>,
 ) -> Result<i64, ToolError> {
     let hang = sink.0.0.with_file_name("hung");
     let effects = sink.0.0.clone();
@@ -164,7 +156,7 @@ async fn charge(
                 .fetch_one(&mut *db)
                 .await
                 .map_err(|e| ToolError::new(format!("charging failed: {e}")))?;
-                Sink(effects).append(&format!("inserted {order} {}", std::process::id()))?;
+                EffectLog(effects).append(&format!("inserted {order} {}", std::process::id()))?;
                 if !hang.exists() {
                     std::fs::write(&hang, "")?;
                     tokio::time::sleep(Duration::from_secs(300)).await;
@@ -198,7 +190,7 @@ fn instance(url: &str, store: PostgresStore, dir: &Path, name: &str) -> Runtime 
     let _ = url;
     Runtime::builder(Registry::collect().expect("the test tools collect"))
         .store(store)
-        .state(Sink(dir.join("effects")))
+        .state(EffectLog(dir.join("effects")))
         .state(seed::ops::OpsBackend::default())
         .state(seed::release::Releases::default())
         .state(seed::treehole::Treehole::default())
@@ -211,10 +203,6 @@ fn instance(url: &str, store: PostgresStore, dir: &Path, name: &str) -> Runtime 
         })
         .build()
         .unwrap()
-}
-
-fn dana() -> Principal {
-    Principal::user("oidc", "dana")
 }
 
 /// Writes `value` to `dir/file` atomically (a rename), so a reader never sees half of it.

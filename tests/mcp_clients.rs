@@ -9,21 +9,13 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod support;
 
-/// The example binary, built by `cargo build --examples` (which `scripts/test` runs first).
+use support::programs::{example, python, root};
+
+/// The example server's binary.
 fn server_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = dir.join("examples").join("mcp_server");
-    assert!(
-        path.exists(),
-        "{} is missing; build the examples first with `cargo build --examples` (`scripts/test` does)",
-        path.display()
-    );
-    path
+    example("mcp_server")
 }
 
 fn node_client() -> PathBuf {
@@ -33,15 +25,6 @@ fn node_client() -> PathBuf {
         "the TypeScript MCP SDK is not installed; run `scripts/setup-clients` (`scripts/test` does)"
     );
     dir.join("client.mjs")
-}
-
-fn python() -> PathBuf {
-    let python = root().join("target/mcp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python MCP SDK is not installed; run `scripts/setup-clients` (`scripts/test` does)"
-    );
-    python
 }
 
 /// The JSON lines a client printed, by key.

@@ -41,10 +41,8 @@
 #![cfg(unix)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,11 +53,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    CallState, Claim, Clock, EntryKind, InputResponse, JournalEntry, Lease, LeaseKind, Options,
-    RequestKind, RespondOutcome, Runtime, SessionRecord, SessionSpec, SqliteStore, StepOutcome,
-    Store, StoreError, TaskRecord, ToolCall, TurnRecord, TurnStatus, Written,
+    CallState, EntryKind, InputResponse, JournalEntry, RequestKind, RespondOutcome, Runtime,
+    SessionSpec, SqliteStore, StepOutcome, Store, ToolCall, TurnRecord, TurnStatus,
 };
-use toolwright::{Caller, OptionStyle, Principal, Registry};
+use toolwright::{Caller, OptionStyle};
+
+mod support;
+
+use support::clock::ManualClock;
+use support::crash::{Crash, CrashPoints, CrashStore};
+use support::{alice, builder};
 
 /// The run directory of a child process; unset in the parent.
 const CHILD: &str = "TOOLWRIGHT_CRASH_CHILD";
@@ -86,10 +89,6 @@ const KILL_WINDOW: Duration = Duration::from_millis(3);
 /// More child processes than this in one run means the run is stuck.
 const MAX_PROCESSES: usize = 16;
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
 fn all_steps() -> impl Iterator<Item = &'static str> {
     SHIP_STEPS.into_iter().chain(PROVISION_STEPS)
 }
@@ -105,35 +104,6 @@ fn call_of(step: &str) -> &'static str {
 
 // ---------------------------------------------------------------------------------------------
 // The child: tools, crash points, one action.
-
-/// The crash points this process is armed with, and what it is doing.
-struct Crash {
-    dir: PathBuf,
-    plan: Vec<String>,
-    action: Mutex<&'static str>,
-}
-
-impl Crash {
-    fn armed(&self, point: &str) -> bool {
-        self.plan.iter().any(|p| p == point)
-    }
-
-    /// Dies here if armed with `point`: no destructor runs, nothing else is flushed.
-    fn point(&self, point: &str) {
-        if self.armed(point) {
-            let _ = std::fs::write(self.dir.join("fired"), point);
-            std::process::exit(9);
-        }
-    }
-
-    fn action(&self) -> &'static str {
-        *self.action.lock().unwrap()
-    }
-
-    fn set_action(&self, action: &'static str) {
-        *self.action.lock().unwrap() = action;
-    }
-}
 
 /// The state tools see: where side effects go and when to die.
 struct Harness {
@@ -256,15 +226,6 @@ async fn provision(
     })
 }
 
-/// A clock fixed for the life of the process, read from the run's clock file.
-struct FixedClock(u64);
-
-impl Clock for FixedClock {
-    fn now_ms(&self) -> u64 {
-        self.0
-    }
-}
-
 fn read_clock(dir: &Path) -> u64 {
     std::fs::read_to_string(dir.join("clock"))
         .ok()
@@ -272,158 +233,48 @@ fn read_clock(dir: &Path) -> u64 {
         .unwrap_or(CLOCK_START_MS)
 }
 
-type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+/// Where the store dies, right after a write of the runtime's.
+const POINTS: CrashPoints = CrashPoints {
+    write_turn: turn_written,
+    record_journal: journal_recorded,
+    ..CrashPoints::NONE
+};
 
-/// The SQLite store, with crash points between the runtime's writes.
-struct CrashStore {
-    inner: SqliteStore,
-    crash: Arc<Crash>,
+fn turn_written(crash: &Crash, record: &TurnRecord) {
+    // Answering or waking writes `running` once: the claim, before the body runs again.
+    if record.status == TurnStatus::Running {
+        match crash.action() {
+            "answer" => crash.point("claim:answer"),
+            "wake" => crash.point("claim:wake"),
+            _ => {}
+        }
+    }
+    // The resumed step closed (in the store); its results exist only in this process.
+    if record.pending.is_none()
+        && record.status == TurnStatus::Active
+        && matches!(crash.action(), "answer" | "wake" | "recover")
+    {
+        crash.point("closed");
+    }
 }
 
-impl Store for CrashStore {
-    fn session(&self, id: &str) -> StoreFuture<'_, Option<(SessionRecord, u64)>> {
-        self.inner.session(id)
-    }
-
-    fn put_session<'a>(
-        &'a self,
-        record: &'a SessionRecord,
-        expected: Option<u64>,
-    ) -> StoreFuture<'a, u64> {
-        self.inner.put_session(record, expected)
-    }
-
-    fn turn(&self, id: &str) -> StoreFuture<'_, Option<(TurnRecord, u64)>> {
-        self.inner.turn(id)
-    }
-
-    fn write_turn<'a>(
-        &'a self,
-        record: &'a TurnRecord,
-        expected: Option<u64>,
-        claim: Claim<'a>,
-    ) -> StoreFuture<'a, Written> {
-        Box::pin(async move {
-            let version = self.inner.write_turn(record, expected, claim).await?;
-            // Answering or waking writes `running` once: the claim, before the body runs again.
-            if record.status == TurnStatus::Running {
-                match self.crash.action() {
-                    "answer" => self.crash.point("claim:answer"),
-                    "wake" => self.crash.point("claim:wake"),
-                    _ => {}
-                }
-            }
-            // The resumed step closed (in the store); its results exist only in this process.
-            if record.pending.is_none()
-                && record.status == TurnStatus::Active
-                && matches!(self.crash.action(), "answer" | "wake" | "recover")
-            {
-                self.crash.point("closed");
-            }
-            Ok(version)
-        })
-    }
-
-    fn turn_of_request(&self, request_id: &str) -> StoreFuture<'_, Option<String>> {
-        self.inner.turn_of_request(request_id)
-    }
-
-    fn waiting_turns(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.waiting_turns()
-    }
-
-    fn running_turns(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.running_turns()
-    }
-
-    fn journal(&self, run_id: &str) -> StoreFuture<'_, Vec<JournalEntry>> {
-        self.inner.journal(run_id)
-    }
-
-    fn record_journal<'a>(
-        &'a self,
-        run_id: &'a str,
-        entry: &'a JournalEntry,
-        fence: Option<&'a Lease>,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.inner.record_journal(run_id, entry, fence).await?;
-            match entry.kind {
-                EntryKind::Sleep => self.crash.point("journal:sleep"),
-                EntryKind::Ask => self.crash.point("journal:answer"),
-                EntryKind::Step => {}
-            }
-            Ok(())
-        })
-    }
-
-    fn remember_approval<'a>(&'a self, session_id: &'a str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.remember_approval(session_id, key)
-    }
-
-    fn approvals(&self, session_id: &str) -> StoreFuture<'_, std::collections::BTreeSet<String>> {
-        self.inner.approvals(session_id)
-    }
-    fn pins(&self, connection: &str) -> StoreFuture<'_, Vec<toolwright::runtime::PinRecord>> {
-        self.inner.pins(connection)
-    }
-    fn pin<'a>(
-        &'a self,
-        pin: &'a toolwright::runtime::PinRecord,
-        replacing: Option<&'a str>,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.pin(pin, replacing)
-    }
-
-    fn task(&self, id: &str) -> StoreFuture<'_, Option<(TaskRecord, u64)>> {
-        self.inner.task(id)
-    }
-
-    fn write_task<'a>(
-        &'a self,
-        record: &'a TaskRecord,
-        expected: Option<u64>,
-        claim: Claim<'a>,
-    ) -> StoreFuture<'a, Written> {
-        self.inner.write_task(record, expected, claim)
-    }
-
-    fn task_of_request(&self, request_id: &str) -> StoreFuture<'_, Option<String>> {
-        self.inner.task_of_request(request_id)
-    }
-
-    fn session_tasks(&self, session_id: &str) -> StoreFuture<'_, Vec<String>> {
-        self.inner.session_tasks(session_id)
-    }
-
-    fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.open_tasks()
-    }
-    fn renew_leases<'a>(&'a self, held: &'a [Lease], ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
-        self.inner.renew_leases(held, ttl)
-    }
-    fn expired_leases(&self) -> StoreFuture<'_, Vec<(LeaseKind, String)>> {
-        self.inner.expired_leases()
-    }
-    fn due_turns(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
-        self.inner.due_turns(now_ms)
-    }
-    fn due_tasks(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
-        self.inner.due_tasks(now_ms)
+fn journal_recorded(crash: &Crash, entry: &JournalEntry) {
+    match entry.kind {
+        EntryKind::Sleep => crash.point("journal:sleep"),
+        EntryKind::Ask => crash.point("journal:answer"),
+        EntryKind::Step => {}
     }
 }
 
 fn runtime(store: impl Store, crash: Arc<Crash>, now_ms: u64) -> Runtime {
-    Runtime::builder(Registry::from_tools([ship::TOOL, provision::TOOL]).unwrap())
+    builder([ship::TOOL, provision::TOOL])
         .store(store)
         .state(Harness {
             crash,
             pid: std::process::id(),
         })
-        .options(Options {
-            clock: Arc::new(FixedClock(now_ms)),
-            ..Default::default()
-        })
+        // A clock fixed for the life of the process, read from the run's clock file.
+        .options(ManualClock::at(now_ms).options())
         .build()
         .unwrap()
 }
@@ -479,21 +330,12 @@ async fn child_entry() {
     let Some(dir) = std::env::var_os(CHILD).map(PathBuf::from) else {
         return;
     };
-    let plan = std::env::var(PLAN)
-        .unwrap_or_default()
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let crash = Arc::new(Crash {
-        dir: dir.clone(),
-        plan,
-        action: Mutex::new("start"),
-    });
-    let store = CrashStore {
-        inner: SqliteStore::open(dir.join("db")).unwrap(),
-        crash: crash.clone(),
-    };
+    let crash = Arc::new(Crash::new(dir.clone(), Crash::plan_from_env(PLAN), "start"));
+    let store = CrashStore::new(
+        SqliteStore::open(dir.join("db")).unwrap(),
+        crash.clone(),
+        POINTS,
+    );
     let rt = runtime(store, crash.clone(), read_clock(&dir));
     let turn_file = dir.join("turn");
     let outcome = match std::fs::read_to_string(&turn_file) {
@@ -1410,11 +1252,7 @@ fn an_answer_journaled_by_a_process_that_died_still_settles_its_question() {
     );
 
     // A fresh runtime on the same file; the person answers again, differently.
-    let crash = Arc::new(Crash {
-        dir: dir.to_path_buf(),
-        plan: Vec::new(),
-        action: Mutex::new("answer"),
-    });
+    let crash = Arc::new(Crash::new(dir.to_path_buf(), Vec::new(), "answer"));
     let (outcome, record) = store_rt.block_on(async {
         let rt = runtime(
             SqliteStore::open(dir.join("db")).unwrap(),

@@ -19,6 +19,10 @@ use toolwright::runtime::{
 };
 use toolwright::{Caller, ErrorCode, Registry};
 
+mod support;
+
+use support::builder;
+
 const CHILD: &str = "TOOLWRIGHT_DURABLE_CHILD";
 const DB: &str = "TOOLWRIGHT_DURABLE_DB";
 const EFFECTS: &str = "TOOLWRIGHT_DURABLE_EFFECTS";
@@ -96,7 +100,7 @@ async fn provision(
 }
 
 fn runtime(store: SqliteStore, effects: Effects) -> Runtime {
-    Runtime::builder(Registry::from_tools([provision::TOOL]).unwrap())
+    builder([provision::TOOL])
         .store(store)
         .state(effects)
         .build()

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -21,7 +20,12 @@ use toolwright::runtime::{
     CallState, Decision, InputResponse, RequestStatus, RespondOutcome, Runtime, RuntimeError,
     SessionSpec, SqliteStore, StepOutcome, Store, ToolCall, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Principal, Registry};
+use toolwright::{Caller, ErrorCode};
+
+mod support;
+
+use support::effects::EffectLog;
+use support::{alice, bob, builder};
 
 /// Names what a child process does; unset in the parent.
 const CHILD: &str = "TOOLWRIGHT_CHILD";
@@ -43,23 +47,6 @@ const SEED: &str = "TOOLWRIGHT_SEED";
 // ---------------------------------------------------------------------------------------------
 // Tools
 
-/// Where the tools of this process append their side effects.
-struct Sink {
-    path: PathBuf,
-}
-
-impl Sink {
-    /// Appends one line with one `write` (atomic for short lines opened with `O_APPEND`).
-    fn append(&self, line: &str) -> Result<(), ToolError> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
-        file.write_all(format!("{line}\n").as_bytes())?;
-        Ok(())
-    }
-}
-
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct EffectArgs {
     /// Which parked turn this call belongs to.
@@ -76,7 +63,7 @@ struct Effected {
 async fn record_effect(
     args: EffectArgs,
     ctx: ToolContext,
-    sink: State<Sink>,
+    sink: State<EffectLog>,
 ) -> Result<Effected, ToolError> {
     sink.append(&format!(
         "done {} {} {} {}",
@@ -94,7 +81,7 @@ async fn record_effect(
 async fn slow_effect(
     args: EffectArgs,
     ctx: ToolContext,
-    sink: State<Sink>,
+    sink: State<EffectLog>,
 ) -> Result<Effected, ToolError> {
     sink.append(&format!(
         "started {} {} {} {}",
@@ -113,7 +100,7 @@ async fn slow_effect(
 async fn paused_effect(
     args: EffectArgs,
     ctx: ToolContext,
-    sink: State<Sink>,
+    sink: State<EffectLog>,
 ) -> Result<Effected, ToolError> {
     sink.append(&format!(
         "started {} {} {} {}",
@@ -127,23 +114,10 @@ async fn paused_effect(
     Ok(Effected { n: args.n })
 }
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-fn bob() -> Principal {
-    Principal::user("oidc", "bob")
-}
-
 fn runtime(db: &Path, effects: &Path) -> Runtime {
-    let registry =
-        Registry::from_tools([record_effect::TOOL, slow_effect::TOOL, paused_effect::TOOL])
-            .unwrap();
-    Runtime::builder(registry)
+    builder([record_effect::TOOL, slow_effect::TOOL, paused_effect::TOOL])
         .store(SqliteStore::open(db).unwrap())
-        .state(Sink {
-            path: effects.to_owned(),
-        })
+        .state(EffectLog(effects.to_owned()))
         .build()
         .unwrap()
 }

@@ -3,54 +3,37 @@
 //! on a clock the test controls, the health check and the rollback question, with a restart (a
 //! new runtime on the same SQLite file) at every point where the run is parked.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde_json::{Value, json};
 use toolwright::Caller;
-use toolwright::Principal;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Clock, InputRequest, InputResponse, Options, RequestKind, RespondOutcome, Runtime, SessionSpec,
-    SqliteStore, StepOutcome, ToolCall,
+    InputRequest, InputResponse, RequestKind, RespondOutcome, Runtime, SessionSpec, SqliteStore,
+    StepOutcome, ToolCall,
 };
 
 #[path = "../examples/seed/mod.rs"]
 #[allow(dead_code)] // reason: only the deploy workflow is driven here
 mod seed;
+mod support;
 
 use seed::ops::OpsBackend;
 use seed::release::Releases;
 use seed::treehole::Treehole;
 use seed::wallet::Wallet;
-
-#[derive(Clone, Default)]
-struct TestClock(Arc<AtomicU64>);
-
-impl Clock for TestClock {
-    fn now_ms(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+use support::clock::ManualClock;
+use support::dana;
 
 /// A "process": a fresh runtime on the shared file, as after a restart.
-fn process(db: &std::path::Path, clock: &TestClock) -> Runtime {
+fn process(db: &std::path::Path, clock: &ManualClock) -> Runtime {
     Runtime::builder(Registry::collect().expect("the seed tools collect"))
         .store(SqliteStore::open(db).unwrap())
         .state(OpsBackend::default())
         .state(Releases::default())
         .state(Treehole::default())
         .state(Wallet::default())
-        .options(Options {
-            clock: Arc::new(clock.clone()),
-            ..Default::default()
-        })
+        .options(clock.options())
         .build()
         .unwrap()
-}
-
-fn dana() -> Principal {
-    Principal::user("oidc", "dana")
 }
 
 fn waiting(outcome: RespondOutcome) -> Vec<InputRequest> {
@@ -70,7 +53,7 @@ fn finished(outcome: StepOutcome) -> Value {
     }
 }
 
-async fn deploy(service: &str, db: &std::path::Path, clock: &TestClock) -> Vec<InputRequest> {
+async fn deploy(service: &str, db: &std::path::Path, clock: &ManualClock) -> Vec<InputRequest> {
     let rt = process(db, clock);
     let session = rt
         .open_session(SessionSpec::new(format!("deploy-{service}")).initiator(dana()))
@@ -104,8 +87,7 @@ async fn deploy(service: &str, db: &std::path::Path, clock: &TestClock) -> Vec<I
 async fn a_healthy_deploy_survives_a_restart_at_every_parking_point() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ops.db");
-    let clock = TestClock::default();
-    clock.0.store(1_700_000_000_000, Ordering::SeqCst);
+    let clock = ManualClock::at(1_700_000_000_000);
 
     // Parked on approval; the process stops.
     let approval = deploy("search-api", &db, &clock).await;
@@ -144,7 +126,7 @@ async fn a_healthy_deploy_survives_a_restart_at_every_parking_point() {
     assert!(process(&db, &clock).wake_due().await.unwrap().is_empty());
 
     // Restart after five minutes: the run checks health and finishes.
-    clock.0.fetch_add(5 * 60 * 1000, Ordering::SeqCst);
+    clock.advance(5 * 60 * 1000);
     let mut woken = process(&db, &clock).wake_due().await.unwrap();
     assert_eq!(woken.len(), 1);
     let output = finished(woken.remove(0).1);
@@ -160,8 +142,7 @@ async fn a_healthy_deploy_survives_a_restart_at_every_parking_point() {
 async fn an_unhealthy_deploy_offers_a_rollback_after_the_sleep() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ops.db");
-    let clock = TestClock::default();
-    clock.0.store(1_700_000_000_000, Ordering::SeqCst);
+    let clock = ManualClock::at(1_700_000_000_000);
 
     let approval = deploy("payment-api", &db, &clock).await;
     let questions = waiting(
@@ -182,7 +163,7 @@ async fn an_unhealthy_deploy_offers_a_rollback_after_the_sleep() {
         .await
         .unwrap();
     assert!(waiting(parked).is_empty());
-    clock.0.fetch_add(5 * 60 * 1000, Ordering::SeqCst);
+    clock.advance(5 * 60 * 1000);
     let mut woken = process(&db, &clock).wake_due().await.unwrap();
     let StepOutcome::Waiting { requests, .. } = woken.remove(0).1 else {
         panic!("payment-api is degraded: the run asks about a rollback")
@@ -214,7 +195,7 @@ async fn an_unhealthy_deploy_offers_a_rollback_after_the_sleep() {
 async fn declining_the_approval_never_starts_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ops.db");
-    let clock = TestClock::default();
+    let clock = ManualClock::default();
     let approval = deploy("search-api", &db, &clock).await;
     let rt = process(&db, &clock);
     let outcome = rt

@@ -5,22 +5,23 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallResult, Event, InputRequest, InputResponse, RespondOutcome, Runtime, SessionSpec,
-    StepOutcome, ToolCall, Turn, TurnStatus,
+    StepOutcome, Turn, TurnStatus,
 };
 use toolwright::{Caller, ErrorCode, Principal};
 
 #[path = "../examples/seed/mod.rs"]
 #[allow(dead_code)] // reason: the runtime tests drive the seed tools, not every helper of the fakes
 mod seed;
+mod support;
 
 use seed::ops::OpsBackend;
 use seed::release::Releases;
 use seed::treehole::Treehole;
 use seed::wallet::Wallet;
+use support::{call, code, drain, model_text};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -56,10 +57,6 @@ async fn turn_as(rt: &Runtime, session: &str, current: Option<Principal>) -> Tur
     session.begin_turn(current, Caller::Model).await.unwrap()
 }
 
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments.to_string())
-}
-
 async fn one(turn: &Turn, name: &str, arguments: Value) -> StepOutcome {
     turn.step(vec![call("c1", name, arguments)]).await.unwrap()
 }
@@ -91,25 +88,6 @@ fn resumed(outcome: RespondOutcome) -> CallResult {
         RespondOutcome::Resumed(step) => done(step),
         other => panic!("expected the turn to resume, got {other:?}"),
     }
-}
-
-fn code(result: &CallResult) -> ErrorCode {
-    result.error.as_ref().expect("an error result").code()
-}
-
-fn model_text(result: &CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => panic!("expected a text for the model, got {other:?}"),
-    }
-}
-
-fn drain(events: &mut broadcast::Receiver<Event>) -> Vec<Event> {
-    let mut out = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------

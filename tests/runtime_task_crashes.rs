@@ -22,10 +22,8 @@
 #![cfg(unix)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,13 +31,17 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use toolwright::Caller;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Claim, EntryKind, InputResponse, JournalEntry, Lease, LeaseKind, Runtime, SessionRecord,
-    SessionSpec, SqliteStore, Store, StoreError, TaskRecord, TaskStatus, ToolCall, TurnRecord,
-    Written,
+    EntryKind, InputResponse, JournalEntry, Runtime, SessionSpec, SqliteStore, Store, TaskRecord,
+    TaskStatus, ToolCall,
 };
-use toolwright::{Caller, Principal, Registry};
+
+mod support;
+
+use support::crash::{Crash, CrashPoints, CrashStore};
+use support::{alice, builder};
 
 const CHILD: &str = "TOOLWRIGHT_TASK_CRASH_CHILD";
 const PLAN: &str = "TOOLWRIGHT_TASK_CRASH_PLAN";
@@ -49,35 +51,8 @@ const SEED: u64 = 0x7A5C_C0DE_2026;
 const STEPS: [&str; 5] = ["prepare", "apply", "verify", "undo", "notify"];
 const KILL_WINDOW: Duration = Duration::from_millis(3);
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
 // ---------------------------------------------------------------------------------------------
 // The child.
-
-struct Crash {
-    dir: PathBuf,
-    plan: Vec<String>,
-    action: std::sync::Mutex<&'static str>,
-}
-
-impl Crash {
-    fn armed(&self, point: &str) -> bool {
-        self.plan.iter().any(|p| p == point)
-    }
-
-    fn point(&self, point: &str) {
-        if self.armed(point) {
-            let _ = std::fs::write(self.dir.join("fired"), point);
-            std::process::exit(9);
-        }
-    }
-
-    fn action(&self) -> &'static str {
-        *self.action.lock().unwrap()
-    }
-}
 
 struct Harness(Arc<Crash>);
 
@@ -147,118 +122,30 @@ async fn run(ctx: &WorkflowContext, harness: &Harness, step: &str) -> Result<Str
     Ok(value)
 }
 
-type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+/// Where the store dies: right after the writes that journal and claim answers, and claim
+/// cancels.
+const POINTS: CrashPoints = CrashPoints {
+    record_journal: journal_recorded,
+    write_task: task_written,
+    ..CrashPoints::NONE
+};
 
-/// The SQLite store with crash points after the writes that claim answers and cancels.
-struct CrashStore {
-    inner: SqliteStore,
-    crash: Arc<Crash>,
+fn journal_recorded(crash: &Crash, entry: &JournalEntry) {
+    if entry.kind == EntryKind::Ask && crash.action() == "answer" {
+        crash.point("journal:answer");
+    }
 }
 
-impl Store for CrashStore {
-    fn session(&self, id: &str) -> StoreFuture<'_, Option<(SessionRecord, u64)>> {
-        self.inner.session(id)
-    }
-    fn put_session<'a>(&'a self, r: &'a SessionRecord, e: Option<u64>) -> StoreFuture<'a, u64> {
-        self.inner.put_session(r, e)
-    }
-    fn turn(&self, id: &str) -> StoreFuture<'_, Option<(TurnRecord, u64)>> {
-        self.inner.turn(id)
-    }
-    fn write_turn<'a>(
-        &'a self,
-        r: &'a TurnRecord,
-        e: Option<u64>,
-        c: Claim<'a>,
-    ) -> StoreFuture<'a, Written> {
-        self.inner.write_turn(r, e, c)
-    }
-    fn turn_of_request(&self, id: &str) -> StoreFuture<'_, Option<String>> {
-        self.inner.turn_of_request(id)
-    }
-    fn waiting_turns(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.waiting_turns()
-    }
-    fn running_turns(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.running_turns()
-    }
-    fn journal(&self, run_id: &str) -> StoreFuture<'_, Vec<JournalEntry>> {
-        self.inner.journal(run_id)
-    }
-    fn record_journal<'a>(
-        &'a self,
-        run: &'a str,
-        entry: &'a JournalEntry,
-        fence: Option<&'a Lease>,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.inner.record_journal(run, entry, fence).await?;
-            if entry.kind == EntryKind::Ask && self.crash.action() == "answer" {
-                self.crash.point("journal:answer");
-            }
-            Ok(())
-        })
-    }
-    fn remember_approval<'a>(&'a self, s: &'a str, k: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.remember_approval(s, k)
-    }
-    fn approvals(&self, s: &str) -> StoreFuture<'_, std::collections::BTreeSet<String>> {
-        self.inner.approvals(s)
-    }
-    fn pins(&self, connection: &str) -> StoreFuture<'_, Vec<toolwright::runtime::PinRecord>> {
-        self.inner.pins(connection)
-    }
-    fn pin<'a>(
-        &'a self,
-        pin: &'a toolwright::runtime::PinRecord,
-        replacing: Option<&'a str>,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.pin(pin, replacing)
-    }
-    fn task(&self, id: &str) -> StoreFuture<'_, Option<(TaskRecord, u64)>> {
-        self.inner.task(id)
-    }
-    fn write_task<'a>(
-        &'a self,
-        record: &'a TaskRecord,
-        e: Option<u64>,
-        c: Claim<'a>,
-    ) -> StoreFuture<'a, Written> {
-        Box::pin(async move {
-            let version = self.inner.write_task(record, e, c).await?;
-            match (self.crash.action(), record.status) {
-                ("answer", TaskStatus::Running) => self.crash.point("claim:answer"),
-                ("cancel", TaskStatus::Cancelling) => self.crash.point("claim:cancel"),
-                _ => {}
-            }
-            Ok(version)
-        })
-    }
-    fn task_of_request(&self, id: &str) -> StoreFuture<'_, Option<String>> {
-        self.inner.task_of_request(id)
-    }
-    fn session_tasks(&self, s: &str) -> StoreFuture<'_, Vec<String>> {
-        self.inner.session_tasks(s)
-    }
-    fn open_tasks(&self) -> StoreFuture<'_, Vec<String>> {
-        self.inner.open_tasks()
-    }
-    fn renew_leases<'a>(&'a self, held: &'a [Lease], ttl: Duration) -> StoreFuture<'a, Vec<Lease>> {
-        self.inner.renew_leases(held, ttl)
-    }
-    fn expired_leases(&self) -> StoreFuture<'_, Vec<(LeaseKind, String)>> {
-        self.inner.expired_leases()
-    }
-    fn due_turns(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
-        self.inner.due_turns(now_ms)
-    }
-    fn due_tasks(&self, now_ms: u64) -> StoreFuture<'_, Vec<String>> {
-        self.inner.due_tasks(now_ms)
+fn task_written(crash: &Crash, record: &TaskRecord) {
+    match (crash.action(), record.status) {
+        ("answer", TaskStatus::Running) => crash.point("claim:answer"),
+        ("cancel", TaskStatus::Cancelling) => crash.point("claim:cancel"),
+        _ => {}
     }
 }
 
 fn runtime(store: impl Store, crash: Arc<Crash>) -> Runtime {
-    Runtime::builder(Registry::from_tools([rollout::TOOL]).unwrap())
+    builder([rollout::TOOL])
         .store(store)
         .state(Harness(crash))
         .build()
@@ -283,25 +170,16 @@ async fn child_entry() {
     let Some(dir) = std::env::var_os(CHILD).map(PathBuf::from) else {
         return;
     };
-    let plan = std::env::var(PLAN)
-        .unwrap_or_default()
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
     let cancel = std::env::var(CANCEL).is_ok();
-    let crash = Arc::new(Crash {
-        dir: dir.clone(),
-        plan,
-        action: std::sync::Mutex::new("start"),
-    });
-    let store = CrashStore {
-        inner: SqliteStore::open(dir.join("db")).unwrap(),
-        crash: crash.clone(),
-    };
+    let crash = Arc::new(Crash::new(dir.clone(), Crash::plan_from_env(PLAN), "start"));
+    let store = CrashStore::new(
+        SqliteStore::open(dir.join("db")).unwrap(),
+        crash.clone(),
+        POINTS,
+    );
     let rt = runtime(store, crash.clone());
     let turn_file = dir.join("turn");
-    let set = |action: &'static str| *crash.action.lock().unwrap() = action;
+    let set = |action: &'static str| crash.set_action(action);
     match std::fs::read_to_string(&turn_file) {
         Err(_) => {
             let session = rt
@@ -558,13 +436,13 @@ fn run_one(index: usize, rng: &mut XorShift, totals: &mut Totals, tokio: &tokio:
                 .push(format!("run {index}: unplanned `{step}` ran {n} times"));
         }
     }
-    let rt = Runtime::builder(Registry::from_tools([rollout::TOOL]).unwrap())
+    let rt = builder([rollout::TOOL])
         .store(SqliteStore::open(dir.path().join("db")).unwrap())
-        .state(Harness(Arc::new(Crash {
-            dir: dir.path().to_owned(),
-            plan: Vec::new(),
-            action: std::sync::Mutex::new("check"),
-        })))
+        .state(Harness(Arc::new(Crash::new(
+            dir.path().to_owned(),
+            Vec::new(),
+            "check",
+        ))))
         .build()
         .unwrap();
     tokio.block_on(async {

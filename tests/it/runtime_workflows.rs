@@ -2,7 +2,6 @@
 //! call on a question through the input protocol, and the answer resumes the body by replay,
 //! from any process sharing the store.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
@@ -13,33 +12,11 @@ use toolwright::runtime::{
     InputResponse, RequestKind, RespondOutcome, Runtime, SessionSpec, SqliteStore, StepOutcome,
     ToolCall,
 };
-use toolwright::{Caller, OptionStyle, Principal, Registry};
+use toolwright::{Caller, OptionStyle, Registry};
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-/// Where steps record their side effects.
-struct Effects(PathBuf);
-
-impl Effects {
-    fn append(&self, line: &str) -> Result<(), ToolError> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.0)?;
-        file.write_all(format!("{line}\n").as_bytes())?;
-        Ok(())
-    }
-
-    fn count(&self, line: &str) -> usize {
-        std::fs::read_to_string(&self.0)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| *l == line)
-            .count()
-    }
-}
+use crate::support::clock::ManualClock;
+use crate::support::effects::EffectLog;
+use crate::support::{alice, builder};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct DeployArgs {
@@ -58,7 +35,7 @@ struct Deployed {
 async fn deploy(
     args: DeployArgs,
     ctx: WorkflowContext,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<Deployed, ToolError> {
     let plan: String = ctx
         .step("plan", async {
@@ -97,9 +74,9 @@ async fn deploy(
 }
 
 fn runtime(store: SqliteStore, effects: PathBuf) -> Runtime {
-    Runtime::builder(Registry::from_tools([deploy::TOOL]).unwrap())
+    builder([deploy::TOOL])
         .store(store)
-        .state(Effects(effects))
+        .state(EffectLog(effects))
         .build()
         .unwrap()
 }
@@ -108,7 +85,7 @@ fn runtime(store: SqliteStore, effects: PathBuf) -> Runtime {
 async fn a_workflow_parks_on_each_question_and_replays_to_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
-    let effects = Effects(log.clone());
+    let effects = EffectLog(log.clone());
 
     // Process one: the call runs until its first question, then parks.
     let first = runtime(SqliteStore::open(&db).unwrap(), log.clone());
@@ -216,7 +193,7 @@ async fn an_answer_outside_the_options_keeps_the_question_pending() {
         panic!("expected completed: {outcome:?}")
     };
     assert_eq!(results[0].output["deployed"], false);
-    assert_eq!(Effects(log).count("apply"), 0);
+    assert_eq!(EffectLog(log).count("apply"), 0);
 }
 
 #[tokio::test]
@@ -239,16 +216,6 @@ async fn nobody_to_ask_means_unavailable_and_the_default_path() {
     assert_eq!(results[0].output["deployed"], false, "{results:?}");
 }
 
-/// A clock the test moves by hand.
-#[derive(Clone, Default)]
-struct ManualClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
-
-impl toolwright::runtime::Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct WatchArgs {
     service: String,
@@ -259,7 +226,7 @@ struct WatchArgs {
 async fn deploy_and_watch(
     args: WatchArgs,
     ctx: WorkflowContext,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<String, ToolError> {
     ctx.step("deploy", async { effects.append("deploy") })
         .await?;
@@ -274,13 +241,10 @@ async fn deploy_and_watch(
 }
 
 fn watching_runtime(store: SqliteStore, effects: PathBuf, clock: ManualClock) -> Runtime {
-    Runtime::builder(Registry::from_tools([deploy_and_watch::TOOL]).unwrap())
+    builder([deploy_and_watch::TOOL])
         .store(store)
-        .state(Effects(effects))
-        .options(toolwright::runtime::Options {
-            clock: std::sync::Arc::new(clock),
-            ..Default::default()
-        })
+        .state(EffectLog(effects))
+        .options(clock.options())
         .build()
         .unwrap()
 }
@@ -289,11 +253,8 @@ fn watching_runtime(store: SqliteStore, effects: PathBuf, clock: ManualClock) ->
 async fn a_durable_sleep_holds_no_task_and_wakes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
-    let effects = Effects(log.clone());
-    let clock = ManualClock::default();
-    clock
-        .0
-        .store(1_000_000, std::sync::atomic::Ordering::SeqCst);
+    let effects = EffectLog(log.clone());
+    let clock = ManualClock::at(1_000_000);
 
     let first = watching_runtime(SqliteStore::open(&db).unwrap(), log.clone(), clock.clone());
     let session = first.open_session(SessionSpec::new("watch")).await.unwrap();
@@ -315,9 +276,7 @@ async fn a_durable_sleep_holds_no_task_and_wakes_after_a_restart() {
     drop(first);
 
     // Five minutes later, a new process wakes it.
-    clock
-        .0
-        .fetch_add(300_000, std::sync::atomic::Ordering::SeqCst);
+    clock.advance(300_000);
     let second = watching_runtime(SqliteStore::open(&db).unwrap(), log.clone(), clock.clone());
     let woken = second.wake_due().await.unwrap();
     assert_eq!(woken.len(), 1);
@@ -347,7 +306,7 @@ struct BackfillArgs {
 async fn backfill(
     args: BackfillArgs,
     ctx: WorkflowContext,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<String, ToolError> {
     ctx.step("start", async { effects.append("start") }).await?;
     let answer = ctx
@@ -369,10 +328,10 @@ async fn backfill(
 async fn cancelling_a_turn_runs_the_cleanup_of_a_parked_workflow_body() {
     let dir = tempfile::tempdir().unwrap();
     let (db, log) = (dir.path().join("db"), dir.path().join("effects"));
-    let effects = Effects(log.clone());
+    let effects = EffectLog(log.clone());
     let rt = Runtime::builder(Registry::from_tools([backfill::TOOL]).unwrap())
         .store(SqliteStore::open(&db).unwrap())
-        .state(Effects(log))
+        .state(EffectLog(log))
         .build()
         .unwrap();
     let session = rt

@@ -9,75 +9,23 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallResult, CompletionReason, Event, InputResponse, Options, RespondOutcome, Runtime,
     RuntimeError, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
 };
-use toolwright::{Caller, ContentPart, ErrorCode, LogLevel, Principal, ToolDescriptor};
+use toolwright::{Caller, ContentPart, ErrorCode, LogLevel, Principal};
+
+use crate::support::{alice, call, code, completed_ending, drain, model_text, runtime, turn_in};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-fn runtime(tools: impl IntoIterator<Item = &'static ToolDescriptor>) -> Runtime {
-    Runtime::builder(Registry::from_tools(tools).expect("valid tools"))
-        .build()
-        .expect("no state needed")
-}
-
-async fn turn_of(runtime: &Runtime, session: &str) -> Turn {
-    let session = runtime
-        .open_session(SessionSpec::new(session).initiator(alice()))
-        .await
-        .unwrap();
-    session
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap()
-}
-
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments.to_string())
-}
-
-/// The results of a step that completed, and whether it ended the turn.
-fn completed(outcome: StepOutcome) -> (Vec<CallResult>, bool) {
-    match outcome {
-        StepOutcome::Completed {
-            results, ends_turn, ..
-        } => (results, ends_turn),
-        other => panic!("expected a completed step, got {other:?}"),
-    }
-}
-
 async fn run_one(turn: &Turn, name: &str, arguments: Value) -> CallResult {
-    let (mut results, _) = completed(turn.step(vec![call("c1", name, arguments)]).await.unwrap());
+    let (mut results, _) =
+        completed_ending(turn.step(vec![call("c1", name, arguments)]).await.unwrap());
     assert_eq!(results.len(), 1);
     results.remove(0)
-}
-
-fn code(result: &CallResult) -> ErrorCode {
-    result.error.as_ref().expect("an error result").code()
-}
-
-fn model_text(result: &CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => panic!("expected a text for the model, got {other:?}"),
-    }
-}
-
-fn drain(events: &mut broadcast::Receiver<Event>) -> Vec<Event> {
-    let mut out = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,7 +202,7 @@ async fn wait_forever(_: NoInput, ctx: ToolContext, hang: State<Hang>) -> u8 {
 #[tokio::test]
 async fn an_unknown_tool_is_an_error_result_naming_similar_tools() {
     let rt = runtime([get_service_status::TOOL, read_service_logs::TOOL]);
-    let turn = turn_of(&rt, "s-unknown").await;
+    let turn = turn_in(&rt, "s-unknown", Some(alice())).await;
     let result = run_one(&turn, "get_service_stats", json!({ "service": "api" })).await;
     assert!(result.is_error);
     assert_eq!(code(&result), ErrorCode::UnknownTool);
@@ -299,7 +247,7 @@ async fn a_user_only_tool_is_rejected_for_the_model_and_schedules_but_not_the_us
 #[tokio::test]
 async fn invalid_input_lists_every_failing_pointer() {
     let rt = runtime([scale_service::TOOL]);
-    let turn = turn_of(&rt, "s-invalid").await;
+    let turn = turn_in(&rt, "s-invalid", Some(alice())).await;
     let result = run_one(
         &turn,
         "scale_service",
@@ -328,7 +276,7 @@ async fn invalid_input_lists_every_failing_pointer() {
     );
 
     // Arguments that are not JSON fail the same way, without reaching the tool.
-    let (results, _) = completed(
+    let (results, _) = completed_ending(
         turn.step(vec![ToolCall::new("c2", "scale_service", "{\"service\": ")])
             .await
             .unwrap(),
@@ -339,7 +287,7 @@ async fn invalid_input_lists_every_failing_pointer() {
 #[tokio::test]
 async fn a_tool_error_reaches_the_model_with_its_message() {
     let rt = runtime([lookup_account::TOOL]);
-    let turn = turn_of(&rt, "s-err").await;
+    let turn = turn_in(&rt, "s-err", Some(alice())).await;
     let result = run_one(&turn, "lookup_account", json!({})).await;
     assert!(result.is_error);
     assert_eq!(code(&result), ErrorCode::ToolFailed);
@@ -352,8 +300,8 @@ async fn a_tool_error_reaches_the_model_with_its_message() {
 #[tokio::test]
 async fn a_panicking_tool_is_an_error_and_the_runtime_keeps_running() {
     let rt = runtime([reconcile::TOOL, get_service_status::TOOL]);
-    let turn = turn_of(&rt, "s-panic").await;
-    let (results, ends) = completed(
+    let turn = turn_in(&rt, "s-panic", Some(alice())).await;
+    let (results, ends) = completed_ending(
         turn.step(vec![
             call("c1", "reconcile", json!({})),
             call("c2", "get_service_status", json!({ "service": "api" })),
@@ -373,7 +321,7 @@ async fn a_panicking_tool_is_an_error_and_the_runtime_keeps_running() {
 #[tokio::test]
 async fn output_not_matching_the_published_schema_is_invalid_output() {
     let rt = runtime([tally::TOOL]);
-    let turn = turn_of(&rt, "s-output").await;
+    let turn = turn_in(&rt, "s-output", Some(alice())).await;
     let bad = run_one(&turn, "tally", json!({ "count": 50 })).await;
     assert!(bad.is_error);
     assert_eq!(code(&bad), ErrorCode::InvalidOutput);
@@ -387,7 +335,7 @@ async fn output_not_matching_the_published_schema_is_invalid_output() {
 async fn the_model_sees_the_projection_and_the_event_carries_the_raw_output() {
     let rt = runtime([service_detail::TOOL]);
     let mut events = rt.subscribe();
-    let turn = turn_of(&rt, "s-projection").await;
+    let turn = turn_in(&rt, "s-projection", Some(alice())).await;
     let result = run_one(&turn, "service_detail", json!({ "service": "payment-api" })).await;
     assert_eq!(
         result.model,
@@ -416,7 +364,7 @@ async fn the_model_sees_the_projection_and_the_event_carries_the_raw_output() {
 async fn a_file_over_3_mib_for_the_model_raises_a_warning() {
     let rt = runtime([capture_page::TOOL]);
     let mut events = rt.subscribe();
-    let turn = turn_of(&rt, "s-file").await;
+    let turn = turn_in(&rt, "s-file", Some(alice())).await;
     let warnings = |events: Vec<Event>| -> Vec<(Option<String>, String)> {
         events
             .into_iter()
@@ -435,7 +383,7 @@ async fn a_file_over_3_mib_for_the_model_raises_a_warning() {
     assert!(warnings(drain(&mut events)).is_empty());
 
     // 4.5 Mi base64 characters decode to about 3.4 MiB.
-    let (results, _) = completed(
+    let (results, _) = completed_ending(
         turn.step(vec![call(
             "big",
             "capture_page",
@@ -466,7 +414,7 @@ async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled
         })
         .build()
         .unwrap();
-    let turn = turn_of(&rt, "s-timeout").await;
+    let turn = turn_in(&rt, "s-timeout", Some(alice())).await;
     let result = run_one(&turn, "wait_forever", json!({})).await;
     assert!(hang.started.load(Ordering::SeqCst));
     assert!(result.is_error);
@@ -490,7 +438,7 @@ async fn cancelling_a_running_step_cancels_its_calls() {
         .state(hang.clone())
         .build()
         .unwrap();
-    let turn = turn_of(&rt, "s-cancel-running").await;
+    let turn = turn_in(&rt, "s-cancel-running", Some(alice())).await;
     let stepping = {
         let turn = turn.clone();
         tokio::spawn(async move { turn.step(vec![call("c1", "wait_forever", json!({}))]).await })
@@ -504,7 +452,7 @@ async fn cancelling_a_running_step_cancels_its_calls() {
         .expect("the step returns once cancelled")
         .unwrap()
         .expect("the step reports its cancelled calls");
-    let (results, ends) = completed(outcome);
+    let (results, ends) = completed_ending(outcome);
     assert!(!ends);
     assert_eq!(code(&results[0]), ErrorCode::Cancelled);
     assert_eq!(*hang.cancelled_at_drop.lock().unwrap(), Some(true));
@@ -630,7 +578,7 @@ async fn a_subagent_session_has_its_parent_and_the_subagent_caller() {
 #[tokio::test]
 async fn an_approved_call_knows_its_approver_apart_from_the_caller() {
     let rt = runtime([approved_whoami::TOOL]);
-    let turn = turn_of(&rt, "s-approver").await;
+    let turn = turn_in(&rt, "s-approver", Some(alice())).await;
     let StepOutcome::Waiting { requests, .. } = turn
         .step(vec![call("c7", "approved_whoami", json!({}))])
         .await
@@ -646,7 +594,7 @@ async fn an_approved_call_knows_its_approver_apart_from_the_caller() {
     let RespondOutcome::Resumed(step) = outcome else {
         panic!("expected the turn to resume, got {outcome:?}")
     };
-    let (results, _) = completed(step);
+    let (results, _) = completed_ending(step);
     let out = &results[0].output;
     assert_eq!(out["approved"], true);
     assert_eq!(out["approver"], "carol");
@@ -699,7 +647,7 @@ async fn write_report(args: ProjectArgs, ctx: ToolContext) -> Report {
 async fn partials_and_logs_become_events_with_labels() {
     let rt = runtime([write_report::TOOL]);
     let mut events = rt.subscribe();
-    let turn = turn_of(&rt, "s-partial").await;
+    let turn = turn_in(&rt, "s-partial", Some(alice())).await;
     let result = run_one(&turn, "write_report", json!({ "project": "storefront" })).await;
     assert!(!result.is_error);
     assert_eq!(
@@ -813,7 +761,7 @@ async fn typed_state_reaches_the_tool_and_a_missing_one_fails_the_build() {
         })
         .build()
         .unwrap();
-    let turn = turn_of(&rt, "s-state").await;
+    let turn = turn_in(&rt, "s-state", Some(alice())).await;
     let result = run_one(&turn, "ledger_balance", json!({})).await;
     assert_eq!(result.output, json!(5_230));
 }
@@ -873,9 +821,9 @@ async fn start_labels_come_from_the_template_or_fall_back_to_the_humanized_name(
         sync_contacts::TOOL,
     ]);
     let mut events = rt.subscribe();
-    let turn = turn_of(&rt, "s-labels").await;
+    let turn = turn_in(&rt, "s-labels", Some(alice())).await;
     let args = json!({ "account": "acme" });
-    let (results, _) = completed(
+    let (results, _) = completed_ending(
         turn.step(vec![
             call("c1", "sync_account", args.clone()),
             call("c2", "sync_accounts", args.clone()),
@@ -975,8 +923,8 @@ async fn a_step_ends_the_turn_only_when_every_call_may_end_it_and_all_succeeded(
     let thumbs = json!({ "emoji": "👍" });
 
     // An ending call next to one that does not end: the turn goes on.
-    let turn = turn_of(&rt, "s-end-mixed").await;
-    let (_, ends) = completed(
+    let turn = turn_in(&rt, "s-end-mixed", Some(alice())).await;
+    let (_, ends) = completed_ending(
         turn.step(vec![
             call("c1", "react", thumbs.clone()),
             call("c2", "get_service_status", json!({ "service": "api" })),
@@ -988,7 +936,7 @@ async fn a_step_ends_the_turn_only_when_every_call_may_end_it_and_all_succeeded(
     assert_eq!(turn.record().await.unwrap().status, TurnStatus::Active);
 
     // Two ending calls, one failing: the turn goes on.
-    let (_, ends) = completed(
+    let (_, ends) = completed_ending(
         turn.step(vec![
             call("c3", "react", thumbs.clone()),
             call("c4", "send_answer", json!({ "fail": true })),
@@ -1000,7 +948,7 @@ async fn a_step_ends_the_turn_only_when_every_call_may_end_it_and_all_succeeded(
 
     // Every call ends the turn and all succeeded: it ends.
     let mut events = rt.subscribe();
-    let (results, ends) = completed(
+    let (results, ends) = completed_ending(
         turn.step(vec![
             call("c5", "react", thumbs.clone()),
             call("c6", "send_answer", json!({ "fail": false })),
@@ -1028,8 +976,8 @@ async fn a_step_ends_the_turn_only_when_every_call_may_end_it_and_all_succeeded(
 #[tokio::test]
 async fn ends_turn_by_output_follows_the_output() {
     let rt = end_tools();
-    let turn = turn_of(&rt, "s-end-path").await;
-    let (results, ends) = completed(
+    let turn = turn_in(&rt, "s-end-path", Some(alice())).await;
+    let (results, ends) = completed_ending(
         turn.step(vec![call(
             "c1",
             "post_message",
@@ -1040,7 +988,7 @@ async fn ends_turn_by_output_follows_the_output() {
     );
     assert!(!ends);
     assert!(!results[0].ends_turn);
-    let (results, ends) = completed(
+    let (results, ends) = completed_ending(
         turn.step(vec![call(
             "c2",
             "post_message",
@@ -1066,7 +1014,7 @@ async fn ends_turn_is_ignored_in_subagent_sessions_and_structured_output_turns()
         .begin_turn(Some(alice()), Caller::Model)
         .await
         .unwrap();
-    let (_, ends) = completed(
+    let (_, ends) = completed_ending(
         turn.step(vec![call("c1", "react", thumbs.clone())])
             .await
             .unwrap(),
@@ -1082,7 +1030,7 @@ async fn ends_turn_is_ignored_in_subagent_sessions_and_structured_output_turns()
         .begin_structured_turn(Some(alice()), Caller::Model)
         .await
         .unwrap();
-    let (_, ends) = completed(
+    let (_, ends) = completed_ending(
         turn.step(vec![call("c1", "react", thumbs.clone())])
             .await
             .unwrap(),
@@ -1095,7 +1043,7 @@ async fn ends_turn_is_ignored_in_subagent_sessions_and_structured_output_turns()
         .begin_turn(Some(alice()), Caller::Model)
         .await
         .unwrap();
-    let (_, ends) = completed(turn.step(vec![call("c1", "react", thumbs)]).await.unwrap());
+    let (_, ends) = completed_ending(turn.step(vec![call("c1", "react", thumbs)]).await.unwrap());
     assert!(ends);
 }
 
@@ -1118,7 +1066,7 @@ async fn an_approved_ending_call_ends_the_turn_when_it_resumes() {
         .state(runs.clone())
         .build()
         .unwrap();
-    let turn = turn_of(&rt, "s-end-approved").await;
+    let turn = turn_in(&rt, "s-end-approved", Some(alice())).await;
     let StepOutcome::Waiting { requests, .. } = turn
         .step(vec![call("c1", "finish_job", json!({}))])
         .await
@@ -1136,7 +1084,7 @@ async fn an_approved_ending_call_ends_the_turn_when_it_resumes() {
     let RespondOutcome::Resumed(step) = outcome else {
         panic!("{outcome:?}")
     };
-    let (_, ends) = completed(step);
+    let (_, ends) = completed_ending(step);
     assert!(ends);
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
     assert_eq!(turn.record().await.unwrap().status, TurnStatus::Completed);

@@ -14,20 +14,18 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use toolwright::mcp::McpConnector;
 use toolwright::runtime::{
-    CallResult, Connection, ConnectionState, Event, InputRequest, InputResponse, RespondOutcome,
-    Runtime, SessionSpec, SqliteStore, StepOutcome, ToolCall, ToolOverride, Turn,
+    CallResult, Connection, ConnectionState, Event, InputRequest, InputResponse, Runtime,
+    SessionSpec, SqliteStore, StepOutcome, ToolCall, ToolOverride, Turn,
 };
 use toolwright::{
-    ApprovalCall, ApprovalDecision, Caller, Effect, ErrorCode, Format, Principal, Registry,
-    RequestPolicy,
+    ApprovalCall, ApprovalDecision, Caller, Effect, ErrorCode, Format, Registry, RequestPolicy,
 };
+
+use crate::support::programs::{python, root};
+use crate::support::{alice, builder, call, code, completed, open_turn, resumed, text, waiting};
 
 // ---------------------------------------------------------------------------------------------
 // The servers.
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The entry point of an npm reference server, installed by `scripts/setup-clients`.
 fn npm_server(package: &str) -> PathBuf {
@@ -49,15 +47,6 @@ fn everything() -> McpConnector {
         npm_server("server-everything").as_os_str(),
         "stdio".as_ref(),
     ])
-}
-
-fn python() -> PathBuf {
-    let python = root().join("target/mcp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python MCP SDK is not installed; run `scripts/setup-clients` (`scripts/test` does)"
-    );
-    python
 }
 
 /// The Python fixture server over streamable HTTP, its token in a file the tests rotate.
@@ -167,7 +156,7 @@ fn store(dir: &Path) -> SqliteStore {
 }
 
 fn runtime(dir: &Path, connections: Vec<Connection>) -> Runtime {
-    let mut builder = Runtime::builder(Registry::from_tools([]).unwrap()).store(store(dir));
+    let mut builder = builder([]).store(store(dir));
     for connection in connections {
         builder = builder.connection(connection);
     }
@@ -175,20 +164,7 @@ fn runtime(dir: &Path, connections: Vec<Connection>) -> Runtime {
 }
 
 async fn turn(rt: &Runtime, session: SessionSpec) -> Turn {
-    rt.open_session(session)
-        .await
-        .unwrap()
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap()
-}
-
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments.to_string())
+    open_turn(rt, session, Some(alice()), Caller::Model).await
 }
 
 /// Settings for a fixture tool that changes nothing worth asking about.
@@ -205,7 +181,7 @@ async fn run(turn: &Turn, calls: Vec<ToolCall>) -> Vec<CallResult> {
 
 /// Runs a step that must wait for a person.
 async fn wait(turn: &Turn, calls: Vec<ToolCall>) -> Vec<InputRequest> {
-    waiting(turn.step(calls).await.unwrap())
+    waiting(turn.step(calls).await.unwrap()).1
 }
 
 /// Alice approves `request`; the turn must resume and complete.
@@ -215,38 +191,6 @@ async fn approve(rt: &Runtime, request: &InputRequest) -> Vec<CallResult> {
             .await
             .unwrap(),
     )
-}
-
-fn completed(outcome: StepOutcome) -> Vec<CallResult> {
-    match outcome {
-        StepOutcome::Completed { results, .. } => results,
-        other => panic!("expected the step to complete, got {other:?}"),
-    }
-}
-
-fn waiting(outcome: StepOutcome) -> Vec<InputRequest> {
-    match outcome {
-        StepOutcome::Waiting { requests, .. } => requests,
-        other => panic!("expected the step to wait, got {other:?}"),
-    }
-}
-
-fn resumed(outcome: RespondOutcome) -> Vec<CallResult> {
-    match outcome {
-        RespondOutcome::Resumed(step) => completed(step),
-        other => panic!("expected the turn to resume, got {other:?}"),
-    }
-}
-
-fn text(result: &CallResult) -> String {
-    match &result.model {
-        toolwright::ModelOutput::Text(text) => text.clone(),
-        other => serde_json::to_string(other).unwrap(),
-    }
-}
-
-fn code(result: &CallResult) -> ErrorCode {
-    result.error.as_ref().expect("an error result").code()
 }
 
 /// Waits (at most 20 s) for an event matching `want`.
@@ -631,7 +575,7 @@ async fn server_annotations_reach_custom_policies_and_unattended_sessions_run_no
         vec![Connection::new("fixture", fixture.connector()).allow(["delete_note"])],
     );
     rt.connect().await.unwrap();
-    let turn = crate::turn(&rt, SessionSpec::new("cron").non_interactive()).await;
+    let turn = self::turn(&rt, SessionSpec::new("cron").non_interactive()).await;
     let results = run(
         &turn,
         vec![call("c1", "fixture__delete_note", json!({ "id": "n1" }))],

@@ -1127,7 +1127,7 @@ fn an_anthropic_name_unlike_the_tools_is_refused() {
     assert_eq!(error.problems.len(), 1);
     let message = error.problems[0].to_string();
     assert!(
-        message.starts_with("provider tool `search` at tests/exports.rs:"),
+        message.starts_with("provider tool `search` at tests/it/exports.rs:"),
         "{message}"
     );
     assert!(

@@ -11,11 +11,9 @@ use toolwright::prelude::*;
 use toolwright::runtime::{
     InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Principal, Registry};
+use toolwright::{Caller, ErrorCode, Registry};
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
+use crate::support::alice;
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Ratio {

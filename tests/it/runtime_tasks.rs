@@ -3,10 +3,8 @@
 //! `task_cancel` meta-tools, cancellation with cleanup (of a running and of a parked body),
 //! `serve` calls routed by `task_id`, and tasks that outlive their process.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -14,48 +12,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Event, InputResponse, Options, RespondOutcome, Runtime, RuntimeError, SessionSpec, SqliteStore,
-    StepOutcome, TaskStatus, ToolCall, Turn,
+    Event, InputResponse, Options, RespondOutcome, Runtime, RuntimeError, SqliteStore, StepOutcome,
+    TaskStatus, ToolCall, Turn,
 };
-use toolwright::{Caller, Format, Principal, Registry};
+use toolwright::{Caller, Format, Registry};
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-/// Where bodies record their side effects: a file, so a restarted runtime sees them too.
-struct Effects(PathBuf);
-
-impl Effects {
-    fn append(&self, line: &str) -> Result<(), ToolError> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.0)?;
-        file.write_all(format!("{line}\n").as_bytes())?;
-        Ok(())
-    }
-
-    fn count(&self, line: &str) -> usize {
-        std::fs::read_to_string(&self.0)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| *l == line)
-            .count()
-    }
-}
+use crate::support::clock::ManualClock;
+use crate::support::effects::EffectLog;
+use crate::support::{alice, text, turn_in};
 
 /// Holds `render` bodies until the test opens it.
 struct Gate(Arc<tokio::sync::Semaphore>);
-
-#[derive(Clone, Default)]
-struct ManualClock(Arc<AtomicU64>);
-
-impl toolwright::runtime::Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct RenderArgs {
@@ -73,7 +40,7 @@ async fn render(
     args: RenderArgs,
     ctx: WorkflowContext,
     gate: State<Gate>,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<Rendered, ToolError> {
     let job: String = ctx
         .step("submit", async {
@@ -104,7 +71,7 @@ struct MigrateArgs {
 async fn migrate(
     args: MigrateArgs,
     ctx: WorkflowContext,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<String, ToolError> {
     ctx.step("copy", async { effects.append("copy") }).await?;
     let go = ctx
@@ -146,7 +113,7 @@ struct Plan {
 async fn plan_release(
     mut calls: ServeCalls<PlanRequest, Plan>,
     ctx: WorkflowContext,
-    effects: State<Effects>,
+    effects: State<EffectLog>,
 ) -> Result<(), ToolError> {
     let mut plan = Plan { steps: Vec::new() };
     let mut revision = 0;
@@ -169,7 +136,7 @@ async fn plan_release(
 
 /// Publishes the newsletter, after the user approves.
 #[tool(effect = public, workflow = task, approval = always)]
-async fn publish(_: NoInput, effects: State<Effects>) -> Result<String, ToolError> {
+async fn publish(_: NoInput, effects: State<EffectLog>) -> Result<String, ToolError> {
     effects.append("publish")?;
     Ok("published".into())
 }
@@ -191,8 +158,7 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let clock = ManualClock::default();
-        clock.0.store(1_000_000, Ordering::SeqCst);
+        let clock = ManualClock::at(1_000_000);
         Fixture {
             db: dir.path().join("db"),
             log: dir.path().join("effects"),
@@ -202,8 +168,8 @@ impl Fixture {
         }
     }
 
-    fn effects(&self) -> Effects {
-        Effects(self.log.clone())
+    fn effects(&self) -> EffectLog {
+        EffectLog(self.log.clone())
     }
 
     fn runtime(&self, gate: usize) -> Runtime {
@@ -224,22 +190,12 @@ impl Fixture {
             .state(Gate(self.gate.clone()))
             .state(self.effects())
             .options(Options {
-                clock: Arc::new(self.clock.clone()),
                 task_cleanup: cleanup,
-                ..Default::default()
+                ..self.clock.options()
             })
             .build()
             .unwrap()
     }
-}
-
-async fn turn(rt: &Runtime, session: &str) -> Turn {
-    rt.open_session(SessionSpec::new(session).initiator(alice()))
-        .await
-        .unwrap()
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap()
 }
 
 async fn call(turn: &Turn, id: &str, tool: &str, input: Value) -> toolwright::runtime::CallResult {
@@ -250,13 +206,6 @@ async fn call(turn: &Turn, id: &str, tool: &str, input: Value) -> toolwright::ru
     {
         StepOutcome::Completed { mut results, .. } => results.remove(0),
         other => panic!("expected a completed step, got {other:?}"),
-    }
-}
-
-fn text(result: &toolwright::runtime::CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => serde_json::to_string(other).unwrap(),
     }
 }
 
@@ -284,7 +233,7 @@ async fn a_task_returns_a_receipt_and_its_result_arrives_later_as_a_message() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
     let mut events = rt.subscribe();
-    let turn = turn(&rt, "render").await;
+    let turn = turn_in(&rt, "render", Some(alice())).await;
 
     let receipt = call(&turn, "c1", "render", json!({ "project": "intro" })).await;
     assert!(!receipt.is_error, "{receipt:?}");
@@ -366,7 +315,7 @@ async fn a_task_returns_a_receipt_and_its_result_arrives_later_as_a_message() {
 async fn task_wait_times_out_while_running_then_returns_the_result_once() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "wait").await;
+    let turn = turn_in(&rt, "wait", Some(alice())).await;
     let id = task_id(&call(&turn, "c1", "render", json!({ "project": "a" })).await);
 
     let waited = call(
@@ -400,7 +349,7 @@ async fn task_wait_times_out_while_running_then_returns_the_result_once() {
 async fn task_meta_tools_refuse_unknown_ids_and_bad_input() {
     let fx = Fixture::new();
     let rt = fx.runtime(1);
-    let turn = turn(&rt, "meta").await;
+    let turn = turn_in(&rt, "meta", Some(alice())).await;
     for (tool, input, needle) in [
         (
             "task_wait",
@@ -436,21 +385,17 @@ async fn task_meta_tools_refuse_unknown_ids_and_bad_input() {
     }
 
     // A task of another session is unknown here.
-    let other = turn_in(&rt, "meta-other").await;
+    let other = turn_in(&rt, "meta-other", Some(alice())).await;
     let id = task_id(&call(&other, "c1", "render", json!({ "project": "b" })).await);
     let result = call(&turn, "m2", "task_cancel", json!({ "task_id": id })).await;
     assert_eq!(result.error.unwrap().code().as_str(), "UNKNOWN_TASK");
-}
-
-async fn turn_in(rt: &Runtime, session: &str) -> Turn {
-    turn(rt, session).await
 }
 
 #[tokio::test]
 async fn task_cancel_fires_the_token_and_the_cleanup_runs() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "cancel").await;
+    let turn = turn_in(&rt, "cancel", Some(alice())).await;
     let id = task_id(&call(&turn, "c1", "render", json!({ "project": "c" })).await);
     until_status(&rt, &id, |s| s == TaskStatus::Running).await;
     // Let the body reach its wait.
@@ -475,7 +420,7 @@ async fn task_cancel_fires_the_token_and_the_cleanup_runs() {
 
     // A cancelled task is over.
     let again = call(
-        &turn_in(&rt, "cancel").await,
+        &turn_in(&rt, "cancel", Some(alice())).await,
         "x2",
         "task_cancel",
         json!({ "task_id": id }),
@@ -507,7 +452,7 @@ async fn a_body_that_ignores_cancellation_is_dropped_after_the_cleanup_window() 
         })
         .build()
         .unwrap();
-    let turn = turn(&rt, "stubborn").await;
+    let turn = turn_in(&rt, "stubborn", Some(alice())).await;
     let id = task_id(&call(&turn, "c1", "stubborn", json!({})).await);
     let task = rt.cancel_task(&id).await.unwrap();
     assert_eq!(task.status, TaskStatus::Cancelled);
@@ -530,7 +475,7 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
     let (turn_id, request_id, id) = {
         let rt = fx.runtime(0);
         let mut events = rt.subscribe();
-        let turn = turn(&rt, "migrate").await;
+        let turn = turn_in(&rt, "migrate", Some(alice())).await;
         let id = task_id(&call(&turn, "c1", "migrate", json!({ "table": "users" })).await);
         until_status(&rt, &id, |s| s == TaskStatus::Waiting).await;
         let task = rt.task(&id).await.unwrap();
@@ -585,7 +530,7 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
         rt.task(&id).await.unwrap().status,
         TaskStatus::Sleeping { .. }
     ));
-    fx.clock.0.fetch_add(3_600_000, Ordering::SeqCst);
+    fx.clock.advance(3_600_000);
     rt.wake_due().await.unwrap();
     until_status(&rt, &id, |s| s == TaskStatus::Finished).await;
     let turn = rt.turn(&turn_id).await.unwrap();
@@ -600,7 +545,7 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
 async fn cancelling_a_parked_task_replays_its_body_to_the_cleanup() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "undo").await;
+    let turn = turn_in(&rt, "undo", Some(alice())).await;
     let id = task_id(&call(&turn, "c1", "migrate", json!({ "table": "orders" })).await);
     until_status(&rt, &id, |s| s == TaskStatus::Waiting).await;
     let request_id = rt.task(&id).await.unwrap().requests[0].request_id.clone();
@@ -629,7 +574,7 @@ async fn cancelling_a_parked_task_replays_its_body_to_the_cleanup() {
 async fn a_declined_approval_never_starts_the_task() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "approve").await;
+    let turn = turn_in(&rt, "approve", Some(alice())).await;
     let StepOutcome::Waiting { requests, .. } = turn
         .step(vec![ToolCall::new("p1", "publish", "{}")])
         .await
@@ -691,7 +636,7 @@ async fn a_serve_task_is_revised_three_times_by_task_id_in_order() {
     let fx = Fixture::new();
     let id = {
         let rt = fx.runtime(0);
-        let turn = turn(&rt, "plan").await;
+        let turn = turn_in(&rt, "plan", Some(alice())).await;
         let receipt = call(
             &turn,
             "r1",
@@ -764,7 +709,7 @@ async fn a_serve_task_is_revised_three_times_by_task_id_in_order() {
     // An idle serve task holds nothing in memory: the next runtime carries it on, in a later turn,
     // replaying the recorded revisions without running them again.
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "plan").await;
+    let turn = turn_in(&rt, "plan", Some(alice())).await;
     call(
         &turn,
         // Call ids repeat across turns (providers number them per response): `r1` again.
@@ -798,7 +743,7 @@ async fn a_serve_task_is_revised_three_times_by_task_id_in_order() {
     )
     .await;
     assert_eq!(unknown.error.unwrap().code().as_str(), "UNKNOWN_TASK");
-    let other = turn_in(&rt, "plan-other").await;
+    let other = turn_in(&rt, "plan-other", Some(alice())).await;
     let foreign = call(
         &other,
         "r6",
@@ -847,7 +792,7 @@ fn a_running_task_left_by_a_stopped_process_is_recovered_from_its_journal() {
         let tokio_rt = tokio::runtime::Runtime::new().unwrap();
         let id = tokio_rt.block_on(async {
             let rt = fx.runtime(0);
-            let turn = turn(&rt, "crash").await;
+            let turn = turn_in(&rt, "crash", Some(alice())).await;
             let id = task_id(&call(&turn, "c1", "render", json!({ "project": "z" })).await);
             for _ in 0..200 {
                 if fx.effects().count("submit") == 1 {
@@ -909,7 +854,7 @@ fn the_task_meta_tools_are_listed_only_beside_task_tools() {
 async fn task_cancel_hands_over_results_the_task_produced_before_the_cancel() {
     let fx = Fixture::new();
     let rt = fx.runtime(0);
-    let turn = turn(&rt, "produced").await;
+    let turn = turn_in(&rt, "produced", Some(alice())).await;
     let id = task_id(&call(&turn, "r1", "plan_release", json!({ "request": "draft" })).await);
     until_status(&rt, &id, |s| s == TaskStatus::Idle).await;
     // The reply is recorded but not delivered yet; cancelling must not swallow it.

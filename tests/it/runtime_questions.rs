@@ -5,29 +5,18 @@ use serde_json::json;
 use toolwright::runtime::{
     Event, InputResponse, RequestKind, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
 };
-use toolwright::{Caller, ErrorCode, Principal, Registry, ask_question};
+use toolwright::{Caller, ErrorCode, Principal, ask_question};
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
+use crate::support::{self, alice, turn_in};
 
 fn runtime() -> Runtime {
-    Runtime::builder(Registry::from_tools([ask_question()]).unwrap())
-        .build()
-        .unwrap()
+    support::runtime([ask_question()])
 }
 
 const QUESTION: &str = r#"{"question":"Deploy to which environment?","options":[{"label":"preview","description":"Safe to try"},{"label":"production","description":"Live users"}]}"#;
 
 async fn parked(runtime: &Runtime, session: &str) -> (toolwright::runtime::Turn, String) {
-    let session = runtime
-        .open_session(SessionSpec::new(session).initiator(alice()))
-        .await
-        .unwrap();
-    let turn = session
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap();
+    let turn = turn_in(runtime, session, Some(alice())).await;
     let StepOutcome::Waiting { requests, .. } = turn
         .step(vec![ToolCall::new("q1", "ask_question", QUESTION)])
         .await

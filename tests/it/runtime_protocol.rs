@@ -9,20 +9,20 @@ use std::sync::{Arc, Mutex};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    CallResult, CompletionReason, Decision, Event, InputRequest, InputResponse, Outcome,
-    RequestKind, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
+    CompletionReason, Decision, Event, InputResponse, Outcome, RequestKind, RespondOutcome,
+    Runtime, SessionSpec, ToolCall, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Format, Principal};
+use toolwright::{Caller, ErrorCode, Format};
+
+use crate::support::{
+    alice, builder, call, code, completed_with_notices, drain, model_text, resumed, turn_in,
+    waiting,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
 
 /// Which tools ran, in order, per runtime.
 #[derive(Clone, Debug, Default)]
@@ -40,7 +40,7 @@ impl Runs {
 
 fn runtime() -> (Runtime, Runs) {
     let runs = Runs::default();
-    let registry = Registry::from_tools([
+    let rt = builder([
         check_status::TOOL,
         restart::TOOL,
         finish::TOOL,
@@ -51,75 +51,14 @@ fn runtime() -> (Runtime, Runs) {
         publish_release::TOOL,
         pay::TOOL,
     ])
-    .expect("valid tools");
-    let rt = Runtime::builder(registry)
-        .state(runs.clone())
-        .build()
-        .unwrap();
+    .state(runs.clone())
+    .build()
+    .unwrap();
     (rt, runs)
-}
-
-async fn turn_in(rt: &Runtime, session: &str) -> Turn {
-    let session = rt
-        .open_session(SessionSpec::new(session).initiator(alice()))
-        .await
-        .unwrap();
-    session
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap()
-}
-
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments.to_string())
 }
 
 fn restart_call(id: &str, service: &str) -> ToolCall {
     call(id, "restart", json!({ "service": service }))
-}
-
-fn completed(outcome: StepOutcome) -> (Vec<CallResult>, Vec<String>) {
-    match outcome {
-        StepOutcome::Completed {
-            results, notices, ..
-        } => (results, notices),
-        other => panic!("expected a completed step, got {other:?}"),
-    }
-}
-
-fn waiting(outcome: StepOutcome) -> (Vec<CallResult>, Vec<InputRequest>) {
-    match outcome {
-        StepOutcome::Waiting {
-            results, requests, ..
-        } => (results, requests),
-        other => panic!("expected a waiting step, got {other:?}"),
-    }
-}
-
-fn resumed(outcome: RespondOutcome) -> Vec<CallResult> {
-    match outcome {
-        RespondOutcome::Resumed(step) => completed(step).0,
-        other => panic!("expected the turn to resume, got {other:?}"),
-    }
-}
-
-fn code(result: &CallResult) -> ErrorCode {
-    result.error.as_ref().expect("an error result").code()
-}
-
-fn model_text(result: &CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => panic!("expected a text for the model, got {other:?}"),
-    }
-}
-
-fn drain(events: &mut broadcast::Receiver<Event>) -> Vec<Event> {
-    let mut out = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 fn event_type(event: &Event) -> String {
@@ -286,7 +225,7 @@ async fn pay(args: PayArgs, runs: State<Runs>) -> u64 {
 #[tokio::test]
 async fn the_first_valid_answer_wins() {
     let (rt, runs) = runtime();
-    let turn = turn_in(&rt, "s-first").await;
+    let turn = turn_in(&rt, "s-first", Some(alice())).await;
     let (_, requests) = waiting(turn.step(vec![restart_call("c1", "api")]).await.unwrap());
     assert_eq!(requests[0].kind, RequestKind::ToolApproval);
     let id = &requests[0].request_id;
@@ -308,7 +247,7 @@ async fn the_first_valid_answer_wins() {
 async fn cancel_then_approve_stays_cancelled_and_the_note_reaches_the_model() {
     let (rt, runs) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-cancel-note").await;
+    let turn = turn_in(&rt, "s-cancel-note", Some(alice())).await;
     let (_, requests) = waiting(turn.step(vec![restart_call("c1", "api")]).await.unwrap());
     let id = &requests[0].request_id;
     let results = resumed(
@@ -349,7 +288,7 @@ async fn cancel_then_approve_stays_cancelled_and_the_note_reaches_the_model() {
 #[tokio::test]
 async fn a_turn_waits_on_several_requests_and_resumes_when_all_settle() {
     let (rt, runs) = runtime();
-    let turn = turn_in(&rt, "s-several").await;
+    let turn = turn_in(&rt, "s-several", Some(alice())).await;
     let (results, requests) = waiting(
         turn.step(vec![
             restart_call("c1", "api"),
@@ -412,7 +351,7 @@ async fn a_turn_waits_on_several_requests_and_resumes_when_all_settle() {
 async fn a_message_revokes_pending_approvals_and_approved_calls_still_run() {
     let (rt, runs) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-message").await;
+    let turn = turn_in(&rt, "s-message", Some(alice())).await;
     let (_, requests) = waiting(
         turn.step(vec![restart_call("c1", "api"), restart_call("c2", "db")])
             .await
@@ -461,7 +400,7 @@ async fn a_message_revokes_pending_approvals_and_approved_calls_still_run() {
 async fn cancelling_the_turn_revokes_its_requests_and_a_later_answer_runs_nothing() {
     let (rt, runs) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-cancel").await;
+    let turn = turn_in(&rt, "s-cancel", Some(alice())).await;
     let (_, requests) = waiting(
         turn.step(vec![
             restart_call("c1", "api"),
@@ -538,7 +477,7 @@ async fn cancelling_the_turn_revokes_its_requests_and_a_later_answer_runs_nothin
 async fn a_call_denied_beside_a_parked_one_has_one_result() {
     let (rt, runs) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-denied-beside").await;
+    let turn = turn_in(&rt, "s-denied-beside", Some(alice())).await;
     let (results, requests) = waiting(
         turn.step(vec![
             call("c1", "pay", json!({ "amount": 5000 })),
@@ -571,7 +510,7 @@ async fn a_call_denied_beside_a_parked_one_has_one_result() {
 async fn a_full_event_sequence_keeps_its_json_names() {
     let (rt, _) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-snapshot").await;
+    let turn = turn_in(&rt, "s-snapshot", Some(alice())).await;
     let (_, requests) = waiting(
         turn.step(vec![
             call("c1", "check_status", json!({ "service": "db" })),
@@ -588,7 +527,7 @@ async fn a_full_event_sequence_keeps_its_json_names() {
         .await
         .unwrap(),
     );
-    let (_, _) = completed(
+    let (_, _) = completed_with_notices(
         turn.step(vec![call("c3", "finish", json!({}))])
             .await
             .unwrap(),
@@ -641,7 +580,7 @@ fn listed_names(list: &str) -> Vec<String> {
 #[tokio::test]
 async fn top_level_only_tools_are_absent_in_subagent_sessions_and_fail_there() {
     let (rt, _) = runtime();
-    let root = turn_in(&rt, "s-root").await;
+    let root = turn_in(&rt, "s-root", Some(alice())).await;
     assert!(
         listed_names(&root.tool_list(Format::OpenAi).await.unwrap())
             .contains(&"open_incident".to_owned())
@@ -662,7 +601,7 @@ async fn top_level_only_tools_are_absent_in_subagent_sessions_and_fail_there() {
     let names = listed_names(&turn.tool_list(Format::OpenAi).await.unwrap());
     assert!(!names.contains(&"open_incident".to_owned()), "{names:?}");
     assert!(names.contains(&"check_status".to_owned()), "{names:?}");
-    let (results, _) = completed(
+    let (results, _) = completed_with_notices(
         turn.step(vec![call(
             "c1",
             "open_incident",
@@ -679,7 +618,7 @@ async fn top_level_only_tools_are_absent_in_subagent_sessions_and_fail_there() {
         model_text(&results[0])
     );
 
-    let (results, _) = completed(
+    let (results, _) = completed_with_notices(
         root.step(vec![call(
             "c1",
             "open_incident",
@@ -695,7 +634,7 @@ async fn top_level_only_tools_are_absent_in_subagent_sessions_and_fail_there() {
 async fn deferred_tools_are_found_with_tool_search_and_called_with_tool_call() {
     let (rt, runs) = runtime();
     let mut events = rt.subscribe();
-    let turn = turn_in(&rt, "s-deferred").await;
+    let turn = turn_in(&rt, "s-deferred", Some(alice())).await;
     let names = listed_names(&turn.tool_list(Format::OpenAi).await.unwrap());
     for deferred in ["export_ledger", "export_invoices", "find_runbook"] {
         assert!(!names.contains(&deferred.to_owned()), "{names:?}");
@@ -703,7 +642,7 @@ async fn deferred_tools_are_found_with_tool_search_and_called_with_tool_call() {
     assert!(names.contains(&"tool_search".to_owned()) && names.contains(&"tool_call".to_owned()));
 
     // Ranked: both words match the ledger export, one matches the invoice export.
-    let (results, _) = completed(
+    let (results, _) = completed_with_notices(
         turn.step(vec![call(
             "s1",
             "tool_search",
@@ -769,7 +708,7 @@ async fn deferred_tools_are_found_with_tool_search_and_called_with_tool_call() {
     );
 
     // A bad `tool_call` is an error result, not a crash.
-    let (results, _) = completed(
+    let (results, _) = completed_with_notices(
         turn.step(vec![call("c2", "tool_call", json!({ "input": {} }))])
             .await
             .unwrap(),
@@ -794,7 +733,7 @@ async fn a_conditional_tool_appears_at_the_next_step_and_is_announced_once() {
         !listed_names(&turn.tool_list(Format::OpenAi).await.unwrap())
             .contains(&"publish_release".to_owned())
     );
-    let (results, notices) = completed(
+    let (results, notices) = completed_with_notices(
         turn.step(vec![call("c1", "publish_release", notes.clone())])
             .await
             .unwrap(),
@@ -807,7 +746,7 @@ async fn a_conditional_tool_appears_at_the_next_step_and_is_announced_once() {
         listed_names(&turn.tool_list(Format::OpenAi).await.unwrap())
             .contains(&"publish_release".to_owned())
     );
-    let (results, notices) = completed(
+    let (results, notices) = completed_with_notices(
         turn.step(vec![call("c2", "publish_release", notes.clone())])
             .await
             .unwrap(),
@@ -816,7 +755,7 @@ async fn a_conditional_tool_appears_at_the_next_step_and_is_announced_once() {
     assert!(!results[0].is_error, "{results:?}");
 
     // Told once: the next step says nothing.
-    let (_, notices) = completed(
+    let (_, notices) = completed_with_notices(
         turn.step(vec![call(
             "c3",
             "check_status",
@@ -829,7 +768,7 @@ async fn a_conditional_tool_appears_at_the_next_step_and_is_announced_once() {
 
     // And it goes away again when the predicate turns false.
     session.set_state("release_approved", false).await.unwrap();
-    let (results, notices) = completed(
+    let (results, notices) = completed_with_notices(
         turn.step(vec![call("c4", "publish_release", notes)])
             .await
             .unwrap(),

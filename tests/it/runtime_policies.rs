@@ -12,25 +12,20 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    AutoRequest, AutoVerdict, CallResult, CandidateStatus, Decider, Event, InputRequest,
-    InputResponse, Options, Permission, RespondOutcome, Runtime, SessionSpec, StepOutcome,
-    ToolCall, Turn, TurnStatus,
+    AutoRequest, AutoVerdict, CandidateStatus, Decider, Event, InputRequest, InputResponse,
+    Options, Permission, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
+    TurnStatus,
 };
 use toolwright::{Caller, Effect, ErrorCode, Principal, PrincipalType, ResponseDecision};
 
+use crate::support::{
+    alice, bob, call, code, completed, drain, model_text, resumed, turn_in, waiting,
+};
+
 // ---------------------------------------------------------------------------------------------
 // Helpers.
-
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
-fn bob() -> Principal {
-    Principal::user("oidc", "bob")
-}
 
 fn on_call_carol() -> Principal {
     Principal::user("oidc", "carol").with_attribute("roles", json!(["oncall"]))
@@ -78,68 +73,14 @@ fn runtime() -> (Runtime, Runs) {
     (rt, runs)
 }
 
-async fn turn_in(rt: &Runtime, session: &str, current: Option<Principal>) -> Turn {
-    let session = rt
-        .open_session(SessionSpec::new(session).initiator(alice()))
-        .await
-        .unwrap();
-    session.begin_turn(current, Caller::Model).await.unwrap()
-}
-
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments.to_string())
-}
-
 async fn step(turn: &Turn, calls: Vec<ToolCall>) -> StepOutcome {
     turn.step(calls).await.unwrap()
-}
-
-fn completed(outcome: StepOutcome) -> Vec<CallResult> {
-    match outcome {
-        StepOutcome::Completed { results, .. } => results,
-        other => panic!("expected a completed step, got {other:?}"),
-    }
-}
-
-fn waiting(outcome: StepOutcome) -> (Vec<CallResult>, Vec<InputRequest>) {
-    match outcome {
-        StepOutcome::Waiting {
-            results, requests, ..
-        } => (results, requests),
-        other => panic!("expected a waiting step, got {other:?}"),
-    }
-}
-
-fn resumed(outcome: RespondOutcome) -> Vec<CallResult> {
-    match outcome {
-        RespondOutcome::Resumed(step) => completed(step),
-        other => panic!("expected the turn to resume, got {other:?}"),
-    }
-}
-
-fn code(result: &CallResult) -> ErrorCode {
-    result.error.as_ref().expect("an error result").code()
-}
-
-fn model_text(result: &CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => panic!("expected a text for the model, got {other:?}"),
-    }
 }
 
 async fn approve(rt: &Runtime, request: &InputRequest, by: Principal) -> RespondOutcome {
     rt.respond(InputResponse::approve(&request.request_id, Some(by)))
         .await
         .unwrap()
-}
-
-fn drain(events: &mut broadcast::Receiver<Event>) -> Vec<Event> {
-    let mut out = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ use toolwright::runtime::{
 };
 use toolwright::{Caller, Principal, Registry};
 
+use crate::support::alice;
+
 static RESTARTS: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
@@ -32,10 +34,6 @@ async fn restart(args: RestartArgs) -> Restarted {
     Restarted {
         service: args.service,
     }
-}
-
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
 }
 
 #[tokio::test]

@@ -6,8 +6,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolwright::prelude::*;
-use toolwright::runtime::{CallResult, Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn};
-use toolwright::{Caller, ErrorCode, Format, Principal};
+use toolwright::runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn};
+use toolwright::{Caller, ErrorCode, Format};
+
+use crate::support::{alice, completed, open_turn, runtime};
 
 /// Searches the web for current information; results come with their sources.
 #[tool(provider, effect = read, untrusted)]
@@ -28,23 +30,9 @@ async fn save_note(args: Note) -> String {
 }
 
 async fn turn() -> (Runtime, Turn) {
-    let registry = Registry::from_tools([web_search::TOOL, save_note::TOOL]).unwrap();
-    let rt = Runtime::builder(registry).build().unwrap();
-    let turn = rt
-        .open_session(SessionSpec::new("s"))
-        .await
-        .unwrap()
-        .begin_turn(Some(Principal::user("oidc", "alice")), Caller::Model)
-        .await
-        .unwrap();
+    let rt = runtime([web_search::TOOL, save_note::TOOL]);
+    let turn = open_turn(&rt, SessionSpec::new("s"), Some(alice()), Caller::Model).await;
     (rt, turn)
-}
-
-fn completed(outcome: StepOutcome) -> Vec<CallResult> {
-    match outcome {
-        StepOutcome::Completed { results, .. } => results,
-        other => panic!("expected the step to complete, got {other:?}"),
-    }
 }
 
 fn searched(id: &str) -> ToolCall {

@@ -13,10 +13,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Clock, Event, Invoked, Options, Permission, Runtime, RuntimeError, Session, SessionSpec,
-    StepOutcome, ToolCall,
+    Event, Invoked, Permission, Runtime, RuntimeError, Session, SessionSpec, StepOutcome, ToolCall,
 };
 use toolwright::{Caller, Effect, ErrorCode, Principal};
+
+use crate::support::clock::ManualClock;
+use crate::support::{alice, builder};
 
 /// The focus timer's store, with a count of reads.
 #[derive(Default)]
@@ -136,50 +138,30 @@ async fn add(_args: NoInput) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// A clock the test moves.
-#[derive(Default)]
-struct TestClock(AtomicU64);
-
-impl Clock for TestClock {
-    fn now_ms(&self) -> u64 {
-        1_000_000 + self.0.load(Ordering::SeqCst)
-    }
-}
-
 struct Fixture {
     rt: Runtime,
     focus: Arc<Focus>,
-    clock: Arc<TestClock>,
+    clock: ManualClock,
 }
 
 fn fixture() -> Fixture {
     let focus = Arc::new(Focus::default());
-    let clock = Arc::new(TestClock::default());
-    let rt = Runtime::builder(
-        Registry::from_tools([
-            today::TOOL,
-            start::TOOL,
-            reset::TOOL,
-            purge::TOOL,
-            publish::TOOL,
-            add::TOOL,
-            import::TOOL,
-            weekly::TOOL,
-        ])
-        .unwrap(),
-    )
+    let clock = ManualClock::at(1_000_000);
+    let rt = builder([
+        today::TOOL,
+        start::TOOL,
+        reset::TOOL,
+        purge::TOOL,
+        publish::TOOL,
+        add::TOOL,
+        import::TOOL,
+        weekly::TOOL,
+    ])
     .state(Arc::clone(&focus))
-    .options(Options {
-        clock: clock.clone(),
-        ..Options::default()
-    })
+    .options(clock.options())
     .build()
     .unwrap();
     Fixture { rt, focus, clock }
-}
-
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
 }
 
 async fn session(rt: &Runtime, id: &str) -> Session {
@@ -435,7 +417,7 @@ async fn views_share_one_call_until_the_ttl_runs_out() {
     assert_eq!(f.focus.reads.load(Ordering::SeqCst), 5);
 
     // The TTL is the asker's, on the runtime's clock.
-    f.clock.0.fetch_add(30_000, Ordering::SeqCst);
+    f.clock.advance(30_000);
     page.tool_data(alice(), "focus__today", json!({ "breaks": true }), minute)
         .await
         .unwrap();
@@ -449,7 +431,7 @@ async fn views_share_one_call_until_the_ttl_runs_out() {
     .await
     .unwrap();
     assert_eq!(f.focus.reads.load(Ordering::SeqCst), 6);
-    f.clock.0.fetch_add(60_000, Ordering::SeqCst);
+    f.clock.advance(60_000);
     page.tool_data(alice(), "focus__today", json!({ "breaks": true }), minute)
         .await
         .unwrap();

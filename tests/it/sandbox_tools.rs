@@ -14,7 +14,9 @@ use toolwright::runtime::{
     CallResult, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
 };
 use toolwright::sandbox::LocalSandbox;
-use toolwright::{Caller, ErrorCode, Format, Principal, RequestPolicy};
+use toolwright::{Caller, ErrorCode, Format, RequestPolicy};
+
+use crate::support::{alice, builder, open_turn, text};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Notes {
@@ -47,7 +49,7 @@ async fn archive(args: Notes, ctx: DurableContext) -> Result<String, ToolError> 
 
 fn runtime(root: &Path) -> Runtime {
     // `bash` asks every time by default; the host relaxes `grep` to show the last setting wins.
-    Runtime::builder(Registry::from_tools([count_lines::TOOL, archive::TOOL]).unwrap())
+    builder([count_lines::TOOL, archive::TOOL])
         .sandbox(LocalSandbox::open(root).unwrap())
         .sandbox_approval("grep", RequestPolicy::Always)
         .sandbox_approval("grep", RequestPolicy::Never)
@@ -63,7 +65,7 @@ async fn approved(rt: &Runtime, outcome: StepOutcome) -> Vec<CallResult> {
     let outcome = rt
         .respond(InputResponse::approve(
             &requests[0].request_id,
-            Some(Principal::user("oidc", "alice")),
+            Some(alice()),
         ))
         .await
         .unwrap();
@@ -74,12 +76,7 @@ async fn approved(rt: &Runtime, outcome: StepOutcome) -> Vec<CallResult> {
 }
 
 async fn turn(rt: &Runtime) -> Turn {
-    rt.open_session(SessionSpec::new("s"))
-        .await
-        .unwrap()
-        .begin_turn(Some(Principal::user("oidc", "alice")), Caller::Model)
-        .await
-        .unwrap()
+    open_turn(rt, SessionSpec::new("s"), Some(alice()), Caller::Model).await
 }
 
 async fn run(turn: &Turn, name: &str, arguments: Value) -> CallResult {
@@ -87,13 +84,6 @@ async fn run(turn: &Turn, name: &str, arguments: Value) -> CallResult {
     match turn.step(vec![call]).await.unwrap() {
         StepOutcome::Completed { mut results, .. } => results.remove(0),
         other => panic!("expected `{name}` to complete, got {other:?}"),
-    }
-}
-
-fn text(result: &CallResult) -> String {
-    match &result.model {
-        ModelOutput::Text(text) => text.clone(),
-        other => serde_json::to_string(other).unwrap(),
     }
 }
 

@@ -17,7 +17,9 @@ use toolwright::runtime::{
     CallResult, InputResponse, RespondOutcome, Runtime, RuntimeError, Session, SessionSpec,
     StepOutcome, ToolCall, Turn, TurnRecord, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Principal, PrincipalType, Registry};
+use toolwright::{Caller, ErrorCode, Principal, PrincipalType};
+
+use crate::support::{alice, builder};
 
 // ---------------------------------------------------------------------------------------------
 // Tools. Each counts its runs: no bad call may reach a tool.
@@ -164,12 +166,9 @@ async fn measure(args: MeasureArgs, runs: State<Arc<Runs>>) -> MeasureArgs {
     args
 }
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
 fn runtime() -> (Runtime, Arc<Runs>) {
-    let registry = Registry::from_tools([
+    let runs = Arc::new(Runs::default());
+    let runtime = builder([
         set_limit::TOOL,
         strict_echo::TOOL,
         deferred_export::TOOL,
@@ -177,12 +176,9 @@ fn runtime() -> (Runtime, Arc<Runs>) {
         parked_write::TOOL,
         measure::TOOL,
     ])
+    .state(Arc::clone(&runs))
+    .build()
     .unwrap();
-    let runs = Arc::new(Runs::default());
-    let runtime = Runtime::builder(registry)
-        .state(Arc::clone(&runs))
-        .build()
-        .unwrap();
     (runtime, runs)
 }
 

@@ -14,6 +14,8 @@ use toolwright::Caller;
 use toolwright::prelude::*;
 use toolwright::runtime::{Options, Runtime, SessionSpec, SqliteStore, StepOutcome, ToolCall};
 
+use crate::support::builder;
+
 const LEASE: Duration = Duration::from_millis(600);
 
 /// How many times the long call's body started, across both instances.
@@ -42,7 +44,7 @@ async fn long_work(
 }
 
 fn instance(path: &std::path::Path, name: &str, started: &Started) -> Runtime {
-    Runtime::builder(Registry::from_tools([long_work::TOOL]).unwrap())
+    builder([long_work::TOOL])
         .store(SqliteStore::open(path).unwrap())
         .state(started.clone())
         .options(Options {

@@ -20,7 +20,9 @@ use toolwright::runtime::{
     AutoRequest, AutoVerdict, CallResult, Decider, InputRequest, InputResponse, RespondOutcome,
     Runtime, Session, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, ModelOutput, Principal, Registry};
+use toolwright::{Caller, ErrorCode, ModelOutput, Principal};
+
+use crate::support::{alice, builder};
 
 // ---------------------------------------------------------------------------------------------
 // The world the tools act on
@@ -270,12 +272,10 @@ impl Decider for ClearsEverything {
     }
 }
 
-fn alice() -> Principal {
-    Principal::user("oidc", "alice")
-}
-
 fn runtime() -> (Runtime, Arc<World>, Arc<Ledger>) {
-    let registry = Registry::from_tools([
+    let world = Arc::new(World::default());
+    let ledger = Arc::new(Ledger::default());
+    let runtime = builder([
         fetch_page::TOOL,
         read_inbox::TOOL,
         open_attachment::TOOL,
@@ -287,15 +287,11 @@ fn runtime() -> (Runtime, Arc<World>, Arc<Ledger>) {
         create_ticket::TOOL,
         share_doc::TOOL,
     ])
+    .state(Arc::clone(&world))
+    .state(Arc::clone(&ledger))
+    .decider(ClearsEverything)
+    .build()
     .unwrap();
-    let world = Arc::new(World::default());
-    let ledger = Arc::new(Ledger::default());
-    let runtime = Runtime::builder(registry)
-        .state(Arc::clone(&world))
-        .state(Arc::clone(&ledger))
-        .decider(ClearsEverything)
-        .build()
-        .unwrap();
     (runtime, world, ledger)
 }
 

@@ -14,7 +14,9 @@ use toolwright::runtime::{
     CONTEXT_PREAMBLE, ContextEntry, Event, Options, Runtime, RuntimeError, SessionSpec, Toolset,
     Turn,
 };
-use toolwright::{Audience, Caller, Principal};
+use toolwright::{Audience, Caller};
+
+use crate::support::{alice, open_turn};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Nothing {}
@@ -54,12 +56,7 @@ fn fast() -> Options {
 }
 
 async fn turn(rt: &Runtime, session: SessionSpec, caller: Caller) -> Turn {
-    rt.open_session(session)
-        .await
-        .unwrap()
-        .begin_turn(Some(Principal::user("oidc", "alice")), caller)
-        .await
-        .unwrap()
+    open_turn(rt, session, Some(alice()), caller).await
 }
 
 #[test]
