@@ -26,9 +26,10 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use toolwright::Caller;
 use toolwright::prelude::*;
+use toolwright::registry::{Audience, Format, ToolDescriptor};
 use toolwright::runtime::{Runtime, SessionSpec, ToolCall};
-use toolwright::{Audience, Caller, Format, ToolDescriptor};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct ReadLogs {

@@ -8,9 +8,9 @@
 
 use std::process::ExitCode;
 
-use toolwright::{
-    ApprovalKey, ApprovalSpec, Audience, EndsTurn, Format, Registry, Tool, ToolDescriptor, ToolKind,
-};
+use toolwright::Registry;
+use toolwright::approval::{ApprovalKey, ApprovalSpec};
+use toolwright::registry::{Audience, EndsTurn, Format, Tool, ToolDescriptor, ToolKind};
 
 #[path = "seed/mod.rs"]
 mod seed;

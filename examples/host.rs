@@ -14,8 +14,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolwright::prelude::*;
+use toolwright::registry::Audience;
 use toolwright::runtime::{Invoked, Runtime, SessionSpec, Toolset};
-use toolwright::{Audience, Caller, Principal, Services};
+use toolwright::{Caller, Principal, Services};
 
 /// The device's catalog of native UI components (a host service).
 struct Components(Vec<&'static str>);

@@ -12,12 +12,14 @@
 use std::path::Path;
 
 use serde_json::json;
+use toolwright::approval::RequestPolicy;
 use toolwright::mcp::McpConnector;
+use toolwright::registry::Format;
 use toolwright::runtime::{
     Connection, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
     ToolOverride,
 };
-use toolwright::{Caller, Effect, Format, Principal, Registry, RequestPolicy};
+use toolwright::{Caller, Effect, Principal, Registry};
 
 fn everything() -> McpConnector {
     let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join(

@@ -48,20 +48,71 @@ pub use toolwright_macros::ToolInput;
 pub use toolwright_macros::tool;
 
 #[doc(inline)]
-pub use toolwright_core::Services;
-#[doc(inline)]
 pub use toolwright_core::{
-    Annotations, ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalGrant, ApprovalKey,
-    ApprovalSpec, ApprovedTools, AskAnswer, AskDisplay, AskOption, AskRequest, Audience,
-    CallContext, CallContextBuilder, CallHost, CallOutput, Caller, CancelSignal, ContentPart,
-    DetachedHost, DurableContext, DurableParam, Effect, EnabledContext, EndsTurn, Entry, ErrorCode,
-    Format, HostEvent, InputError, InputProblem, Location, LogLevel, ModelOutput, NeverCancelled,
-    NoInput, OptionStyle, PlainParam, Principal, PrincipalType, PromptContext, ProviderTool,
-    Registry, RegistryError, RegistryProblem, RequestPolicy, Requirement, ResponseCall,
-    ResponseContext, ResponseDecision, ResponseVerdict, Retry, ServeCall, ServeCalls,
-    ServeIncoming, ServeInput, SessionInfo, State, Status, Tool, ToolContext, ToolDescriptor,
-    ToolError, ToolInput, ToolKind, ToolList, WorkflowContext, WorkflowParam, ask_question,
+    ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest, Caller,
+    ContentPart, DurableContext, Effect, EnabledContext, ErrorCode, ModelOutput, NoInput,
+    OptionStyle, Principal, PromptContext, ProviderTool, Registry, ResponseContext,
+    ResponseVerdict, Retry, ServeCalls, Services, State, Status, ToolContext, ToolError, ToolInput,
+    WorkflowContext,
 };
+
+/// Approval policies in full: the request and response policies a `#[tool]` names, what they
+/// receive, the memory of `once` approvals, and the decisions of the people who answer.
+pub mod approval {
+    #[doc(inline)]
+    pub use toolwright_core::approval::{
+        ApprovalCall, ApprovalKey, ApprovalSpec, ApprovedTools, CancelSignal, IntoDecision, KeyFn,
+        NeverCancelled, PolicyFn, PromptFn, RequestPolicy, ResponseCall, ResponseDecision,
+        ResponseFn,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::context::ApprovalGrant;
+}
+
+/// What a tool's body runs with: its context and what the context reaches (the session, logs,
+/// the outputs it returns), and the host interface a runtime implements behind it.
+pub mod context {
+    #[doc(inline)]
+    pub use toolwright_core::context::{
+        CallContext, CallHost, DurableParam, HostEvent, LogLevel, PlainParam, Requirement,
+        ServeIncoming, StepNames, StoreWork, WorkflowParam,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::input::{ServeCall, ServeInput};
+    #[doc(inline)]
+    pub use toolwright_core::output::CallOutput;
+    #[doc(inline)]
+    pub use toolwright_core::session::{PrincipalType, SessionInfo};
+}
+
+/// The registry and its tools: what a tool is (its descriptor, written by `#[tool]` or by
+/// hand), the lists sent to models per audience and format, and why a registry refuses a
+/// tool.
+pub mod registry {
+    #[doc(inline)]
+    pub use toolwright_core::ask_question;
+    #[doc(inline)]
+    pub use toolwright_core::descriptor::{
+        DeltaFn, DescribeFn, EnabledFn, EndsTurn, InputSpec, InvokeFn, LabelFn, LabelSpec,
+        LocaleText, Location, ProviderFn, SchemaFn, ToolDescriptor, ToolKind,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::effect::Annotations;
+    #[doc(inline)]
+    pub use toolwright_core::error::{InputError, InputProblem};
+    #[doc(inline)]
+    pub use toolwright_core::workflow::Entry;
+    #[doc(inline)]
+    pub use toolwright_core::{
+        Audience, Format, RegistryError, RegistryProblem, Tool, ToolList, registry::ListEntry,
+    };
+}
+
+/// Test hosts: run a tool's body directly, outside any runtime, with a context built by hand.
+pub mod testing {
+    #[doc(inline)]
+    pub use toolwright_core::context::{CallContextBuilder, DetachedHost};
+}
 
 /// Provider exports of single tools and schema helpers.
 pub mod export {
@@ -118,9 +169,9 @@ pub mod runtime {
     #[doc(inline)]
     pub use toolwright_runtime::{
         AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
-        InputResponse, Invoked, Lease, LeaseKind, Options, RespondOutcome, Runtime, RuntimeBuilder,
-        RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store, StoreError,
-        SystemClock, ToolCall, Turn, Written,
+        InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
+        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store,
+        StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -12,10 +12,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
-use toolwright::{
-    Audience, Caller, Entry, ErrorCode, Format, Location, RegistryError, RegistryProblem,
-    ToolDescriptor, ToolKind,
+use toolwright::registry::{
+    Audience, Entry, Format, Location, RegistryError, RegistryProblem, ToolDescriptor, ToolKind,
 };
+use toolwright::{Caller, ErrorCode};
 use toolwright_test_tools as _;
 
 // ---------------------------------------------------------------------------------------------
@@ -451,6 +451,7 @@ fn every_problem_is_listed_together() {
             RegistryProblem::SchemaCompile { .. } => "schema compile",
             RegistryProblem::Provider { .. } => "provider",
             RegistryProblem::Description { .. } => "description",
+            _ => "a problem this test does not know yet",
         })
         .collect();
     // Sorted by model name: check_code, count_tickets, lookup (x2), read logs, shout, tool_search.
@@ -693,7 +694,7 @@ fn registry_call_resolves_for_the_caller() {
     let out = futures_executor::block_on(registry.call_with(
         "wipe_cache",
         Value::Null,
-        toolwright::CallContext::builder().caller(Caller::User),
+        toolwright::context::CallContext::builder().caller(Caller::User),
     ))
     .unwrap();
     assert_eq!(out.value, json!(true));

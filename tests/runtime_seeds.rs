@@ -354,7 +354,7 @@ fn skip_for_schedules(cx: &ApprovalContext<'_, NoInput>) -> ApprovalDecision {
         Some(principal)
             if principal.authenticator == "app"
                 && principal.principal_id == Principal::app().principal_id
-                && principal.principal_type == toolwright::PrincipalType::Runtime =>
+                && principal.principal_type == toolwright::context::PrincipalType::Runtime =>
         {
             ApprovalDecision::NotApplicable
         }

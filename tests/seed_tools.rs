@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use futures_executor::block_on;
 use serde_json::{Value, json};
+use toolwright::approval::{ApprovalCall, RequestPolicy, ResponseCall, ResponseDecision};
+use toolwright::context::{CallContext, CallOutput, HostEvent, SessionInfo};
+use toolwright::registry::{Audience, EndsTurn, Format};
+use toolwright::testing::{CallContextBuilder, DetachedHost};
 use toolwright::{
-    ApprovalCall, ApprovalDecision, Audience, CallContext, CallContextBuilder, CallOutput, Caller,
-    DetachedHost, EndsTurn, ErrorCode, Format, HostEvent, ModelOutput, Principal, Registry,
-    RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, ToolError,
+    ApprovalDecision, Caller, ErrorCode, ModelOutput, Principal, Registry, ResponseVerdict,
+    ToolError,
 };
 use toolwright_core::approval::NeverCancelled;
 

@@ -7,8 +7,9 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use toolwright::ErrorCode;
 use toolwright::prelude::*;
-use toolwright::{ErrorCode, InputProblem, Tool};
+use toolwright::registry::{InputProblem, Tool};
 use toolwright_test_tools as _;
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolwright::ResponseDecision;
+use toolwright::approval::ResponseDecision;
 use toolwright::prelude::*;
 
 use super::ops::{Change, OpsBackend};

@@ -17,7 +17,8 @@ pub(crate) mod treehole;
 pub(crate) mod wallet;
 pub(crate) mod workspace;
 
-use toolwright::{Principal, PrincipalType, ToolContext, ToolError};
+use toolwright::context::PrincipalType;
+use toolwright::{Principal, ToolContext, ToolError};
 
 /// The signed-in user acting in this turn. Identity comes from the session, never from the
 /// input; anonymous calls and schedules have no user, and the error tells the model so.

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use toolwright::prelude::*;
-use toolwright::{Audience, Format, RegistryProblem};
+use toolwright::registry::{Audience, Format, RegistryProblem};
 
 /// The components this device can render: a service the host installs.
 struct Catalog {

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::export::strip_strict_nulls;
 use toolwright::prelude::*;
-use toolwright::{Audience, Format};
+use toolwright::registry::{Audience, Format};
 
 // ---------------------------------------------------------------------------------------------
 // The tools.

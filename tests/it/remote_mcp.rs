@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+use toolwright::approval::{ApprovalCall, RequestPolicy};
 use toolwright::mcp::McpConnector;
+use toolwright::registry::Format;
 use toolwright::runtime::{
     CallResult, Connection, ConnectionState, Event, InputRequest, InputResponse, Runtime,
     SessionSpec, SqliteStore, StepOutcome, ToolCall, ToolOverride, Turn,
 };
-use toolwright::{
-    ApprovalCall, ApprovalDecision, Caller, Effect, ErrorCode, Format, Registry, RequestPolicy,
-};
+use toolwright::{ApprovalDecision, Caller, Effect, ErrorCode, Registry};
 
 use crate::support::programs::{python, root};
 use crate::support::{alice, builder, call, code, completed, open_turn, resumed, text, waiting};
@@ -235,7 +235,7 @@ async fn tools_of_an_allowed_server_join_the_registry_under_the_connection_name(
     );
     let list: Value = serde_json::from_str(
         registry
-            .list(toolwright::Audience::Model, Format::Anthropic)
+            .list(toolwright::registry::Audience::Model, Format::Anthropic)
             .json(),
     )
     .unwrap();

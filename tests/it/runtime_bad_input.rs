@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use toolwright::context::PrincipalType;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallResult, InputResponse, RespondOutcome, Runtime, RuntimeError, Session, SessionSpec,
     StepOutcome, ToolCall, Turn, TurnRecord, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Principal, PrincipalType};
+use toolwright::{Caller, ErrorCode, Principal};
 
 use crate::support::{alice, builder};
 

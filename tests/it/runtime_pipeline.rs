@@ -9,12 +9,13 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use toolwright::context::LogLevel;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallResult, CompletionReason, Event, InputResponse, Options, RespondOutcome, Runtime,
     RuntimeError, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus,
 };
-use toolwright::{Caller, ContentPart, ErrorCode, LogLevel, Principal};
+use toolwright::{Caller, ContentPart, ErrorCode, Principal};
 
 use crate::support::{alice, call, code, completed_ending, drain, model_text, runtime, turn_in};
 

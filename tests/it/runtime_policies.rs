@@ -12,13 +12,15 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use toolwright::approval::ResponseDecision;
+use toolwright::context::PrincipalType;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     AutoRequest, AutoVerdict, CandidateStatus, Decider, Event, InputRequest, InputResponse,
     Options, Permission, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
     TurnStatus,
 };
-use toolwright::{Caller, Effect, ErrorCode, Principal, PrincipalType, ResponseDecision};
+use toolwright::{Caller, Effect, ErrorCode, Principal};
 
 use crate::support::{
     alice, bob, call, code, completed, drain, model_text, resumed, turn_in, waiting,

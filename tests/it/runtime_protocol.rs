@@ -10,11 +10,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
+use toolwright::registry::Format;
 use toolwright::runtime::{
     CompletionReason, Decision, Event, InputResponse, Outcome, RequestKind, RespondOutcome,
     Runtime, SessionSpec, ToolCall, TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Format};
+use toolwright::{Caller, ErrorCode};
 
 use crate::support::{
     alice, builder, call, code, completed_with_notices, drain, model_text, resumed, turn_in,

@@ -6,8 +6,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolwright::prelude::*;
+use toolwright::registry::Format;
 use toolwright::runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn};
-use toolwright::{Caller, ErrorCode, Format};
+use toolwright::{Caller, ErrorCode};
 
 use crate::support::{alice, completed, open_turn, runtime};
 

@@ -2,10 +2,11 @@
 //! text, or a plain message) resumes it.
 
 use serde_json::json;
+use toolwright::registry::ask_question;
 use toolwright::runtime::{
     Event, InputResponse, RequestKind, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
 };
-use toolwright::{Caller, ErrorCode, Principal, ask_question};
+use toolwright::{Caller, ErrorCode, Principal};
 
 use crate::support::{self, alice, turn_in};
 

@@ -11,11 +11,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
+use toolwright::registry::Format;
 use toolwright::runtime::{
     Event, InputResponse, Options, RespondOutcome, Runtime, RuntimeError, SqliteStore, StepOutcome,
     TaskStatus, ToolCall, Turn,
 };
-use toolwright::{Caller, Format, Registry};
+use toolwright::{Caller, Registry};
 
 use crate::support::clock::ManualClock;
 use crate::support::effects::EffectLog;
@@ -830,7 +831,7 @@ fn the_task_meta_tools_are_listed_only_beside_task_tools() {
     let names = |registry: &Registry| -> Vec<String> {
         let list: Value = serde_json::from_str(
             registry
-                .list(toolwright::Audience::Model, Format::Anthropic)
+                .list(toolwright::registry::Audience::Model, Format::Anthropic)
                 .json(),
         )
         .unwrap();
@@ -847,7 +848,7 @@ fn the_task_meta_tools_are_listed_only_beside_task_tools() {
     let without = Registry::from_tools([weather::TOOL]).unwrap();
     assert_eq!(names(&without), ["weather"]);
     // The user's own calls never see them.
-    assert!(!with.has_tasks(toolwright::Audience::User));
+    assert!(!with.has_tasks(toolwright::registry::Audience::User));
 }
 
 #[tokio::test]

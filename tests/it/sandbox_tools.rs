@@ -9,12 +9,14 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolwright::approval::RequestPolicy;
 use toolwright::prelude::*;
+use toolwright::registry::Format;
 use toolwright::runtime::{
     CallResult, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
 };
 use toolwright::sandbox::LocalSandbox;
-use toolwright::{Caller, ErrorCode, Format, RequestPolicy};
+use toolwright::{Caller, ErrorCode};
 
 use crate::support::{alice, builder, open_turn, text};
 

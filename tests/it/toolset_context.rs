@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use toolwright::Caller;
 use toolwright::prelude::*;
+use toolwright::registry::Audience;
 use toolwright::runtime::{
     CONTEXT_PREAMBLE, ContextEntry, Event, Options, Runtime, RuntimeError, SessionSpec, Toolset,
     Turn,
 };
-use toolwright::{Audience, Caller};
 
 use crate::support::{alice, open_turn};
 

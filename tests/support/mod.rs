@@ -19,11 +19,12 @@ pub(crate) mod programs;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
+use toolwright::registry::ToolDescriptor;
 use toolwright::runtime::{
     CallResult, Event, InputRequest, RespondOutcome, Runtime, RuntimeBuilder, SessionSpec,
     StepOutcome, ToolCall, Turn,
 };
-use toolwright::{Caller, ErrorCode, ModelOutput, Principal, Registry, ToolDescriptor};
+use toolwright::{Caller, ErrorCode, ModelOutput, Principal, Registry};
 
 // ---------------------------------------------------------------------------------------------
 // Principals.

@@ -8,6 +8,7 @@ use serde_json::Value;
 /// Why a call failed. The code is for programs (events, MCP clients); the message is for the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// The tool itself returned an error.
     ToolFailed,

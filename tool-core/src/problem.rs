@@ -6,6 +6,7 @@ use crate::descriptor::Location;
 
 /// One reason the registry refused its tools.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistryProblem {
     /// Two tools share a model-facing name.
     #[error(

@@ -165,7 +165,7 @@ fn runtime() -> Runtime {
         publish::TOOL,
         migrate::TOOL,
         flaky::TOOL,
-        toolwright::ask_question(),
+        toolwright::registry::ask_question(),
     ])
     .unwrap();
     Runtime::builder(registry).build().unwrap()

@@ -5,6 +5,7 @@ use crate::store::StoreError;
 
 /// Why the runtime refused an operation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// The store failed.
     #[error(transparent)]

@@ -11,6 +11,7 @@ use crate::record::{CallResult, Decision, InputRequest, Outcome};
 // reason: events are built once and moved into the channel; boxing would add an allocation per event
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
+#[non_exhaustive]
 pub enum Event {
     /// A turn began.
     #[serde(rename = "turn.started")]

@@ -24,7 +24,7 @@ async fn restart_twice(args: Args) -> String {
 }
 
 #[allow(dead_code)]
-fn descriptor_is_still_named() -> &'static toolwright::ToolDescriptor {
+fn descriptor_is_still_named() -> &'static toolwright::registry::ToolDescriptor {
     restart::TOOL
 }
 

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolwright::prelude::*;
-use toolwright::{ApprovalKey, RequestPolicy};
+use toolwright::approval::{ApprovalKey, RequestPolicy};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Refund {

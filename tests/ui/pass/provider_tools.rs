@@ -13,7 +13,7 @@
 
 use serde_json::json;
 use toolwright::prelude::*;
-use toolwright::{Audience, Format};
+use toolwright::registry::{Audience, Format};
 
 /// Searches the web for current information; results come with citations.
 #[tool(provider, effect = read, untrusted)]

@@ -68,7 +68,7 @@ async fn rollback(args: Deploy) -> Deployed {
 }
 
 fn main() {
-    use toolwright::EndsTurn;
+    use toolwright::registry::EndsTurn;
 
     let registry = Registry::from_tools([hand_back::TOOL, deploy::TOOL, rollback::TOOL]).unwrap();
     let input = serde_json::json!({ "service": "api", "version": "1.2" });

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolwright::prelude::*;
-use toolwright::{Entry, ToolKind};
+use toolwright::registry::{Entry, ToolKind};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Seed {

@@ -10,6 +10,7 @@ use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnReco
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// Another writer changed the record since it was read; re-read and retry.
     #[error("the record `{0}` was changed by another writer; read it again")]
