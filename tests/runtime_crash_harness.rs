@@ -118,7 +118,7 @@ impl Harness {
         if kill {
             // Tell the parent, then sleep around the side effect so its SIGKILL can land before
             // it, between it and the record, or after the record.
-            std::fs::write(self.crash.dir.join("marker"), step)?;
+            self.crash.mark(step)?;
             tokio::time::sleep(KILL_WINDOW).await;
         }
         let mut file = std::fs::OpenOptions::new()

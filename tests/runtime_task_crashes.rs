@@ -61,7 +61,7 @@ impl Harness {
         let crash = &self.0;
         let kill = crash.armed(&format!("kill:{step}"));
         if kill {
-            std::fs::write(crash.dir.join("marker"), step)?;
+            crash.mark(step)?;
             tokio::time::sleep(KILL_WINDOW).await;
         }
         let mut file = std::fs::OpenOptions::new()

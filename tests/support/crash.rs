@@ -45,6 +45,15 @@ impl Crash {
         self.plan.iter().any(|p| p == point)
     }
 
+    /// Tells the parent that `kill:` step `step` runs. The marker file appears whole (written
+    /// beside it, then renamed), so a parent that sees it never reads it half written and
+    /// attributes its SIGKILL to the step that was running.
+    pub(crate) fn mark(&self, step: &str) -> std::io::Result<()> {
+        let partial = self.dir.join("marker.partial");
+        std::fs::write(&partial, step)?;
+        std::fs::rename(partial, self.dir.join("marker"))
+    }
+
     /// Dies here if armed with `point`: no destructor runs, nothing else is flushed.
     pub(crate) fn point(&self, point: &str) {
         if self.armed(point) {

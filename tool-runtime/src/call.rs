@@ -183,7 +183,7 @@ pub enum RespondOutcome {
     /// Settled, and the turn resumed: the parked step ran to completion.
     Resumed(StepOutcome),
     /// Settled a question of a workflow task, which now runs again on a task of its own; its
-    /// results arrive as `task.result` events and through [`Turn::task_results`].
+    /// results arrive as `task.result` events and through [`Turn::task_results`](crate::Turn::task_results).
     TaskResumed {
         /// The task.
         task_id: String,

@@ -2,6 +2,24 @@
 //! input requests, taint, and the stores that let a parked turn outlive its process.
 //!
 //! It discovers tools through [`toolwright_core::Registry`]; generated code never depends on it.
+//!
+//! Its modules form layers whose imports only go down (`ARCHITECTURE.md` at the workspace root
+//! has the table, and a test checks it):
+//!
+//! - leaves: ids, errors, [`Options`], the [`Decider`], the host's services, what hosts hand in
+//!   and get back ([`ToolCall`], [`StepOutcome`], [`InputResponse`], [`RespondOutcome`]),
+//!   [`event`], [`record`], [`store`], [`sandbox`] and the declarations of [`remote`]
+//!   connections;
+//! - `transition`: every change of a turn's, call's, request's or task's state, as pure fns
+//!   with the transition tables in their docs;
+//! - components with state of their own: the work running here and its leases, the UI's result
+//!   cache, [`toolset`]s, the connections, the host behind a body's context;
+//! - the engine, which owns them, privately;
+//! - behaviour: running one body (`exec`), workflow tasks, the pipeline stage by stage
+//!   (resolve, validate, decide, execute, close), the input protocol that resumes parked steps,
+//!   and recovery;
+//! - the handles: [`Runtime`] and its builder, [`Session`], [`Turn`], calls from the user
+//!   interface ([`Invoked`]).
 
 #![warn(missing_docs)]
 

@@ -53,11 +53,11 @@ pub struct Options {
     /// How long a claim on running work (a turn's step, a workflow task) lasts unless renewed.
     /// The runtime renews its claims every third of it; an instance that stops (killed, frozen,
     /// cut off) loses them when it ends, and another instance running
-    /// [`Runtime::run_worker`] takes the work over. Shorter means faster take-over, longer
+    /// [`Runtime::run_worker`](crate::Runtime::run_worker) takes the work over. Shorter means faster take-over, longer
     /// tolerates longer pauses.
     pub lease: Duration,
     /// How long a toolset's context provider may take before a turn goes on without it
-    /// ([`Turn::context`]; 800 ms).
+    /// ([`Turn::context`](crate::Turn::context); 800 ms).
     pub context_deadline: Duration,
 }
 

@@ -17,9 +17,9 @@
 //! definitions.
 
 //!
-//! This module holds the declarations; [`connections`] is the runtime's component, [`links`]
-//! each connection's state and the registry they publish, [`supervise`] the task that keeps
-//! each one up.
+//! This module holds the declarations; its private submodules hold the runtime's component
+//! (`connections`), each connection's state and the registry they publish (`links`), and the
+//! task that keeps each one up (`supervise`).
 
 pub(crate) mod connections;
 pub(crate) mod links;
