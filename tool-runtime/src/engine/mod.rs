@@ -15,7 +15,7 @@ use crate::decider::Decider;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::options::Options;
-use crate::record::{SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
 use crate::services::States;
 use crate::store::{Claim, Lease, Store, StoreError};
@@ -150,6 +150,24 @@ impl Engine {
 
     pub(crate) fn emit(&self, event: Event) {
         let _ = self.events.send(event);
+    }
+
+    /// Announces that `requests` of turn `turn_id` were resolved with `outcome`.
+    pub(crate) fn emit_resolved(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        requests: Vec<String>,
+        outcome: Outcome,
+    ) {
+        for request_id in requests {
+            self.emit(Event::InputResolved {
+                session_id: session_id.to_owned(),
+                turn_id: turn_id.to_owned(),
+                request_id,
+                outcome,
+            });
+        }
     }
 
     /// Whether anybody listens to events (without subscribers, nothing needs rendering).

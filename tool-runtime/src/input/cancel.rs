@@ -44,14 +44,7 @@ fn announce(engine: &Arc<Engine>, turn: &TurnRecord, cancellation: Cancellation)
         closed,
         bodies,
     } = cancellation;
-    for request_id in revoked {
-        engine.emit(Event::InputResolved {
-            session_id: turn.session_id.clone(),
-            turn_id: turn.id.clone(),
-            request_id,
-            outcome: Outcome::Cancelled,
-        });
-    }
+    engine.emit_resolved(&turn.session_id, &turn.id, revoked, Outcome::Cancelled);
     for result in closed {
         engine.emit(Event::ActionResult {
             session_id: turn.session_id.clone(),

@@ -7,7 +7,6 @@ use super::resume::{resume, write};
 use crate::call::RespondOutcome;
 use crate::engine::Engine;
 use crate::error::RuntimeError;
-use crate::event::Event;
 use crate::record::{Outcome, TurnStatus};
 use crate::store::{Claim, StoreError};
 
@@ -50,14 +49,7 @@ pub(crate) async fn revoke(
         for key in grants {
             engine.store().remember_approval(&session.id, &key).await?;
         }
-        for request_id in revoked {
-            engine.emit(Event::InputResolved {
-                session_id: session.id.clone(),
-                turn_id: turn.id.clone(),
-                request_id,
-                outcome,
-            });
-        }
+        engine.emit_resolved(&session.id, &turn.id, revoked, outcome);
         if sleeping {
             // The step goes on when the timer wakes it.
             return Ok(RespondOutcome::Settled {

@@ -113,16 +113,7 @@ async fn decide_for_model(
             }
         }
         RequestPolicy::Custom(policy) => {
-            let info = scope.info();
-            let call = PolicyCall {
-                info: &info,
-                tool,
-                input,
-                call_id,
-                approved: &scope.approved,
-                cancel: &scope.cancel,
-            };
-            custom_decision(&call, policy).await
+            scoped_decision(scope, &scope.info(), tool, input, call_id, policy).await
         }
     };
     if scope.session.permission(effect) == Permission::Ask
@@ -162,15 +153,7 @@ async fn decide_for_user(
     let decision = match approval.request {
         RequestPolicy::Never => return ApprovalDecision::NotApplicable,
         RequestPolicy::Custom(policy) => {
-            let call = PolicyCall {
-                info: &info,
-                tool,
-                input,
-                call_id,
-                approved: &scope.approved,
-                cancel: &scope.cancel,
-            };
-            custom_decision(&call, policy).await
+            scoped_decision(scope, &info, tool, input, call_id, policy).await
         }
         RequestPolicy::Always | RequestPolicy::Once | RequestPolicy::Auto { .. } => {
             ApprovalDecision::UserApproval
@@ -268,6 +251,27 @@ pub(crate) async fn custom_decision(call: &PolicyCall<'_>, policy: PolicyFn) -> 
                 tool.name()
             ))
         })
+}
+
+/// What custom request policy `policy` of `tool` decides about call `call_id` of the step
+/// `scope` describes (`info` its session).
+async fn scoped_decision(
+    scope: &StepScope,
+    info: &SessionInfo,
+    tool: &Tool,
+    input: &Value,
+    call_id: &str,
+    policy: PolicyFn,
+) -> ApprovalDecision {
+    let call = PolicyCall {
+        info,
+        tool,
+        input,
+        call_id,
+        approved: &scope.approved,
+        cancel: &scope.cancel,
+    };
+    custom_decision(&call, policy).await
 }
 
 /// The `once` memory key; a key fn that panics is an error (the call then asks a person).

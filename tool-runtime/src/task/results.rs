@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 use super::runner::spawn;
 use crate::engine::Engine;
 use crate::error::RuntimeError;
-use crate::event::Event;
 use crate::record::{Outcome, TaskRecord, TaskResult, TaskStatus};
 use crate::store::StoreError;
 
@@ -75,14 +74,7 @@ pub(crate) async fn cancel_task(
                     Err(StoreError::Conflict(_)) => continue,
                     Err(error) => return Err(error.into()),
                 };
-                for request_id in revoked {
-                    engine.emit(Event::InputResolved {
-                        session_id: task.session_id.clone(),
-                        turn_id: task.turn_id.clone(),
-                        request_id,
-                        outcome: Outcome::Cancelled,
-                    });
-                }
+                engine.emit_resolved(&task.session_id, &task.turn_id, revoked, Outcome::Cancelled);
                 spawn(engine, id, lease);
             }
         }

@@ -351,14 +351,7 @@ async fn settle_run(
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error.into()),
         }
-        for request_id in revoked {
-            engine.emit(Event::InputResolved {
-                session_id: task.session_id.clone(),
-                turn_id: task.turn_id.clone(),
-                request_id,
-                outcome: Outcome::Cancelled,
-            });
-        }
+        engine.emit_resolved(&task.session_id, &task.turn_id, revoked, Outcome::Cancelled);
         for result in delivered {
             engine.emit(Event::TaskResult {
                 session_id: task.session_id.clone(),
