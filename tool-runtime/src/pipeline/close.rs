@@ -27,12 +27,12 @@ pub(super) struct Claimed {
 /// step.
 pub(super) async fn close_or_park(
     engine: &Engine,
-    mut scope: StepScope,
+    scope: &mut StepScope,
     prepared: Vec<Prepared>,
     ran: Vec<Option<Executed>>,
     claimed: Claimed,
 ) -> Result<StepOutcome, RuntimeError> {
-    let (results, suspended) = collect(engine, &mut scope, &prepared, ran);
+    let (results, suspended) = collect(engine, scope, &prepared, ran);
     if prepared.iter().any(Prepared::asks) || !suspended.is_empty() {
         park(engine, scope, &prepared, results, suspended, claimed).await
     } else {
@@ -81,7 +81,7 @@ fn collect(
 /// Parks the turn on the requests of the calls that wait and the workflow calls that parked.
 async fn park(
     engine: &Engine,
-    mut scope: StepScope,
+    scope: &mut StepScope,
     prepared: &[Prepared],
     results: Vec<CallResult>,
     suspended: Vec<Parked>,
@@ -113,7 +113,7 @@ async fn park(
             return Ok(StepOutcome::Completed {
                 results: cancelled_results(prepared, &parked, results),
                 ends_turn: false,
-                notices: scope.notices,
+                notices: std::mem::take(&mut scope.notices),
             });
         }
         Err(error) => return Err(error.into()),
@@ -132,7 +132,7 @@ async fn park(
     Ok(StepOutcome::Waiting {
         results,
         requests,
-        notices: scope.notices,
+        notices: std::mem::take(&mut scope.notices),
     })
 }
 
@@ -170,7 +170,7 @@ fn cancelled_results(
 /// succeeded, and no workflow task owes it a result.
 async fn close(
     engine: &Engine,
-    mut scope: StepScope,
+    scope: &mut StepScope,
     results: Vec<CallResult>,
     claimed: Claimed,
 ) -> Result<StepOutcome, RuntimeError> {
@@ -183,7 +183,7 @@ async fn close(
         version: claimed.version,
         lease,
         ends: ends_turn,
-        notices: scope.notices,
+        notices: std::mem::take(&mut scope.notices),
     };
     finish(engine, &mut scope.turn, results, closing).await
 }

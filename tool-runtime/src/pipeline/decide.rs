@@ -29,8 +29,8 @@ pub(super) struct Decided {
     pub(super) reasons: Vec<String>,
     /// The `once` memory key an approval grants.
     pub(super) key: Option<String>,
-    /// The changed definition of a withheld remote tool.
-    pub(super) change: Option<DefinitionChange>,
+    /// The changed definition of a withheld remote tool (boxed: it is rare and large).
+    pub(super) change: Option<Box<DefinitionChange>>,
 }
 
 /// Decides the approval of `call` of `tool` with `input`.
@@ -49,7 +49,7 @@ pub(super) async fn decide(
     };
     // A remote tool whose server changed its definition since it was approved runs only
     // after a person approves the new definition; a denial stays a denial.
-    let change = crate::remote::definition_change(tool);
+    let change = crate::remote::definition_change(tool).map(Box::new);
     if let Some(change) = &change {
         decision = decision.strictest(ApprovalDecision::UserApproval);
         reasons.insert(

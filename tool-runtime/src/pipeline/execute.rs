@@ -36,9 +36,9 @@ pub(crate) async fn run_call(engine: &Arc<Engine>, run: Execution<'_>) -> Execut
 }
 
 /// Runs the calls of the step that may run, concurrently: one outcome per prepared call,
-/// `None` for those settled before anything ran. Calls that start or reach a workflow task
-/// run one after another in the model's order (each is a store write), beside the others: two
-/// calls to one `serve` task in a step reach it in the order the model made them.
+/// `None` for those settled before anything ran. When several calls start or reach workflow
+/// tasks, those run one after another in the model's order (each is a store write), beside the
+/// others: two calls to one `serve` task in a step reach it in the order the model made them.
 pub(super) async fn execute_all(
     engine: &Arc<Engine>,
     scope: &StepScope,
@@ -46,21 +46,28 @@ pub(super) async fn execute_all(
     token: &CancellationToken,
     lease: Option<&Lease>,
 ) -> Vec<Option<Executed>> {
+    let run = |p| run_prepared(engine, scope, p, token, lease);
+    if prepared.iter().filter(|p| starts_task(p)).count() < 2 {
+        return futures_util::future::join_all(prepared.iter().map(run)).await;
+    }
+    // Boxed: the ordered chain holds a whole call's future, which would otherwise make every
+    // step's future larger (and every spawn of one copy more).
     let (tasks, others): (Vec<_>, Vec<_>) = prepared
         .iter()
         .enumerate()
         .partition(|(_, p)| starts_task(p));
-    let in_order = async {
+    let in_order = Box::pin(async move {
         let mut ran = Vec::with_capacity(tasks.len());
         for (index, p) in tasks {
-            ran.push((index, run_prepared(engine, scope, p, token, lease).await));
+            ran.push((index, run(p).await));
         }
         ran
-    };
-    let together =
-        futures_util::future::join_all(others.into_iter().map(|(index, p)| async move {
-            (index, run_prepared(engine, scope, p, token, lease).await)
-        }));
+    });
+    let together = futures_util::future::join_all(
+        others
+            .into_iter()
+            .map(|(i, p)| async move { (i, run(p).await) }),
+    );
     let (tasks, others) = futures_util::future::join(in_order, together).await;
     let mut outcomes: Vec<Option<Executed>> = prepared.iter().map(|_| None).collect();
     for (index, outcome) in tasks.into_iter().chain(others) {

@@ -52,7 +52,7 @@ pub(crate) async fn run_step(
     let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
     let lease = claimed.lease.as_ref();
     let ran = execute::execute_all(engine, &scope, &prepared, token, lease).await;
-    close::close_or_park(engine, scope, prepared, ran, claimed).await
+    close::close_or_park(engine, &mut scope, prepared, ran, claimed).await
 }
 
 /// Only an active turn takes a step.

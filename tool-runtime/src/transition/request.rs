@@ -24,7 +24,7 @@ pub(crate) struct ApprovalAsk {
     /// The `once` memory key the approval grants.
     pub(crate) approval_key: Option<String>,
     /// The changed remote definition the approval also approves.
-    pub(crate) definition_change: Option<DefinitionChange>,
+    pub(crate) definition_change: Option<Box<DefinitionChange>>,
 }
 
 impl InputRequest {
@@ -44,7 +44,7 @@ impl InputRequest {
             approval_key: ask.approval_key,
             journal_position: None,
             task_id: None,
-            definition_change: ask.definition_change.map(Box::new),
+            definition_change: ask.definition_change,
             status: RequestStatus::Pending,
         }
     }
