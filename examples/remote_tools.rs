@@ -38,7 +38,7 @@ fn everything() -> McpConnector {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Untrusted (the default): every tool is `write`, taints the turn, and asks `once` —
+    // Untrusted (the default): every tool is `write`, taints the turn, and asks `once` per input —
     // whatever the server's annotations say. `get-sum` is overridden: a pure function.
     let connection = Connection::new("everything", everything())
         .allow(["echo", "get-sum"])

@@ -312,6 +312,59 @@ async fn an_untrusted_tool_asks_once_then_taints_the_turn() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_tools_once_grant_covers_only_the_input_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        dir.path(),
+        vec![Connection::new("everything", everything()).allow(["echo"])],
+    );
+    rt.connect().await.unwrap();
+    let first = turn(&rt, SessionSpec::new("s")).await;
+    let requests = wait(
+        &first,
+        vec![call(
+            "c1",
+            "everything__echo",
+            json!({"message": "5 cents"}),
+        )],
+    )
+    .await;
+    assert_eq!(text(&approve(&rt, &requests[0]).await[0]), "Echo: 5 cents");
+    // A later turn (untainted): the same input runs on the grant...
+    let second = turn(&rt, SessionSpec::new("s")).await;
+    assert_eq!(second.record().await.unwrap().tainted_by, None);
+    let results = run(
+        &second,
+        vec![call(
+            "c2",
+            "everything__echo",
+            json!({"message": "5 cents"}),
+        )],
+    )
+    .await;
+    assert_eq!(text(&results[0]), "Echo: 5 cents");
+    // ...and any other input asks again.
+    let third = turn(&rt, SessionSpec::new("s")).await;
+    let requests = wait(
+        &third,
+        vec![call(
+            "c3",
+            "everything__echo",
+            json!({"message": "99999 cents"}),
+        )],
+    )
+    .await;
+    assert_eq!(requests[0].tool.as_deref(), Some("everything__echo"));
+    // The grant it would record is for this input, not for the tool.
+    assert_ne!(
+        requests[0].approval_key.as_deref(),
+        Some("everything__echo"),
+        "{:?}",
+        requests[0].approval_key
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trusted_annotations_map_to_effects_and_overrides_win() {
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();

@@ -71,12 +71,14 @@ pub struct RemotePolicy {
 
 impl RemotePolicy {
     /// The policy of every tool of an untrusted connection, whatever its annotations say: effect
-    /// `write`, output `untrusted` (it taints the turn) and approval `once`.
+    /// `write`, output `untrusted` (it taints the turn) and approval `once` remembered per exact
+    /// input ([`ApprovalKey::Input`]): a person's approval of one call never covers the same
+    /// tool with other arguments.
     pub const UNTRUSTED: RemotePolicy = RemotePolicy {
         effect: Effect::Write,
         untrusted: true,
         approval: RequestPolicy::Once,
-        approval_key: ApprovalKey::ToolName,
+        approval_key: ApprovalKey::Input,
         deferred: false,
         subagents: true,
         user_only: false,
@@ -90,6 +92,8 @@ impl RemotePolicy {
     /// - otherwise open-world → effect `public`, approval `once`;
     /// - otherwise → effect `write`, approval `once` when destructive, none when the server says
     ///   it is not.
+    ///
+    /// `once` is remembered per tool name here: the operator trusts the server.
     ///
     /// ```
     /// use toolwright_core::{Annotations, Effect, remote::RemotePolicy};
@@ -115,6 +119,7 @@ impl RemotePolicy {
             effect,
             untrusted: false,
             approval,
+            approval_key: ApprovalKey::ToolName,
             ..RemotePolicy::UNTRUSTED
         }
     }
