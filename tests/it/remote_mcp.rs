@@ -69,6 +69,17 @@ impl Fixture {
         self.child.wait().unwrap();
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped server keeps its connections
+    /// open and answers nothing.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// Starts the server again on the same port, with the same token, log and state.
     fn restart(&mut self) {
         let (child, _) = Self::spawn(self.dir.path(), self.port);
@@ -932,6 +943,87 @@ async fn a_restarted_http_server_is_reached_again() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(fixture.calls().contains(&"echo".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_answering_is_marked_down_then_reached_again() {
+    let fixture = Fixture::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        dir.path(),
+        vec![
+            Connection::new("fixture", fixture.connector())
+                .allow(["echo", "slow"])
+                .trusted()
+                .tool("slow", harmless())
+                .connect_timeout(Duration::from_secs(2))
+                .backoff(Duration::from_millis(100), Duration::from_millis(500))
+                .liveness(Duration::from_millis(200), Duration::from_secs(2)),
+        ],
+    );
+    rt.connect().await.unwrap();
+    let mut events = rt.subscribe();
+    let turn = turn(&rt, SessionSpec::new("s")).await;
+    let echo = |id: &str| call(id, "fixture__echo", json!({ "text": id }));
+    assert_eq!(text(&run(&turn, vec![echo("one")]).await[0]), "one");
+
+    // A call is waiting on the server when it freezes (stopped, not exited).
+    let waiting = {
+        let turn = turn.clone();
+        tokio::spawn(async move {
+            turn.step(vec![call("c1", "fixture__slow", json!({ "seconds": 60 }))])
+                .await
+        })
+    };
+    let started = || {
+        fixture
+            .log()
+            .iter()
+            .any(|e| e["kind"] == "slow" && e["event"] == "started")
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started() {
+        assert!(Instant::now() < deadline, "the call never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fixture.signal("STOP");
+    let is_down = |e: &Event| {
+        matches!(
+            e,
+            Event::ConnectionChanged {
+                state: ConnectionState::Down { .. },
+                ..
+            }
+        )
+    };
+    let Event::ConnectionChanged {
+        state: ConnectionState::Down { error, .. },
+        ..
+    } = event(&mut events, is_down).await
+    else {
+        unreachable!()
+    };
+    assert!(error.contains("stopped answering"), "{error}");
+    // The waiting call fails with UNAVAILABLE (long before its 60 s), and so does a new one.
+    let results = completed(waiting.await.unwrap().unwrap());
+    assert_eq!(code(&results[0]), ErrorCode::Unavailable, "{results:?}");
+    assert!(text(&results[0]).contains("whether it acted is unknown"));
+    let down = &run(&turn, vec![echo("two")]).await[0];
+    assert_eq!(code(down), ErrorCode::Unavailable, "{down:?}");
+
+    // Once it answers again, the connection comes back.
+    fixture.signal("CONT");
+    event(&mut events, |e| {
+        matches!(
+            e,
+            Event::ConnectionChanged {
+                state: ConnectionState::Up,
+                ..
+            }
+        )
+    })
+    .await;
+    assert_eq!(text(&run(&turn, vec![echo("three")]).await[0]), "three");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerResult,
+    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
@@ -478,6 +478,20 @@ impl RemoteSession for Session {
 
     fn closed(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.closed.cancelled())
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let ping = ClientRequest::PingRequest(PingRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            });
+            match self.peer.send_request(ping).await {
+                // Any answer, an error included, says the server is there.
+                Ok(_) | Err(rmcp::service::ServiceError::McpError(_)) => Ok(()),
+                Err(error) => Err(chain(&error)),
+            }
+        })
     }
 }
 

@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     CallContext, CallOutput, ErrorCode, Registry, RemoteDefinition, RemoteInvoke, RemotePolicy,
     Tool, ToolError, names,
@@ -47,9 +48,18 @@ pub(super) struct Link {
     pub(super) settled: watch::Sender<bool>,
 }
 
+/// The session a connection uses now, and what ends it for the calls waiting on it.
+#[derive(Clone)]
+pub(super) struct Live {
+    pub(super) session: Arc<dyn RemoteSession>,
+    /// Cancelled when the supervisor gives the session up (the server went away or stopped
+    /// answering): calls still waiting on it fail at once.
+    pub(super) ended: CancellationToken,
+}
+
 pub(super) struct LinkState {
     pub(super) connection: ConnectionState,
-    pub(super) session: Option<Arc<dyn RemoteSession>>,
+    pub(super) session: Option<Live>,
     /// Whether `tools` hold a listing (kept while the server is down).
     pub(super) listed: bool,
     /// The allowed definitions of the last listing, to rebuild after an approval.
@@ -363,7 +373,22 @@ impl RemoteInvoke for LinkInvoker {
             return Box::pin(async move { Err(ToolError::with_code(ErrorCode::Denied, message)) });
         }
         match session {
-            Some(session) => session.call_tool(self.tool.clone(), input, cx),
+            Some(live) => {
+                let call = Arc::clone(&live.session).call_tool(self.tool.clone(), input, cx);
+                let connection = link.decl.name.clone();
+                Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        result = call => result,
+                        () = live.ended.cancelled() => Err(ToolError::with_code(
+                            ErrorCode::Unavailable,
+                            format!(
+                                "`{name}` got no answer: connection `{connection}` ended during the call (its server went away or stopped answering); whether it acted is unknown. The runtime reconnects in the background"
+                            ),
+                        )),
+                    }
+                })
+            }
             None => {
                 let why = match state {
                     ConnectionState::Down { error, .. } => {

@@ -6,8 +6,9 @@
 //! every connection at once; each then lives under a supervisor task for the life of the
 //! runtime: it lists the server's tools (compiling their schemas once per listing), pins their
 //! definitions, publishes them in the runtime's registry, refreshes them when the server says
-//! its list changed, and reconnects with backoff when the server goes away. While a server is
-//! down its tools stay listed and their calls fail with an actionable error; nothing else in the
+//! its list changed, checks that it still answers ([`Connection::liveness`]), and reconnects
+//! with backoff when the server goes away or stops answering. While a server is down its tools
+//! stay listed and their calls fail at once with an actionable error; nothing else in the
 //! runtime waits on it.
 //!
 //! Definitions are pinned against "rug pulls": the first listing of a declared connection pins a
@@ -57,6 +58,13 @@ pub trait RemoteSession: Send + Sync + 'static {
 
     /// Completes when the session has ended (the server exited, the transport closed).
     fn closed(&self) -> BoxFuture<'_, ()>;
+
+    /// Checks that the server still answers (the MCP client sends a `ping`). The supervisor
+    /// calls it every [`Connection::liveness`] interval and gives the session up when it fails
+    /// or does not complete in time. By default it lists the server's tools.
+    fn ping(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.list_tools().await.map(|_| ()) })
+    }
 }
 
 /// Opens sessions with one server: the transport of a [`Connection`].
@@ -125,6 +133,8 @@ pub struct Connection {
     overrides: BTreeMap<String, ToolOverride>,
     connect_timeout: Duration,
     backoff: (Duration, Duration),
+    /// How often a live session is checked, and how long its answer may take.
+    liveness: (Duration, Duration),
 }
 
 impl std::fmt::Debug for Connection {
@@ -148,6 +158,7 @@ impl Connection {
             overrides: BTreeMap::new(),
             connect_timeout: Duration::from_secs(30),
             backoff: (Duration::from_millis(250), Duration::from_secs(30)),
+            liveness: (Duration::from_secs(10), Duration::from_secs(10)),
         }
     }
 
@@ -192,6 +203,17 @@ impl Connection {
     /// each wait doubles, with jitter).
     pub fn backoff(mut self, first: Duration, longest: Duration) -> Self {
         self.backoff = (first, longest.max(first));
+        self
+    }
+
+    /// How often a live session is checked ([`RemoteSession::ping`]: an MCP `ping`) and how long
+    /// the server may take to answer (default every 10 s, within 10 s). A server that stops
+    /// answering — frozen, not exited — is marked down within the sum of the two (20 s by
+    /// default): a [`ConnectionState::Down`] event goes out, calls waiting on it and new calls
+    /// of its tools fail at once with `UNAVAILABLE`, and it is reconnected with backoff.
+    pub fn liveness(mut self, every: Duration, deadline: Duration) -> Self {
+        let floor = Duration::from_millis(1);
+        self.liveness = (every.max(floor), deadline.max(floor));
         self
     }
 

@@ -1,6 +1,6 @@
 //! The task that keeps one connection up for the life of the runtime: it connects, lists the
-//! server's tools, refreshes them when the server says they changed, and reconnects with
-//! backoff when the server goes away.
+//! server's tools, refreshes them when the server says they changed, checks that the server
+//! still answers, and reconnects with backoff when the server goes away or stops answering.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +8,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::RemoteDefinition;
 
-use super::Allow;
-use super::ConnectionState;
-use super::links::{Link, Shared, rebuild};
+use super::links::{Link, Live, Shared, rebuild};
+use super::{Allow, ConnectionState, RemoteSession};
 
 /// Keeps one connection up for the life of the runtime.
 pub(super) async fn supervise(link: Arc<Link>, shared: Arc<Shared>, shutdown: CancellationToken) {
@@ -48,34 +47,17 @@ pub(super) async fn supervise(link: Arc<Link>, shared: Arc<Shared>, shutdown: Ca
         match outcome {
             Ok(session) => {
                 let up_since = tokio::time::Instant::now();
-                link.lock().session = Some(Arc::clone(&session));
+                let ended = CancellationToken::new();
+                // However serving ends (shutdown included), calls still waiting fail at once.
+                let _end = ended.clone().drop_guard();
+                link.lock().session = Some(Live {
+                    session: Arc::clone(&session),
+                    ended,
+                });
                 link.set_state(&shared, ConnectionState::Up);
                 link.settled.send_replace(true);
-                // Up: refresh on every list change until the session ends. A listing that
-                // fails or hangs ends the session too: the server said its tools changed, so the
-                // old ones must not stay callable; reconnecting lists them afresh.
-                let ended = loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        () = session.closed() => break "the server closed the connection".to_owned(),
-                        () = link.changed.0.notified() => {
-                            let listing = tokio::select! {
-                                () = shutdown.cancelled() => return,
-                                () = session.closed() => break "the server closed the connection".to_owned(),
-                                listing = tokio::time::timeout(link.decl.connect_timeout, session.list_tools()) => listing,
-                            };
-                            let listing = match listing {
-                                Ok(Ok(listing)) => listing,
-                                Ok(Err(error)) => break format!("listing its tools again failed: {error}"),
-                                Err(_) => break format!("listing its tools again took over {:?}", link.decl.connect_timeout),
-                            };
-                            if let Err(Failure::Down(error) | Failure::Refused(error)) =
-                                refresh(&link, &shared, listing).await
-                            {
-                                break error;
-                            }
-                        }
-                    }
+                let Some(ended) = serve(&link, &shared, &*session, &shutdown).await else {
+                    return;
                 };
                 link.lock().session = None;
                 drop(session);
@@ -110,6 +92,59 @@ pub(super) async fn supervise(link: Arc<Link>, shared: Arc<Shared>, shutdown: Ca
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Serves an open session until it ends: refreshes the tools on every list change, and checks
+/// every liveness interval that the server still answers. Returns why it ended, or `None` on
+/// shutdown. A listing that fails or hangs ends the session too: the server said its tools
+/// changed, so the old ones must not stay callable; reconnecting lists them afresh.
+async fn serve(
+    link: &Arc<Link>,
+    shared: &Shared,
+    session: &dyn RemoteSession,
+    shutdown: &CancellationToken,
+) -> Option<String> {
+    let (every, deadline) = link.decl.liveness;
+    let closed = || "the server closed the connection".to_owned();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = session.closed() => return Some(closed()),
+            () = link.changed.0.notified() => {
+                let listing = tokio::select! {
+                    () = shutdown.cancelled() => return None,
+                    () = session.closed() => return Some(closed()),
+                    listing = tokio::time::timeout(link.decl.connect_timeout, session.list_tools()) => listing,
+                };
+                let listing = match listing {
+                    Ok(Ok(listing)) => listing,
+                    Ok(Err(error)) => return Some(format!("listing its tools again failed: {error}")),
+                    Err(_) => return Some(format!("listing its tools again took over {:?}", link.decl.connect_timeout)),
+                };
+                if let Err(Failure::Down(error) | Failure::Refused(error)) =
+                    refresh(link, shared, listing).await
+                {
+                    return Some(error);
+                }
+            }
+            () = tokio::time::sleep(every) => {
+                let answer = tokio::select! {
+                    () = shutdown.cancelled() => return None,
+                    () = session.closed() => return Some(closed()),
+                    answer = tokio::time::timeout(deadline, session.ping()) => answer,
+                };
+                match answer {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => return Some(format!("it did not answer a ping: {error}")),
+                    Err(_) => {
+                        return Some(format!(
+                            "it stopped answering (no answer to a ping within {deadline:?})"
+                        ));
+                    }
+                }
+            }
         }
     }
 }
