@@ -6,7 +6,7 @@ use toolwright::Caller;
 use toolwright::prelude::*;
 use toolwright::runtime::{InputResponse, SessionSpec};
 
-use crate::support::{alice, call, completed, resumed, runtime, text, waiting};
+use crate::support::{alice, call, completed, resumed, runtime, waiting};
 
 /// Writes a note.
 #[tool(effect = write)]
@@ -40,7 +40,7 @@ async fn a_turn_begun_tainted_asks_before_writes_and_names_its_source_until_it_e
             .await
             .unwrap(),
     );
-    assert_eq!(text(&results[0]), "jotted");
+    assert_eq!(results[0].output, json!("jotted"));
 
     // Begun tainted: the record says so, reads still run, the write asks and names the source.
     let turn = session
@@ -56,7 +56,7 @@ async fn a_turn_begun_tainted_asks_before_writes_and_names_its_source_until_it_e
             .await
             .unwrap(),
     );
-    assert_eq!(text(&read[0]), "sunny");
+    assert_eq!(read[0].output, json!("sunny"));
     let (_, requests) = waiting(turn.step(vec![call("c2", "jot", json!({}))]).await.unwrap());
     assert_eq!(requests.len(), 1);
     assert!(
@@ -77,7 +77,7 @@ async fn a_turn_begun_tainted_asks_before_writes_and_names_its_source_until_it_e
         .await
         .unwrap(),
     );
-    assert_eq!(text(&ran[0]), "jotted");
+    assert_eq!(ran[0].output, json!("jotted"));
     assert_eq!(
         turn.record().await.unwrap().tainted_by.as_deref(),
         Some("web.fetch")
