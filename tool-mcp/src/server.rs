@@ -27,6 +27,11 @@ const DEFAULT_PAGE_SIZE: usize = 100;
 
 /// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
 /// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
+///
+/// Serve it with [`serve_stdio`], [`serve_io`](crate::serve_io) or [`McpHttp`](crate::McpHttp):
+/// `McpHttp` is what binds the sessionless requests of 2026-07-28 clients by principal and
+/// [`SESSION_HEADER`](crate::SESSION_HEADER), so that their calls share a session and its
+/// taint; behind another HTTP stack each such request would start a session of its own.
 #[derive(Clone)]
 pub struct McpServer {
     runtime: Runtime,

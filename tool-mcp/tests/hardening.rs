@@ -342,6 +342,25 @@ async fn over_http_hosts_raw_arguments_and_params_are_checked() {
         );
     }
 
+    // A `Toolwright-Session` header that is not 1-128 visible ASCII characters: 400.
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {} });
+    for conversation in ["two words", &"x".repeat(129)] {
+        let refused = raw
+            .post("alice", None, &list)
+            .header("Toolwright-Session", conversation)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{conversation}");
+        assert!(
+            refused
+                .text()
+                .await
+                .unwrap()
+                .contains("must be 1 to 128 visible ASCII characters")
+        );
+    }
+
     let session = raw.open("alice").await.unwrap();
     let call = |id: u32, arguments: &str| {
         let body = format!(
