@@ -146,11 +146,12 @@ impl McpHttp {
     }
 
     /// How long an MCP session may go without a request before the server closes it (default
-    /// 5 minutes). A 2025-11-25 client then gets `404` for its session and opens another; the
-    /// requests of a 2026-07-28 client start a new binding, without the old one's taint.
+    /// 5 minutes; at least 1 s). A 2025-11-25 client then gets `404` for its session and opens
+    /// another; the requests of a 2026-07-28 client start a new binding, without the old one's
+    /// taint.
     #[must_use]
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
-        self.idle_timeout = idle;
+        self.idle_timeout = idle.max(Duration::from_secs(1));
         self
     }
 
