@@ -37,6 +37,12 @@ struct Cli {
     /// The SQLite file holding sessions, parked calls and journals.
     #[arg(long, default_value = "toolwright-mcp.db")]
     db: PathBuf,
+    /// The most MCP sessions open at once over HTTP (more get `503`).
+    #[arg(long, default_value_t = 1_000)]
+    max_sessions: usize,
+    /// The most MCP sessions one principal may have open over HTTP (more get `429`).
+    #[arg(long, default_value_t = 100)]
+    max_sessions_per_principal: usize,
 }
 
 /// One fixed token, for the demo; a real server checks tokens with its identity provider.
@@ -73,7 +79,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         toolwright::mcp::serve_stdio(server).await?;
         return Ok(());
     }
-    let mut http = McpHttp::new(server).bind(cli.addr);
+    let mut http = McpHttp::new(server)
+        .bind(cli.addr)
+        .max_sessions(cli.max_sessions)
+        .max_sessions_per_principal(cli.max_sessions_per_principal);
     if let Some(token) = cli.token {
         http = http.verifier(FixedToken(token));
     }

@@ -199,8 +199,8 @@ pub mod sandbox {
 pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
-        AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, TokenVerifier,
-        serve_stdio,
+        AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, SESSION_HEADER,
+        TokenVerifier, serve_io, serve_stdio,
     };
 }
 

@@ -101,10 +101,19 @@ fn check_typescript_findings(found: &serde_json::Map<String, Value>, user: &str)
         "payment-api"
     );
     assert_eq!(found["status"]["isError"], false);
-    // The approval was asked through elicitation, accepted, and the call ran as the user.
-    assert_eq!(
-        found["asked"][0],
-        "Restart payment-api? Every instance rolls and is unavailable for 10-30 s. Reason: memory leak after the 2.3 deploy"
+    // The approval was asked through elicitation, with the call's input in full, accepted,
+    // and the call ran as the user.
+    let asked = found["asked"][0].as_str().unwrap();
+    assert!(
+        asked.starts_with(
+            "Restart payment-api? Every instance rolls and is unavailable for 10-30 s. Reason: memory leak after the 2.3 deploy"
+        ),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("\"service\": \"payment-api\"")
+            && asked.contains("\"reason\": \"memory leak after the 2.3 deploy\""),
+        "{asked}"
     );
     assert_eq!(found["restart"]["structuredContent"]["restarted"], true);
     assert_eq!(
@@ -205,4 +214,205 @@ fn the_v2_typescript_sdk_on_2026_07_28_answers_through_input_required_results() 
     );
     assert_eq!(found["asked"].as_array().unwrap().len(), 1);
     assert_eq!(found["restart"]["structuredContent"]["restarted"], true);
+}
+
+/// What the taint scenario (`tests/mcp-clients/node/taint.mjs`) found: the recharge's request
+/// showed its amount; after the untrusted read every write asked, in the same turn, after an
+/// `ends_turn` tool, after an approval, and after a failed elicitation.
+fn check_taint_findings(found: &serde_json::Map<String, Value>) {
+    assert_eq!(
+        found["recharge"]["isError"], false,
+        "{:?}",
+        found["recharge"]
+    );
+    assert_eq!(
+        found["recharge"]["structuredContent"]["amount_cents"],
+        50000
+    );
+    let recharge_asked = found["recharge_asked"].as_array().unwrap();
+    assert_eq!(recharge_asked.len(), 1, "{recharge_asked:?}");
+    let message = recharge_asked[0].as_str().unwrap();
+    assert!(
+        message.contains("\"amount_cents\": 50000") && message.contains("`wallet__recharge`"),
+        "the person sees the amount: {message}"
+    );
+
+    assert_eq!(
+        found["clean_asked"], 0,
+        "a write before any untrusted output runs at once"
+    );
+    assert_eq!(found["clean_write"]["isError"], false);
+    assert_eq!(found["read"]["isError"], false);
+
+    let steps = found["steps"].as_array().unwrap();
+    let step = |label: &str| {
+        steps
+            .iter()
+            .find(|s| s["label"] == label)
+            .unwrap_or_else(|| panic!("no step {label} in {steps:?}"))
+    };
+    for label in [
+        "write_after_read",
+        "ends_turn",
+        "write_after_ends_turn",
+        "write_failed_elicitation",
+        "write_after_failed_elicitation",
+    ] {
+        assert_eq!(step(label)["asked"], 1, "{label} asked the user: {steps:?}");
+    }
+    for label in [
+        "write_after_read",
+        "ends_turn",
+        "write_after_ends_turn",
+        "write_after_failed_elicitation",
+    ] {
+        assert_eq!(
+            step(label)["result"]["isError"],
+            false,
+            "{label} ran once approved: {steps:?}"
+        );
+    }
+    // The failed elicitation approved nothing.
+    let failed = &step("write_failed_elicitation")["result"];
+    assert!(
+        failed["isError"] == true || failed.get("thrown").is_some(),
+        "{failed:?}"
+    );
+    // Each write's request names the untrusted source.
+    let asked = found["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 5, "{asked:?}");
+    for message in asked {
+        assert!(
+            message.as_str().unwrap().contains("treehole__read"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn taint_lasts_for_the_mcp_session_with_the_v1_sdk_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new("node")
+        .arg(node_client())
+        .arg("stdio")
+        .arg(server_binary())
+        .args(["--stdio", "--db"])
+        .arg(dir.path().join("stdio-db"))
+        .env("MCP_SCENARIO", "taint")
+        .output()
+        .unwrap();
+    check_taint_findings(&findings(&output));
+
+    let server = HttpServer::start(&dir.path().join("http-db"), "t0ken");
+    let output = Command::new("node")
+        .arg(node_client())
+        .args(["http", &server.url, "t0ken"])
+        .env("MCP_SCENARIO", "taint")
+        .output()
+        .unwrap();
+    check_taint_findings(&findings(&output));
+}
+
+fn v2_client() -> PathBuf {
+    let script = node_client().with_file_name("client-v2.mjs");
+    assert!(
+        script
+            .with_file_name("node_modules/@modelcontextprotocol/client")
+            .exists(),
+        "the v2 TypeScript MCP SDK is not installed; run `scripts/setup-clients`"
+    );
+    script
+}
+
+#[test]
+fn taint_lasts_across_the_stateless_requests_of_the_v2_sdk_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new("node")
+        .arg(v2_client())
+        .arg(server_binary())
+        .args(["--stdio", "--db"])
+        .arg(dir.path().join("stdio-db"))
+        .env("MCP_SCENARIO", "taint")
+        .output()
+        .unwrap();
+    let found = findings(&output);
+    assert_eq!(found["protocol"], "2026-07-28");
+    check_taint_findings(&found);
+
+    // Over HTTP every request stands alone: they share a binding by principal and by the
+    // host's `Toolwright-Session` header.
+    let server = HttpServer::start(&dir.path().join("http-db"), "t0ken");
+    let v2_http = |scenario: &str, conversation: &str| {
+        let output = Command::new("node")
+            .arg(v2_client())
+            .args(["http", &server.url, "t0ken", conversation])
+            .env("MCP_SCENARIO", scenario)
+            .output()
+            .unwrap();
+        findings(&output)
+    };
+    let found = v2_http("taint", "chat-1");
+    assert_eq!(found["protocol"], "2026-07-28");
+    check_taint_findings(&found);
+    // Another client process in the same conversation is still tainted: a model that drops
+    // whatever it carried cannot shed the taint.
+    let same = v2_http("write", "chat-1");
+    assert_eq!(same["asked"].as_array().unwrap().len(), 1, "{same:?}");
+    assert_eq!(same["write"]["isError"], false);
+    // Another conversation of the same user starts clean.
+    let other = v2_http("write", "chat-2");
+    assert_eq!(other["asked"].as_array().unwrap().len(), 0, "{other:?}");
+    assert_eq!(other["write"]["isError"], false);
+}
+
+#[test]
+fn duplicate_keys_in_arguments_are_refused_over_stdio_as_in_process() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(server_binary())
+        .args(["--stdio", "--db"])
+        .arg(dir.path().join("db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let arguments = r#"{"amount_cents": 100, "amount_cents": 50000}"#;
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"wallet__recharge","arguments":{arguments}}}}}"#
+        ),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wallet__recharge","arguments":"50000"}}"#.to_owned(),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 3 {
+        let line = lines.next().expect("the server answers").unwrap();
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = message["id"].as_i64() {
+            answers.insert(id, message);
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let duplicate = &answers[&2]["error"];
+    assert_eq!(duplicate["code"], -32602, "{duplicate}");
+    let in_process = toolwright::json::parse_arguments("wallet__recharge", arguments)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(duplicate["message"], in_process.as_str());
+    let not_an_object = &answers[&3]["error"];
+    assert_eq!(not_an_object["code"], -32602, "{not_an_object}");
+    assert!(
+        not_an_object["message"]
+            .as_str()
+            .unwrap()
+            .contains("`arguments` must be a JSON object"),
+        "{not_an_object}"
+    );
 }

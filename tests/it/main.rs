@@ -31,6 +31,7 @@ mod runtime_protocol;
 mod runtime_provider;
 mod runtime_questions;
 mod runtime_robustness;
+mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;

@@ -1,7 +1,10 @@
 //! Conversions from toolwright's results and errors to MCP's.
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelTaskParams, ContentBlock, CustomRequest,
+    ErrorCode, GetTaskParams, PaginatedRequestParams, UpdateTaskParams,
+};
 use serde_json::Value;
 use toolwright_core::{ContentPart, ModelOutput};
 use toolwright_runtime::{CallResult, RuntimeError};
@@ -24,6 +27,54 @@ impl McpServer {
             mcp.structured_content = Some(result.output.clone());
         }
         mcp
+    }
+}
+
+/// The error for a request rmcp could not parse as any method it knows: `-32602` with what is
+/// wrong when the method is one this server serves (so its params are malformed), `-32601`
+/// otherwise.
+pub(crate) fn unknown_or_malformed(request: CustomRequest) -> ErrorData {
+    let CustomRequest { method, params, .. } = request;
+    let params = params.unwrap_or(Value::Null);
+    let problem = match method.as_str() {
+        "tools/call" => match params.get("arguments") {
+            Some(arguments) if !arguments.is_object() && !arguments.is_null() => Some(format!(
+                "`arguments` must be a JSON object of the tool's input fields, not {}",
+                kind(arguments)
+            )),
+            _ => parse_error::<CallToolRequestParams>(params),
+        },
+        "tools/list" => parse_error::<PaginatedRequestParams>(params),
+        "tasks/get" => parse_error::<GetTaskParams>(params),
+        "tasks/update" => parse_error::<UpdateTaskParams>(params),
+        "tasks/cancel" => parse_error::<CancelTaskParams>(params),
+        _ => return ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None),
+    };
+    let problem = problem.unwrap_or_else(|| "they do not fit the method".to_owned());
+    ErrorData::invalid_params(
+        format!(
+            "the params of `{method}` are malformed: {problem}; see the MCP schema for `{method}`"
+        ),
+        None,
+    )
+}
+
+/// Why `params` do not parse as `T` (`None` when they do).
+fn parse_error<T: serde::de::DeserializeOwned>(params: Value) -> Option<String> {
+    serde_json::from_value::<T>(params)
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// What kind of JSON value `value` is, for a message.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

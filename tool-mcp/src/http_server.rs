@@ -1,16 +1,25 @@
-//! The streamable HTTP transport: `rmcp`'s service behind a bearer-token check, bound to
-//! loopback unless told otherwise.
+//! The streamable HTTP transport: `rmcp`'s service behind the guard (`Host`, bearer token, raw
+//! JSON checks, session caps), bound to loopback unless told otherwise.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::Principal;
 
+use crate::binding::Bindings;
+use crate::guard::{self, Guard};
+use crate::limits::{
+    BoundedSessions, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, Limits,
+};
 use crate::{McpError, McpServer};
+
+/// The listening socket's backlog by default.
+const DEFAULT_BACKLOG: u32 = 1_024;
 
 /// Checks a request's bearer token and says who it belongs to. Return `Err` with a reason to
 /// refuse the request (the client gets `401`).
@@ -21,10 +30,28 @@ pub trait TokenVerifier: Send + Sync + 'static {
 
 /// Serving `McpServer` over streamable HTTP.
 ///
+/// The server bounds what clients can make it hold: at most [`McpHttp::max_sessions`] MCP
+/// sessions open at once (default 1,000; a request that would open one more gets
+/// `503 Service Unavailable` with `Retry-After: 5`), at most
+/// [`McpHttp::max_sessions_per_principal`] of them per principal (default 100;
+/// `429 Too Many Requests` with `Retry-After: 5`), each closed after [`McpHttp::idle_timeout`]
+/// without a request (default 5 minutes). Both kinds of session count: a 2025-11-25 client's
+/// (`Mcp-Session-Id`) and the binding the requests of a 2026-07-28 client share (see
+/// [`SESSION_HEADER`](crate::SESSION_HEADER)). The listening socket's backlog
+/// ([`McpHttp::backlog`], default 1,024) absorbs bursts of connections.
+///
+/// Other refusals: `403` for a `Host` that is not allowed (or whose port is not a number),
+/// `401` without a valid bearer token when there is a verifier, `413` for a body over 4 MiB,
+/// `400` for a malformed `Toolwright-Session` header, and JSON-RPC `-32602` for a `tools/call`
+/// whose raw `arguments` the strict parser refuses (duplicate keys, numbers that would change).
+///
 /// ```no_run
 /// # async fn demo(server: toolwright_mcp::McpServer, verifier: impl toolwright_mcp::TokenVerifier) -> Result<(), toolwright_mcp::McpError> {
 /// let handle = toolwright_mcp::McpHttp::new(server)
 ///     .verifier(verifier)
+///     .max_sessions(500)
+///     .max_sessions_per_principal(20)
+///     .idle_timeout(std::time::Duration::from_secs(600))
 ///     .start()
 ///     .await?;
 /// println!("MCP at http://{}/mcp", handle.addr());
@@ -36,6 +63,10 @@ pub struct McpHttp {
     addr: SocketAddr,
     verifier: Option<Arc<dyn TokenVerifier>>,
     allowed_hosts: Vec<String>,
+    max_sessions: usize,
+    max_sessions_per_principal: usize,
+    idle_timeout: Duration,
+    backlog: u32,
 }
 
 impl std::fmt::Debug for McpHttp {
@@ -44,6 +75,13 @@ impl std::fmt::Debug for McpHttp {
             .field("addr", &self.addr)
             .field("verifier", &self.verifier.is_some())
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("max_sessions", &self.max_sessions)
+            .field(
+                "max_sessions_per_principal",
+                &self.max_sessions_per_principal,
+            )
+            .field("idle_timeout", &self.idle_timeout)
+            .field("backlog", &self.backlog)
             .finish_non_exhaustive()
     }
 }
@@ -56,6 +94,10 @@ impl McpHttp {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             verifier: None,
             allowed_hosts: Vec::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            backlog: DEFAULT_BACKLOG,
         }
     }
 
@@ -76,19 +118,54 @@ impl McpHttp {
         self
     }
 
-    /// Also accepts requests whose `Host` is `host` (loopback names are always accepted; others
-    /// are refused with `403`, against DNS rebinding).
+    /// Also accepts requests whose `Host` is `host` (with any port), or exactly `host:port`
+    /// when given so. Loopback names are always accepted; other hosts, and ports that are not
+    /// numbers, are refused with `403` (against DNS rebinding).
     #[must_use]
     pub fn allow_host(mut self, host: impl Into<String>) -> Self {
         self.allowed_hosts.push(host.into());
         self
     }
 
+    /// How many MCP sessions may be open at once (default 1,000; at least 1). A request that
+    /// would open one more gets `503 Service Unavailable` with `Retry-After: 5`.
+    #[must_use]
+    pub fn max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max.max(1);
+        self
+    }
+
+    /// How many MCP sessions one principal may have open at once (default 100; at least 1). A
+    /// request that would open one more gets `429 Too Many Requests` with `Retry-After: 5`.
+    /// Without a verifier every client is the server's own principal, so this caps them all
+    /// together.
+    #[must_use]
+    pub fn max_sessions_per_principal(mut self, max: usize) -> Self {
+        self.max_sessions_per_principal = max.max(1);
+        self
+    }
+
+    /// How long an MCP session may go without a request before the server closes it (default
+    /// 5 minutes; at least 1 s). A 2025-11-25 client then gets `404` for its session and opens
+    /// another; the requests of a 2026-07-28 client start a new binding, without the old one's
+    /// taint.
+    #[must_use]
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The listening socket's backlog: connections the system queues before the server accepts
+    /// them (default 1,024; the system may cap it, on Linux at `net.core.somaxconn`).
+    #[must_use]
+    pub fn backlog(mut self, backlog: u32) -> Self {
+        self.backlog = backlog.max(1);
+        self
+    }
+
     /// Binds and serves on a task of its own until the handle is shut down.
     pub async fn start(self) -> Result<HttpHandle, McpError> {
-        let listener = tokio::net::TcpListener::bind(self.addr)
-            .await
-            .map_err(|e| McpError::Transport(format!("cannot bind {}: {e}", self.addr)))?;
+        let listener = listen(self.addr, self.backlog)?;
         let addr = listener
             .local_addr()
             .map_err(|e| McpError::Transport(e.to_string()))?;
@@ -109,22 +186,31 @@ impl McpHttp {
         hosts.extend(self.allowed_hosts);
         let config = StreamableHttpServerConfig::default()
             .with_cancellation_token(shutdown.child_token())
-            .with_allowed_hosts(hosts);
+            .with_allowed_hosts(hosts.clone());
+        let limits = Limits::new(self.max_sessions, self.max_sessions_per_principal);
+        let bindings = Arc::new(Bindings::new(Arc::clone(&limits), self.idle_timeout));
         let server = self.server;
         // Each MCP session gets its own binding (toolwright session, turn, principal); rmcp
-        // generates the session ids (random UUIDs) and refuses unknown ones.
+        // generates the session ids (random UUIDs) and refuses unknown ones. Stateless requests
+        // get theirs from the guard.
         let service = StreamableHttpService::new(
             move || Ok(server.for_new_session()),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(BoundedSessions::new(Arc::clone(&limits), self.idle_timeout)),
             config,
         );
-        let verifier = self.verifier;
+        let guard = Arc::new(Guard {
+            verifier: self.verifier,
+            hosts,
+            limits: Arc::clone(&limits),
+            bindings: Arc::clone(&bindings),
+        });
         let router =
             axum::Router::new()
                 .nest_service("/mcp", service)
                 .layer(axum::middleware::from_fn(move |request, next| {
-                    authenticate(verifier.clone(), request, next)
+                    guard::guard(Arc::clone(&guard), request, next)
                 }));
+        let sweeper = tokio::spawn(sweep(bindings, self.idle_timeout, shutdown.clone()));
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, router)
@@ -133,47 +219,40 @@ impl McpHttp {
             if let Err(error) = served {
                 tracing::error!("the MCP HTTP server stopped: {error}");
             }
+            sweeper.abort();
         });
         Ok(HttpHandle {
             addr,
             shutdown,
             task,
+            limits,
         })
     }
 }
 
-/// Refuses requests without a valid bearer token (when a verifier is set) and hands the
-/// principal to the handler through the request's extensions.
-async fn authenticate(
-    verifier: Option<Arc<dyn TokenVerifier>>,
-    mut request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let Some(verifier) = verifier else {
-        return next.run(request).await;
-    };
-    let token = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned);
-    let refused = |reason: String| {
-        axum::response::Response::builder()
-            .status(http::StatusCode::UNAUTHORIZED)
-            .header(http::header::WWW_AUTHENTICATE, "Bearer")
-            .body(axum::body::Body::from(reason))
-            .unwrap_or_default()
-    };
-    let Some(token) = token else {
-        return refused("an `Authorization: Bearer <token>` header is required".into());
-    };
-    match verifier.verify(&token).await {
-        Ok(principal) => {
-            request.extensions_mut().insert(principal);
-            next.run(request).await
+/// A listening socket on `addr` with `backlog`.
+fn listen(addr: SocketAddr, backlog: u32) -> Result<tokio::net::TcpListener, McpError> {
+    let cannot = |e: std::io::Error| McpError::Transport(format!("cannot bind {addr}: {e}"));
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(cannot)?;
+    socket.set_reuseaddr(true).map_err(cannot)?;
+    socket.bind(addr).map_err(cannot)?;
+    socket.listen(backlog).map_err(cannot)
+}
+
+/// Ends idle stateless bindings now and then, until shutdown.
+async fn sweep(bindings: Arc<Bindings>, idle: Duration, shutdown: CancellationToken) {
+    let period = (idle / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => { bindings.sweep(std::time::Instant::now()); }
+            () = shutdown.cancelled() => return,
         }
-        Err(reason) => refused(format!("the token was refused: {reason}")),
     }
 }
 
@@ -183,12 +262,18 @@ pub struct HttpHandle {
     addr: SocketAddr,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    limits: Arc<Limits>,
 }
 
 impl HttpHandle {
     /// Where it listens (the MCP endpoint is `http://{addr}/mcp`).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many MCP sessions are open now, of both kinds (see [`McpHttp`]).
+    pub fn open_sessions(&self) -> usize {
+        self.limits.open_sessions()
     }
 
     /// Stops accepting, closes the sessions, and waits for the server to stop.

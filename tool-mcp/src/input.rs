@@ -16,6 +16,7 @@ use toolwright_runtime::{
 };
 
 use crate::McpServer;
+use crate::binding::Binding;
 use crate::convert::{first, internal};
 
 /// The key of the one input request an input-required result carries.
@@ -85,6 +86,7 @@ impl McpServer {
         params: &CallToolRequestParams,
         state: &str,
         principal: Option<Principal>,
+        binding: &Binding,
     ) -> Result<CallToolResponse, ErrorData> {
         let pending: Pending = self.states().open_json(state).map_err(|e| {
             ErrorData::invalid_params(
@@ -133,6 +135,14 @@ impl McpServer {
         };
         let response = response_for(&request, answer, principal.clone());
         let outcome = self.runtime().respond(response).await.map_err(internal)?;
+        // The call ran in the turn it parked in, which may no longer be the session's current
+        // turn: its taint reaches the session's next turns through the binding.
+        if let Ok(record) = turn.record().await
+            && let Some(source) = &record.tainted_by
+        {
+            binding.note_taint(source);
+        }
+        binding.touch();
         let call_id = &pending.call_id;
         let result = match outcome {
             RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) => {
@@ -201,7 +211,18 @@ impl McpServer {
                 let _ = self.runtime().respond(response).await;
                 return Ok(cannot_ask(&request, call_id));
             }
-            let response = elicit(cx, &request, principal.clone()).await?;
+            // Only the question to the client races the cancellation: the answer, whatever it
+            // is, is settled in full (a cancelled call's request is settled as cancelled), so
+            // the turn never stays waiting on a request nobody will answer.
+            let cancel = || InputResponse::cancel(&request.request_id, principal.clone());
+            let response = tokio::select! {
+                answer = elicit(cx, &request, principal.clone()) => answer.unwrap_or_else(|reason| {
+                    cancel().note(format!("the MCP client could not ask its user: {reason}"))
+                }),
+                () = cx.ct.cancelled() => {
+                    cancel().note("the MCP client cancelled the call while its user was asked")
+                }
+            };
             let outcome = self.runtime().respond(response).await.map_err(internal)?;
             match outcome {
                 RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) => {
@@ -279,15 +300,16 @@ fn cannot_ask(request: &InputRequest, call_id: &str) -> CallResult {
     )
 }
 
-/// Puts one request to the client's user as a form elicitation and maps the answer.
+/// Puts one request to the client's user as a form elicitation and maps the answer; `Err`
+/// says why the client could not ask.
 async fn elicit(
     cx: &RequestContext<RoleServer>,
     request: &InputRequest,
     principal: Option<Principal>,
-) -> Result<InputResponse, ErrorData> {
+) -> Result<InputResponse, String> {
     let (message, schema) = form_for(request);
     let schema = ElicitationSchema::from_json_schema(schema)
-        .map_err(|e| ErrorData::internal_error(format!("elicitation schema: {e}"), None))?;
+        .map_err(|e| format!("the form's schema was refused: {e}"))?;
     let answer = cx
         .peer
         .create_elicitation(ElicitRequestParams::FormElicitationParams {
@@ -296,7 +318,7 @@ async fn elicit(
             requested_schema: schema,
         })
         .await
-        .map_err(|e| ErrorData::internal_error(format!("elicitation failed: {e}"), None))?;
+        .map_err(|e| e.to_string())?;
     Ok(response_for(request, answer, principal))
 }
 
@@ -358,6 +380,24 @@ fn question_options(request: &InputRequest) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// For an approval: the call's input in full, as indented JSON, so a person sees every amount,
+/// recipient and command whatever the prompt names. JSON quotes and escapes each value, so a
+/// value cannot pose as more of the message; nothing is cut.
+fn consented_input(request: &InputRequest) -> Option<String> {
+    if request.kind == RequestKind::Question {
+        return None;
+    }
+    let input = request.input.as_ref()?;
+    if input.as_object().is_some_and(serde_json::Map::is_empty) {
+        return None;
+    }
+    let text = serde_json::to_string_pretty(input).ok()?;
+    let tool = request.tool.as_deref().unwrap_or("the tool");
+    Some(format!(
+        "\n\nThe call to `{tool}`, with its input in full:\n{text}"
+    ))
+}
+
 /// The message and form schema of a request.
 pub(crate) fn form_for(request: &InputRequest) -> (String, JsonObject) {
     let schema = if request.kind == RequestKind::Question {
@@ -383,6 +423,9 @@ pub(crate) fn form_for(request: &InputRequest) -> (String, JsonObject) {
     let mut message = request.prompt.clone();
     if !request.reasons.is_empty() {
         message.push_str(&format!("\n({})", request.reasons.join("; ")));
+    }
+    if let Some(input) = consented_input(request) {
+        message.push_str(&input);
     }
     let schema = match schema {
         Value::Object(map) => map,

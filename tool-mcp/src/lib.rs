@@ -4,8 +4,16 @@
 //! (titles, annotations derived from effects, output schemas, the `tool_search`/`tool_call` and
 //! `task_wait`/`task_cancel` meta-tools) is converted once and served in pages; every
 //! `tools/call` runs through the runtime's pipeline with its policies, in one toolwright session
-//! and turn per MCP session, so taint from `untrusted` tools carries across the session's calls.
+//! per MCP session.
 //!
+//! - Taint: once an `untrusted` tool returned in an MCP session, its `write`, `money` and
+//!   `public` calls need the user's confirmation for the rest of the MCP session, on every
+//!   protocol version: when a turn ends (an `ends_turn` tool), is cancelled or is left waiting,
+//!   the session's next turn begins tainted, and approving one call does not clear it. The
+//!   2026-07-28 revision has no sessions, so over HTTP its requests share a binding by who sends
+//!   them: the principal of the bearer token (the server's own without a verifier) and the
+//!   optional [`SESSION_HEADER`] the host sets per conversation, which the model cannot set.
+//!   Over stdio the process is the session.
 //! - Approvals and questions: a call that needs a person asks the client through elicitation
 //!   (form mode) when the client declared it; accept / decline / cancel become approve / deny /
 //!   cancel through the same input protocol and response policies as in process. A client that
@@ -13,10 +21,14 @@
 //!   silently.
 //! - Progress: partial snapshots become `notifications/progress` when the request carries a
 //!   progress token. Cancellation: `notifications/cancelled` cancels the call's turn, which fires
-//!   the tool's cancellation token.
+//!   the tool's cancellation token; a call waiting for its user's answer stops waiting, and its
+//!   request is settled as cancelled.
 //! - Identity: over stdio, the principal given to [`McpServer::principal`]; over HTTP, the
 //!   principal a [`TokenVerifier`] returns for the request's bearer token. An MCP session is bound
 //!   to the principal that opened it: a request from another principal is refused.
+//! - Limits over HTTP: sessions are capped in all and per principal and closed when idle (see
+//!   [`McpHttp`]); `tools/call` arguments are parsed strictly, as in process (duplicate keys are
+//!   refused with JSON-RPC `-32602`, over stdio too).
 //!
 //! ```no_run
 //! # async fn demo(runtime: toolwright_runtime::Runtime) -> Result<(), toolwright_mcp::McpError> {
@@ -30,16 +42,22 @@
 
 #![warn(missing_docs)]
 
+mod binding;
 mod client;
 mod convert;
 mod error;
+mod guard;
 mod http_server;
 mod input;
+mod limits;
 mod listing;
+mod raw;
 mod server;
 mod tasks;
 
+pub use binding::SESSION_HEADER;
 pub use client::{AuthResolver, McpConnector};
 pub use error::McpError;
 pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
+pub use raw::serve_io;
 pub use server::{McpServer, serve_stdio};

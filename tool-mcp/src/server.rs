@@ -10,45 +10,28 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio::sync::Mutex;
 use toolwright_core::{Caller, Principal};
 use toolwright_runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus};
 
 use crate::McpError;
+use crate::binding::{Binding, BindingState, SharedBinding};
 use crate::convert::{first, internal};
 use crate::input::modern;
+use crate::limits::identity;
 use crate::listing::{Listing, current_listing};
 
 /// How many tools one `tools/list` page holds by default.
 const DEFAULT_PAGE_SIZE: usize = 100;
 
-/// The toolwright session and turn an MCP session runs in.
-#[derive(Default)]
-struct Binding {
-    /// Who opened the MCP session (`None`: unauthenticated, e.g. stdio without a principal).
-    principal: Option<Option<Principal>>,
-    session_id: Option<String>,
-    turn: Option<Turn>,
-    /// The conditional tools unavailable in this session when it last listed or called.
-    unavailable: Vec<String>,
-    /// The tools listed when the session last listed (remote tools come and go).
-    listed: Vec<String>,
-    /// The task telling the client when they change.
-    watching: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Binding {
-    fn drop(&mut self) {
-        if let Some(watching) = &self.watching {
-            watching.abort();
-        }
-    }
-}
-
 /// An MCP server handler over a toolwright runtime. Cheap to clone; over HTTP every MCP session
 /// gets its own clone (see [`McpServer::for_new_session`]) with its own binding.
+///
+/// Serve it with [`serve_stdio`], [`serve_io`](crate::serve_io) or [`McpHttp`](crate::McpHttp):
+/// `McpHttp` is what binds the sessionless requests of 2026-07-28 clients by principal and
+/// [`SESSION_HEADER`](crate::SESSION_HEADER), so that their calls share a session and its
+/// taint; behind another HTTP stack each such request would start a session of its own.
 #[derive(Clone)]
 pub struct McpServer {
     runtime: Runtime,
@@ -62,8 +45,9 @@ pub struct McpServer {
     conditional: bool,
     /// Seals the `requestState` of input-required results (HMAC with the server's key).
     states: Arc<RequestStateCodec>,
-    /// Calls of one MCP session run one at a time in its turn (a turn takes one step at a time).
-    binding: Arc<Mutex<Binding>>,
+    /// The binding of this MCP session (stdio, or an HTTP session of a 2025-11-25 client);
+    /// stateless HTTP requests bring theirs (see `binding_of`).
+    binding: Arc<Binding>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -101,7 +85,7 @@ impl McpServer {
             page_size: DEFAULT_PAGE_SIZE,
             principal: None,
             name: "toolwright".to_owned(),
-            binding: Arc::new(Mutex::new(Binding::default())),
+            binding: Arc::new(Binding::new(false)),
         }
     }
 
@@ -149,7 +133,7 @@ impl McpServer {
     /// A clone with a fresh binding: what each new MCP session gets.
     pub fn for_new_session(&self) -> Self {
         McpServer {
-            binding: Arc::new(Mutex::new(Binding::default())),
+            binding: Arc::new(Binding::new(false)),
             ..self.clone()
         }
     }
@@ -167,17 +151,32 @@ impl McpServer {
             .or_else(|| self.principal.clone())
     }
 
+    /// The binding this request runs in: a stateless HTTP request's, from the guard, or this
+    /// MCP session's.
+    pub(crate) fn binding_of(&self, cx: &RequestContext<RoleServer>) -> Arc<Binding> {
+        cx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<SharedBinding>())
+            .map_or_else(|| Arc::clone(&self.binding), |shared| Arc::clone(&shared.0))
+    }
+
     /// The turn of this MCP session, opening its session and turn on first use; refuses a
     /// principal other than the one that opened it.
+    ///
+    /// The session's taint outlives its turns: a turn that ended (`ends_turn`, a cancel) or was
+    /// left waiting is replaced by one that begins with the taint of those before it, and an
+    /// untainted turn is replaced as soon as the binding learns of taint elsewhere (a resumed
+    /// call of an older turn).
     async fn turn(
         &self,
-        binding: &mut Binding,
+        binding: &Arc<Binding>,
+        state: &mut BindingState,
         principal: Option<Principal>,
         peer: rmcp::Peer<RoleServer>,
     ) -> Result<Turn, ErrorData> {
-        match &binding.principal {
-            None => binding.principal = Some(principal.clone()),
-            Some(owner) if *owner != principal => {
+        match &state.principal {
+            None => state.principal = Some(principal.clone()),
+            Some(owner) if !same_principal(owner.as_ref(), principal.as_ref()) => {
                 return Err(ErrorData::invalid_request(
                     "this MCP session belongs to another client; open a session of your own",
                     None,
@@ -185,14 +184,21 @@ impl McpServer {
             }
             Some(_) => {}
         }
-        if let Some(turn) = &binding.turn {
-            match turn.record().await.map(|r| r.status) {
-                Ok(TurnStatus::Active) => return Ok(turn.clone()),
-                // A cancelled or ended turn: the next call starts another one.
-                Ok(_) | Err(_) => binding.turn = None,
+        if let Some(turn) = &state.turn
+            && let Ok(record) = turn.record().await
+        {
+            if let Some(source) = &record.tainted_by {
+                binding.note_taint(source);
+            }
+            if record.status == TurnStatus::Active {
+                if record.tainted_by.is_some() || binding.taint().is_none() {
+                    return Ok(turn.clone());
+                }
+                // Untainted while the session is tainted: it ends, and a tainted one follows.
+                let _ = turn.complete().await;
             }
         }
-        let session_id = binding
+        let session_id = state
             .session_id
             .get_or_insert_with(|| format!("mcp_{}", uuid::Uuid::new_v4().simple()))
             .clone();
@@ -201,14 +207,20 @@ impl McpServer {
             spec = spec.initiator(principal.clone());
         }
         let session = self.runtime.open_session(spec).await.map_err(internal)?;
-        let turn = session
-            .begin_turn(principal, Caller::Model)
-            .await
-            .map_err(internal)?;
-        if binding.turn.is_none() && self.conditional && binding.watching.is_none() {
-            binding.watching = Some(self.watch_session(&session_id, peer));
+        let turn = match binding.taint() {
+            Some(source) => {
+                session
+                    .begin_tainted_turn(principal, Caller::Model, source)
+                    .await
+            }
+            None => session.begin_turn(principal, Caller::Model).await,
         }
-        binding.turn = Some(turn.clone());
+        .map_err(internal)?;
+        let watches = self.conditional && !binding.stateless;
+        if state.turn.is_none() && watches && state.watching.is_none() {
+            state.watching = Some(self.watch_session(binding, &session_id, peer));
+        }
+        state.turn = Some(turn.clone());
         Ok(turn)
     }
 
@@ -217,11 +229,12 @@ impl McpServer {
     /// connections change.
     fn watch_session(
         &self,
+        binding: &Arc<Binding>,
         session_id: &str,
         peer: rmcp::Peer<RoleServer>,
     ) -> tokio::task::JoinHandle<()> {
         let mut events = self.runtime.subscribe();
-        let binding = Arc::downgrade(&self.binding);
+        let binding = Arc::downgrade(binding);
         let session_id = session_id.to_owned();
         let (runtime, cache) = (self.runtime.clone(), Arc::clone(&self.listing));
         tokio::spawn(async move {
@@ -242,11 +255,11 @@ impl McpServer {
                 let Some(binding) = binding.upgrade() else {
                     break;
                 };
-                let mut binding = binding.lock().await;
+                let mut state = binding.state.lock().await;
                 if remote {
                     let names = current_listing(&runtime, &cache).names();
-                    if names != binding.listed {
-                        binding.listed = names;
+                    if names != state.listed {
+                        state.listed = names;
                         if peer.notify_tool_list_changed().await.is_err() {
                             break;
                         }
@@ -256,13 +269,13 @@ impl McpServer {
                 if !changed {
                     continue;
                 }
-                let Some(turn) = binding.turn.clone() else {
+                let Some(turn) = state.turn.clone() else {
                     continue;
                 };
                 if let Ok(unavailable) = turn.unavailable_tools().await
-                    && unavailable != binding.unavailable
+                    && unavailable != state.unavailable
                 {
-                    binding.unavailable = unavailable;
+                    state.unavailable = unavailable;
                     if peer.notify_tool_list_changed().await.is_err() {
                         break;
                     }
@@ -277,12 +290,13 @@ impl McpServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.caller(&cx);
+        let binding = self.binding_of(&cx);
         if let Some(state) = &params.request_state {
-            return self.resume(&params, state, principal).await;
+            return self.resume(&params, state, principal, &binding).await;
         }
-        let mut binding = self.binding.lock().await;
+        let mut state = binding.state.lock().await;
         let turn = self
-            .turn(&mut binding, principal.clone(), cx.peer.clone())
+            .turn(&binding, &mut state, principal.clone(), cx.peer.clone())
             .await?;
         let call_id = format!("mcp-{}", cx.id);
         let arguments = Value::Object(params.arguments.unwrap_or_default()).to_string();
@@ -295,10 +309,10 @@ impl McpServer {
             outcome = turn.step(vec![call]) => outcome,
             () = cx.ct.cancelled() => {
                 // `notifications/cancelled`: the call's token fires with its turn.
+                // The next call replaces the cancelled turn, keeping its taint.
                 let _ = turn.cancel().await;
-                binding.turn = None;
                 if let Some(task) = progress { task.abort(); }
-                return Err(ErrorData::internal_error("the call was cancelled by the client", None));
+                return Err(cancelled());
             }
         };
         let result = match stepped {
@@ -328,12 +342,17 @@ impl McpServer {
         if let Some(task) = progress {
             task.abort();
         }
+        binding.touch();
+        if cx.ct.is_cancelled() {
+            // Cancelled while the user was asked: the request was settled as cancelled.
+            return Err(cancelled());
+        }
         // A call that changed which conditional tools are available (through the session's
         // state) changes the list: the client is told to list again.
         if let Ok(unavailable) = turn.unavailable_tools().await
-            && unavailable != binding.unavailable
+            && unavailable != state.unavailable
         {
-            binding.unavailable = unavailable;
+            state.unavailable = unavailable;
             let _ = cx.peer.notify_tool_list_changed().await;
         }
         let result = result?;
@@ -412,12 +431,15 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, ErrorData> {
         // Conditional tools follow the session's state; without any, the list is the same for
         // every session and every page is a slice of it.
+        let binding = self.binding_of(&cx);
         let unavailable = if self.conditional {
             let principal = self.caller(&cx);
-            let mut binding = self.binding.lock().await;
-            let turn = self.turn(&mut binding, principal, cx.peer.clone()).await?;
+            let mut state = binding.state.lock().await;
+            let turn = self
+                .turn(&binding, &mut state, principal, cx.peer.clone())
+                .await?;
             let unavailable = turn.unavailable_tools().await.map_err(internal)?;
-            binding.unavailable.clone_from(&unavailable);
+            state.unavailable.clone_from(&unavailable);
             unavailable
         } else {
             Vec::new()
@@ -425,12 +447,13 @@ impl ServerHandler for McpServer {
         let listing = self.listing();
         // Without waiting for a call of this session to finish: at worst the client is told
         // once more than needed that the list changed.
-        if let Ok(mut binding) = self.binding.try_lock() {
-            binding.listed = listing.names();
+        if let Ok(mut state) = binding.state.try_lock() {
+            state.listed = listing.names();
             // A client that only lists still hears when remote tools change (a session with
-            // conditional tools got its watcher with its turn, above).
-            if binding.watching.is_none() {
-                binding.watching = Some(self.watch_session("", cx.peer.clone()));
+            // conditional tools got its watcher with its turn, above). A stateless request's
+            // peer ends with the request: nothing to tell later.
+            if state.watching.is_none() && !binding.stateless {
+                state.watching = Some(self.watch_session(&binding, "", cx.peer.clone()));
             }
         }
         listing.page(&unavailable, request.and_then(|r| r.cursor), self.page_size)
@@ -471,17 +494,36 @@ impl ServerHandler for McpServer {
     ) -> Result<(), ErrorData> {
         self.cancel_task_run(request, cx).await
     }
+
+    /// rmcp parses a request whose params do not fit its method as a custom request: for the
+    /// methods served here that is `-32602` (invalid params) saying what is wrong, not
+    /// `-32601` (method not found).
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(crate::convert::unknown_or_malformed(request))
+    }
 }
 
-/// Serves `server` over stdin/stdout until the client disconnects.
+/// Serves `server` over stdin/stdout until the client disconnects, reading each line before
+/// rmcp does (see [`serve_io`](crate::serve_io)).
 pub async fn serve_stdio(server: McpServer) -> Result<(), McpError> {
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| McpError::Transport(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| McpError::Transport(e.to_string()))?;
-    Ok(())
+    crate::serve_io(server, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// The error of a call the client cancelled (`notifications/cancelled`).
+fn cancelled() -> ErrorData {
+    ErrorData::internal_error("the call was cancelled by the client", None)
+}
+
+/// Whether two principals are the same principal (their identity; attributes may differ from
+/// one token to the next).
+fn same_principal(a: Option<&Principal>, b: Option<&Principal>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => identity(a) == identity(b),
+        (None, None) => true,
+        _ => false,
+    }
 }

@@ -401,7 +401,13 @@ async fn approvals_are_asked_through_elicitation() {
         .await
         .unwrap();
     assert_eq!(text(&result), "api restarted");
-    assert_eq!(asked.lock().unwrap().as_slice(), ["Restart api?"]);
+    // The person sees the prompt and the call's input in full.
+    assert_eq!(
+        asked.lock().unwrap().as_slice(),
+        [
+            "Restart api?\n\nThe call to `restart`, with its input in full:\n{\n  \"service\": \"api\"\n}"
+        ]
+    );
     assert!(RESTARTS.load(Ordering::SeqCst) > before);
 
     let declining = Client {
@@ -793,7 +799,12 @@ async fn peers_on_2026_07_28_answer_through_input_required_results() {
         .await
         .unwrap();
     assert_eq!(text(&result), "queue restarted");
-    assert_eq!(asked.lock().unwrap().as_slice(), ["Restart queue?"]);
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        asked[0],
+        "Restart queue?\n\nThe call to `restart`, with its input in full:\n{\n  \"service\": \"queue\"\n}"
+    );
     assert!(RESTARTS.load(Ordering::SeqCst) > before);
 
     // One round by hand: the first call returns the question and nothing runs yet.
@@ -811,7 +822,9 @@ async fn peers_on_2026_07_28_answer_through_input_required_results() {
     let request =
         serde_json::to_value(&required.input_requests.as_ref().unwrap()["input"]).unwrap();
     assert_eq!(request["method"], "elicitation/create");
-    assert_eq!(request["params"]["message"], "Restart mail?");
+    let message = request["params"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Restart mail?\n\n"), "{message}");
+    assert!(message.contains("\"service\": \"mail\""), "{message}");
 
     // A forged state is refused; a declined answer denies the call.
     let forged = client

@@ -93,7 +93,25 @@ impl Session {
         current: Option<Principal>,
         caller: Caller,
     ) -> Result<Turn, RuntimeError> {
-        self.begin(current, caller, false).await
+        self.begin(current, caller, false, None).await
+    }
+
+    /// Begins a turn that is tainted from its start, as if the untrusted tool `tainted_by` had
+    /// returned in it: its `write`, `money` and `public` calls need the user's confirmation, and
+    /// their requests name `tainted_by` as the source.
+    ///
+    /// For hosts that cannot see where a conversation's turns begin, so that taint must outlive
+    /// the turn it was noted in: the MCP server begins each new turn of an MCP session with the
+    /// taint of the turns before it. A turn taints itself when an untrusted tool returns in it;
+    /// read the source from [`TurnRecord::tainted_by`](crate::TurnRecord::tainted_by).
+    pub async fn begin_tainted_turn(
+        &self,
+        current: Option<Principal>,
+        caller: Caller,
+        tainted_by: impl Into<String>,
+    ) -> Result<Turn, RuntimeError> {
+        self.begin(current, caller, false, Some(tainted_by.into()))
+            .await
     }
 
     /// Begins a turn that asks for structured output (`ends_turn` is ignored in it).
@@ -102,7 +120,7 @@ impl Session {
         current: Option<Principal>,
         caller: Caller,
     ) -> Result<Turn, RuntimeError> {
-        self.begin(current, caller, true).await
+        self.begin(current, caller, true, None).await
     }
 
     async fn begin(
@@ -110,6 +128,7 @@ impl Session {
         current: Option<Principal>,
         caller: Caller,
         structured_output: bool,
+        tainted_by: Option<String>,
     ) -> Result<Turn, RuntimeError> {
         let engine = &self.engine;
         let (session, _) = engine.session(&self.id).await?;
@@ -124,13 +143,14 @@ impl Session {
             Caller::Schedule => Some(current.unwrap_or_else(Principal::app)),
             _ => current,
         };
-        let record = TurnRecord::begin(
+        let mut record = TurnRecord::begin(
             crate::ids::new_id("turn"),
             self.id.clone(),
             current,
             caller,
             structured_output,
         );
+        record.tainted_by = tainted_by;
         engine.store().put_turn(&record, None).await?;
         engine.emit(Event::TurnStarted {
             session_id: self.id.clone(),

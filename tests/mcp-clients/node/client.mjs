@@ -5,7 +5,8 @@
 //
 // It declares elicitation and accepts every request, lists every page of tools, calls a read
 // tool, a tool whose policy asks the user, and a tool with invalid input, and prints one JSON
-// line per finding for tests/mcp_clients.rs to check.
+// line per finding for tests/mcp_clients.rs to check. With MCP_SCENARIO=taint it plays the
+// taint scenario of taint.mjs instead.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -24,14 +25,26 @@ const client = new Client(
   { capabilities: { elicitation: { form: {} } } },
 );
 const asked = [];
+// Set by the taint scenario: the next elicitation fails as if the client's dialog broke.
+const failing = { next: false };
 client.setRequestHandler(ElicitRequestSchema, async (request) => {
   asked.push(request.params.message);
+  if (failing.next) {
+    failing.next = false;
+    throw new Error("the approval dialog crashed");
+  }
   return { action: "accept", content: {} };
 });
 
 const out = (key, value) => console.log(JSON.stringify({ [key]: value }));
 
 await client.connect(transport);
+if (process.env.MCP_SCENARIO === "taint") {
+  const { taintScenario } = await import("./taint.mjs");
+  await taintScenario(client, asked, failing, out);
+  await client.close();
+  process.exit(0);
+}
 out("server", client.getServerVersion());
 out("protocol", transport.protocolVersion ?? null);
 

@@ -1,0 +1,280 @@
+//! The HTTP guard in front of rmcp's service: the `Host` check, the bearer token, the raw JSON
+//! checks, and the places under the session caps for requests that open a session.
+//!
+//! Refusals, in the order they are checked:
+//!
+//! | what | status |
+//! |---|---|
+//! | a `Host` that is not an allowed host, or whose port is not a number | `403` |
+//! | no valid bearer token (with a verifier) | `401` |
+//! | a body over 4 MiB | `413` |
+//! | a `Toolwright-Session` header that is not 1–128 visible ASCII characters | `400` |
+//! | a `tools/call` whose raw `arguments` the strict parser refuses | `200`, JSON-RPC `-32602` |
+//! | a new session when the server holds its maximum | `503`, `Retry-After` |
+//! | a new session when the principal holds its maximum | `429`, `Retry-After` |
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::response::Response;
+use toolwright_core::Principal;
+
+use crate::TokenVerifier;
+use crate::binding::{BindingKey, Bindings, MAX_SESSION_HEADER, SESSION_HEADER, SharedBinding};
+use crate::limits::{ADMITTED, Limits, Owner};
+use crate::raw::inspect;
+
+/// The largest request body accepted (as rmcp's own default).
+pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// What the guard checks requests against.
+pub(crate) struct Guard {
+    pub(crate) verifier: Option<Arc<dyn TokenVerifier>>,
+    /// Host names (or `host:port`) accepted in `Host`, loopback names included.
+    pub(crate) hosts: Vec<String>,
+    pub(crate) limits: Arc<Limits>,
+    pub(crate) bindings: Arc<Bindings>,
+}
+
+/// Runs the checks and hands the request on, with its principal and, for a stateless request,
+/// its binding in the extensions.
+pub(crate) async fn guard(
+    guard: Arc<Guard>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !host_allowed(request.headers(), &guard.hosts) {
+        return plain(
+            http::StatusCode::FORBIDDEN,
+            "Forbidden: Host header is not allowed",
+        );
+    }
+    let principal = match authenticate(guard.verifier.as_deref(), request.headers()).await {
+        Ok(principal) => principal,
+        Err(response) => return *response,
+    };
+    if let Some(principal) = &principal {
+        request.extensions_mut().insert(principal.clone());
+    }
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return plain(
+            http::StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("Payload Too Large: request body exceeds {MAX_BODY} bytes"),
+        );
+    };
+    let inspected = inspect(&bytes);
+    if let Some(error) = inspected.refused {
+        return Response::builder()
+            .status(http::StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Body::from(error))
+            .unwrap_or_default();
+    }
+    let in_session = parts.headers.contains_key("mcp-session-id");
+    let mut request = axum::extract::Request::from_parts(parts, Body::from(bytes));
+    match inspected.method.as_deref() {
+        // A 2025-11-25 client opens a session: its place is taken here and kept by the
+        // session manager until rmcp closes the session.
+        Some("initialize") if !in_session => {
+            match guard.limits.admit(Owner::of(principal.as_ref())) {
+                Ok(slot) => {
+                    ADMITTED
+                        .scope(Mutex::new(Some(slot)), next.run(request))
+                        .await
+                }
+                Err(refusal) => refusal.into_response(),
+            }
+        }
+        // A 2026-07-28 request: no session, so calls bind by principal and header.
+        Some("tools/call" | "tools/list") if !in_session => {
+            let conversation = match conversation(request.headers()) {
+                Ok(conversation) => conversation,
+                Err(response) => return *response,
+            };
+            let key = BindingKey::new(principal.as_ref(), conversation);
+            match guard.bindings.acquire(key) {
+                Ok(binding) => {
+                    request.extensions_mut().insert(SharedBinding(binding));
+                    next.run(request).await
+                }
+                Err(refusal) => refusal.into_response(),
+            }
+        }
+        _ => next.run(request).await,
+    }
+}
+
+fn plain(status: http::StatusCode, message: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::from(message.to_owned()))
+        .unwrap_or_default()
+}
+
+/// The principal of a request's bearer token; `None` without a verifier. Refused (`401`)
+/// without a valid token.
+async fn authenticate(
+    verifier: Option<&dyn TokenVerifier>,
+    headers: &http::HeaderMap,
+) -> Result<Option<Principal>, Box<Response>> {
+    let Some(verifier) = verifier else {
+        return Ok(None);
+    };
+    let refused = |reason: String| {
+        Box::new(
+            Response::builder()
+                .status(http::StatusCode::UNAUTHORIZED)
+                .header(http::header::WWW_AUTHENTICATE, "Bearer")
+                .body(Body::from(reason))
+                .unwrap_or_default(),
+        )
+    };
+    let token = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let Some(token) = token else {
+        return Err(refused(
+            "an `Authorization: Bearer <token>` header is required".into(),
+        ));
+    };
+    match verifier.verify(token).await {
+        Ok(principal) => Ok(Some(principal)),
+        Err(reason) => Err(refused(format!("the token was refused: {reason}"))),
+    }
+}
+
+/// The `Toolwright-Session` header: absent, or 1 to 128 visible ASCII characters.
+fn conversation(headers: &http::HeaderMap) -> Result<Option<String>, Box<Response>> {
+    let Some(value) = headers.get(SESSION_HEADER) else {
+        return Ok(None);
+    };
+    let valid = value.len() <= MAX_SESSION_HEADER
+        && !value.is_empty()
+        && value.as_bytes().iter().all(|b| b.is_ascii_graphic());
+    if !valid {
+        return Err(Box::new(plain(
+            http::StatusCode::BAD_REQUEST,
+            &format!(
+                "the `Toolwright-Session` header must be 1 to {MAX_SESSION_HEADER} visible ASCII \
+                 characters (letters, digits, punctuation; no spaces)"
+            ),
+        )));
+    }
+    Ok(value.to_str().ok().map(str::to_owned))
+}
+
+/// Whether the request's `Host` is allowed: `host` or `host:port` with a port of digits only,
+/// where `host` (case-insensitive, IPv6 in brackets) is one of `allowed`, or `allowed` names
+/// `host:port` exactly. Anything else, including `127.0.0.1:80.evil.com`, is refused.
+pub(crate) fn host_allowed(headers: &http::HeaderMap, allowed: &[String]) -> bool {
+    let Some(host) = headers.get(http::header::HOST) else {
+        // HTTP/1.1 requires it; rmcp answers a request without one (`400`).
+        return true;
+    };
+    let Some((name, port)) = host.to_str().ok().and_then(split_host) else {
+        return false;
+    };
+    allowed.iter().any(|entry| match split_host(entry) {
+        Some((allowed_name, None)) => allowed_name.eq_ignore_ascii_case(name),
+        Some((allowed_name, Some(allowed_port))) => {
+            allowed_name.eq_ignore_ascii_case(name) && port == Some(allowed_port)
+        }
+        None => false,
+    })
+}
+
+/// `host[:port]` split strictly: a bracketed IPv6 literal or a name of letters, digits, `-`, `.`
+/// and `_`, then optionally `:` and 1 to 5 digits naming a port up to 65535.
+fn split_host(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (name, rest) = if let Some(inner) = authority.strip_prefix('[') {
+        let end = inner.find(']')?;
+        let name = &inner[..end];
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return None;
+        }
+        (name, &inner[end + 1..])
+    } else {
+        let end = authority.find(':').unwrap_or(authority.len());
+        let name = &authority[..end];
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+        if !name_ok {
+            // An unbracketed IPv6 literal in the allow list (`::1`) is a name of its own.
+            if authority.contains("::")
+                && authority.chars().all(|c| c.is_ascii_hexdigit() || c == ':')
+            {
+                return Some((authority, None));
+            }
+            return None;
+        }
+        (name, &authority[end..])
+    };
+    if rest.is_empty() {
+        return Some((name, None));
+    }
+    let digits = rest.strip_prefix(':')?;
+    if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((name, Some(digits.parse().ok()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(host: &str) -> bool {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::HOST, host.parse().unwrap());
+        let hosts = ["localhost", "127.0.0.1", "::1", "mcp.example:8443"].map(str::to_owned);
+        host_allowed(&headers, &hosts)
+    }
+
+    #[test]
+    fn loopback_hosts_with_numeric_ports_pass() {
+        for host in [
+            "127.0.0.1",
+            "127.0.0.1:8765",
+            "LOCALHOST:1",
+            "[::1]:65535",
+            "[::1]",
+            "mcp.example:8443",
+        ] {
+            assert!(allowed(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn other_hosts_and_ports_that_are_not_numbers_are_refused() {
+        for host in [
+            "127.0.0.1:8765.evil.com",
+            "127.0.0.1:80x",
+            "127.0.0.1:",
+            "127.0.0.1:65536",
+            "127.0.0.1:123456",
+            "127.0.0.1:+80",
+            "127.0.0.1.evil.com",
+            "evil.com",
+            "localhost@evil.com",
+            "[::1].evil.com",
+            "[::1]:80:80",
+            "mcp.example",
+            "mcp.example:443",
+            "",
+        ] {
+            assert!(!allowed(host), "{host}");
+        }
+    }
+}
