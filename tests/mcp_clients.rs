@@ -400,12 +400,13 @@ fn duplicate_keys_in_arguments_are_refused_over_stdio_as_in_process() {
     }
     drop(stdin);
     let _ = child.wait();
-    let duplicate = &answers[&2]["error"];
-    assert_eq!(duplicate["code"], -32602, "{duplicate}");
+    // Refused as in process: an error result the model reads, with the parser's message.
+    let duplicate = &answers[&2]["result"];
+    assert_eq!(duplicate["isError"], true, "{:?}", answers[&2]);
     let in_process = toolwright::json::parse_arguments("wallet__recharge", arguments)
         .unwrap_err()
         .to_string();
-    assert_eq!(duplicate["message"], in_process.as_str());
+    assert_eq!(duplicate["content"][0]["text"], in_process.as_str());
     let not_an_object = &answers[&3]["error"];
     assert_eq!(not_an_object["code"], -32602, "{not_an_object}");
     assert!(

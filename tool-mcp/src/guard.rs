@@ -9,7 +9,7 @@
 //! | no valid bearer token (with a verifier) | `401` |
 //! | a body over 4 MiB | `413` |
 //! | a `Toolwright-Session` header that is not 1–128 visible ASCII characters | `400` |
-//! | a `tools/call` whose raw `arguments` the strict parser refuses | `200`, JSON-RPC `-32602` |
+//! | a `tools/call` whose raw `arguments` the strict parser refuses | `200`, an `isError` result (as in process) |
 //! | a new session when the server holds its maximum | `503`, `Retry-After` |
 //! | a new session when the principal holds its maximum | `429`, `Retry-After` |
 

@@ -42,8 +42,9 @@ pub trait TokenVerifier: Send + Sync + 'static {
 ///
 /// Other refusals: `403` for a `Host` that is not allowed (or whose port is not a number),
 /// `401` without a valid bearer token when there is a verifier, `413` for a body over 4 MiB,
-/// `400` for a malformed `Toolwright-Session` header, and JSON-RPC `-32602` for a `tools/call`
-/// whose raw `arguments` the strict parser refuses (duplicate keys, numbers that would change).
+/// `400` for a malformed `Toolwright-Session` header, and an `isError` result (as in process)
+/// for a `tools/call` whose raw `arguments` the strict parser refuses (duplicate keys, numbers
+/// that would change).
 ///
 /// ```no_run
 /// # async fn demo(server: toolwright_mcp::McpServer, verifier: impl toolwright_mcp::TokenVerifier) -> Result<(), toolwright_mcp::McpError> {

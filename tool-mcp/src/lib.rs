@@ -28,7 +28,7 @@
 //!   to the principal that opened it: a request from another principal is refused.
 //! - Limits over HTTP: sessions are capped in all and per principal and closed when idle (see
 //!   [`McpHttp`]); `tools/call` arguments are parsed strictly, as in process (duplicate keys are
-//!   refused with JSON-RPC `-32602`, over stdio too).
+//!   refused with the in-process error result, over stdio too).
 //!
 //! ```no_run
 //! # async fn demo(runtime: toolwright_runtime::Runtime) -> Result<(), toolwright_mcp::McpError> {

@@ -1,8 +1,9 @@
 //! Checks on the raw JSON of a request, before rmcp parses it: rmcp's parser resolves duplicate
 //! keys last-wins, while toolwright's strict parser refuses them (and numbers that would change,
-//! and nesting too deep). A `tools/call` whose `arguments` the strict parser refuses gets
-//! JSON-RPC error `-32602` with the parser's message, over HTTP (from the guard) and over stdio
-//! (from [`CheckedLines`], which reads the lines before rmcp does).
+//! and nesting too deep). A `tools/call` whose `arguments` the strict parser refuses is answered
+//! as in process: an `isError` result with the parser's message (the model sees it and can
+//! call again; the tool does not run), over HTTP (from the guard) and over stdio (from
+//! [`CheckedLines`], which reads the lines before rmcp does).
 
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -59,8 +60,8 @@ pub(crate) fn inspect(body: &[u8]) -> Inspected {
     }
 }
 
-/// The JSON-RPC error (`-32602`, as one line of JSON) for a `tools/call` request whose raw
-/// `arguments` the strict parser refuses.
+/// The response (one line of JSON) to a `tools/call` request whose raw `arguments` the strict
+/// parser refuses: the `isError` result a step gives the model for them in process.
 fn refusal(envelope: &Envelope<'_>) -> Option<String> {
     let id = envelope.id?;
     if envelope.method.as_deref() != Some("tools/call") {
@@ -74,19 +75,18 @@ fn refusal(envelope: &Envelope<'_>) -> Option<String> {
     }
     let name = params.name.unwrap_or_default();
     let error = toolwright_core::json::parse_arguments(&name, arguments.get()).err()?;
-    let response = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": { "code": -32602, "message": error.to_string() },
-    });
+    let result = rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+        error.to_string(),
+    )]);
+    let response = serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result });
     Some(response.to_string())
 }
 
 /// Serves `server` over a pair of byte streams, one JSON-RPC message per line: the stdio
 /// transport over any reader and writer (pipes, sockets). Each line is read before rmcp parses
 /// it, so a `tools/call` whose raw `arguments` toolwright's strict parser refuses (duplicate
-/// keys, numbers that would change) gets JSON-RPC error `-32602` with the parser's message, as
-/// over HTTP. Returns when the reader ends.
+/// keys, numbers that would change) gets the in-process error result with the parser's
+/// message, as over HTTP. Returns when the reader ends.
 pub async fn serve_io<R, W>(server: McpServer, read: R, write: W) -> Result<(), McpError>
 where
     R: AsyncRead + Send + Unpin + 'static,
@@ -223,18 +223,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn duplicate_keys_in_arguments_are_refused_with_the_strict_parsers_message() {
+    fn duplicate_keys_in_arguments_get_the_in_process_error_result() {
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recharge","arguments":{"amount":100,"amount":50000}}}"#;
         let inspected = inspect(body);
         assert_eq!(inspected.method.as_deref(), Some("tools/call"));
-        let error: serde_json::Value = serde_json::from_str(&inspected.refused.unwrap()).unwrap();
-        assert_eq!(error["id"], 7);
-        assert_eq!(error["error"]["code"], -32602);
+        let answer: serde_json::Value = serde_json::from_str(&inspected.refused.unwrap()).unwrap();
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["result"]["isError"], true);
         let expected =
             toolwright_core::json::parse_arguments("recharge", r#"{"amount":100,"amount":50000}"#)
                 .unwrap_err()
                 .to_string();
-        assert_eq!(error["error"]["message"], expected);
+        assert_eq!(answer["result"]["content"][0]["text"], expected);
         assert!(expected.contains("duplicate key `amount`"), "{expected}");
     }
 

@@ -368,15 +368,15 @@ async fn over_http_hosts_raw_arguments_and_params_are_checked() {
         );
         raw.post("alice", Some(&session), &json!(null)).body(body)
     };
-    // Duplicate keys: -32602 with the strict parser's message, as in process.
+    // Duplicate keys: refused as in process, an error result with the strict parser's message.
     let duplicate = r#"{"note": "a", "note": "b"}"#;
     let refused = Raw::message(call(2, duplicate).send().await.unwrap()).await;
     assert_eq!(refused["id"], 2);
-    assert_eq!(refused["error"]["code"], -32602);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
     let in_process = toolwright::json::parse_arguments("write_note", duplicate)
         .unwrap_err()
         .to_string();
-    assert_eq!(refused["error"]["message"], in_process.as_str());
+    assert_eq!(refused["result"]["content"][0]["text"], in_process.as_str());
     // Arguments that are not an object: -32602 saying so, not -32601.
     let malformed = Raw::message(call(3, r#""a note""#).send().await.unwrap()).await;
     assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
