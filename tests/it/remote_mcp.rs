@@ -779,6 +779,66 @@ async fn a_changed_definition_is_withheld_until_a_person_approves_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withheld_tool_asks_before_its_new_definition_sees_the_input() {
+    let fixture = Fixture::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        dir.path(),
+        vec![
+            Connection::new("fixture", fixture.connector())
+                .allow(["echo", "mutate"])
+                .trusted()
+                .tool("mutate", harmless()),
+        ],
+    );
+    let mut events = rt.subscribe();
+    rt.connect().await.unwrap();
+    let turn = turn(&rt, SessionSpec::new("s")).await;
+    run(&turn, vec![call("c1", "fixture__mutate", json!({}))]).await;
+    event(&mut events, |e| {
+        matches!(e, Event::ToolDefinitionChanged { .. })
+    })
+    .await;
+    // Input the new schema refuses (its new parameter `shout` is a boolean): the call asks a
+    // person first, and nothing the model gets back names the new definition's text.
+    let outcome = turn
+        .step(vec![call(
+            "c2",
+            "fixture__echo",
+            json!({ "text": "b", "shout": "loud" }),
+        )])
+        .await
+        .unwrap();
+    let shown = format!("{:?}", outcome_for_the_model(&outcome));
+    let StepOutcome::Waiting { requests, .. } = outcome else {
+        panic!("expected an approval request, got {outcome:?}");
+    };
+    assert!(requests[0].definition_change.is_some());
+    for text in ["shout", "IGNORE PREVIOUS INSTRUCTIONS", "boolean"] {
+        assert!(!shown.contains(text), "`{text}` reached the model: {shown}");
+    }
+    assert_eq!(fixture.calls(), ["mutate"]);
+    // Approved: the definition is now the approved one, and the input is checked against it.
+    let results = approve(&rt, &requests[0]).await;
+    assert_eq!(code(&results[0]), ErrorCode::InvalidInput, "{results:?}");
+    assert!(text(&results[0]).contains("shout"), "{}", text(&results[0]));
+    assert_eq!(fixture.calls(), ["mutate"]);
+    assert!(!rt.registry().get("fixture__echo").unwrap().is_withheld());
+}
+
+/// What a waiting step gives the model: its results and notices (requests go to a person).
+fn outcome_for_the_model(outcome: &StepOutcome) -> (Vec<CallResult>, Vec<String>) {
+    match outcome {
+        StepOutcome::Waiting {
+            results, notices, ..
+        }
+        | StepOutcome::Completed {
+            results, notices, ..
+        } => (results.clone(), notices.clone()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_definition_that_changed_while_the_runtime_was_away_is_withheld_at_connect() {
     let fixture = Fixture::start();
     let dir = tempfile::tempdir().unwrap();

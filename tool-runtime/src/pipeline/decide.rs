@@ -52,15 +52,7 @@ pub(super) async fn decide(
     let change = crate::remote::definition_change(tool).map(Box::new);
     if let Some(change) = &change {
         decision = decision.strictest(ApprovalDecision::UserApproval);
-        reasons.insert(
-            0,
-            format!(
-                "the server of connection `{}` changed the {} of `{}` since it was approved",
-                change.connection,
-                change.changed_parts().join(", "),
-                tool.name()
-            ),
-        );
+        reasons.insert(0, change_reason(change, tool.name()));
     }
     Decided {
         decision,
@@ -68,6 +60,51 @@ pub(super) async fn decide(
         key,
         change,
     }
+}
+
+/// A call of a withheld remote tool (its server changed its definition since it was approved):
+/// a person approves the new definition, and this call, before anything is checked against
+/// that definition — neither its schema nor its policy sees `arguments` (the model's arguments
+/// as parsed), so no text of the unapproved definition can reach the model in an error. Once
+/// approved, the call is validated against the new definition and a custom policy runs again
+/// before it runs (`input::resume`), so a denial stays a denial.
+pub(super) fn withheld(
+    scope: &StepScope,
+    call: &ToolCall,
+    tool: Arc<Tool>,
+    arguments: Value,
+    change: DefinitionChange,
+) -> Prepared {
+    let mut reasons = vec![change_reason(&change, tool.name())];
+    let effect = tool.effect();
+    if let Some(source) = scope.turn.tainted_by.as_deref()
+        && effect.is_guarded_by_taint()
+    {
+        reasons.push(taint_reason(source, effect));
+    }
+    let decided = Decided {
+        decision: ApprovalDecision::UserApproval,
+        reasons,
+        key: None,
+        change: Some(Box::new(change)),
+    };
+    into_prepared(scope, call, tool, arguments, decided)
+}
+
+/// Why a call of a withheld tool needs a person: what changed, never the new text.
+fn change_reason(change: &DefinitionChange, tool: &str) -> String {
+    format!(
+        "the server of connection `{}` changed the {} of `{tool}` since it was approved",
+        change.connection,
+        change.changed_parts().join(", "),
+    )
+}
+
+/// Why a guarded call in a tainted turn needs a person.
+fn taint_reason(source: &str, effect: toolwright_core::Effect) -> String {
+    format!(
+        "`{source}` returned untrusted third-party content earlier in this turn; confirm that this `{effect}` action is what you asked for"
+    )
 }
 
 /// Policy, then the session's permission for the effect, then taint. Returns the decision,
@@ -129,9 +166,7 @@ async fn decide_for_model(
         && effect.is_guarded_by_taint()
     {
         decision = decision.strictest(ApprovalDecision::UserApproval);
-        reasons.push(format!(
-            "`{source}` returned untrusted third-party content earlier in this turn; confirm that this `{effect}` action is what you asked for"
-        ));
+        reasons.push(taint_reason(source, effect));
     }
     (decision, reasons, key)
 }

@@ -133,6 +133,9 @@ async fn prepare(engine: &Engine, scope: &StepScope, call: &ToolCall) -> Prepare
         let arguments =
             arguments.map_err(|error| prepared::refused(&call.call_id, tool.name(), error))?;
         let tool = resolve::refreshed(engine, tool).await;
+        if let Some(change) = crate::remote::definition_change(&tool) {
+            return Ok(decide::withheld(scope, call, tool, arguments, change));
+        }
         let input = validate::input(call, &tool, arguments)?;
         if tool.is_ask_question() {
             return Ok(meta::ask_question(scope, call, tool, input));
