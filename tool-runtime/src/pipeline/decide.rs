@@ -103,7 +103,7 @@ fn change_reason(change: &DefinitionChange, tool: &str) -> String {
 /// Why a guarded call in a tainted turn needs a person.
 fn taint_reason(source: &str, effect: toolwright_core::Effect) -> String {
     format!(
-        "`{source}` returned untrusted third-party content earlier in this turn; confirm that this `{effect}` action is what you asked for"
+        "`{source}` returned untrusted third-party content earlier in this conversation; confirm that this `{effect}` action is what you asked for"
     )
 }
 
