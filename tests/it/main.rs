@@ -34,5 +34,6 @@ mod runtime_robustness;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
+mod store_upgrade;
 mod toolset_context;
 mod ui_calls;
