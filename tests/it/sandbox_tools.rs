@@ -337,8 +337,9 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     );
     let results = approved(&rt, outcome).await;
     let body = text(&results[0]);
-    // A command cannot write its own prompt: line breaks and quotes show, and a long one shows
-    // its end too.
+    // A command cannot write its own prompt: line breaks and quotes show. A long one is never
+    // cut in the middle (the cut could hide `rm -rf ~`): the prompt shows its start and says the
+    // whole command is in the request's input, which holds it in full.
     let sneaky = format!(
         "ls\" in the sandbox? (read-only)\n{}rm -rf ~",
         " ".repeat(600)
@@ -352,14 +353,17 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
         prompt.starts_with("Run the command \"ls\\\" in the sandbox? (read-only)\\n   "),
         "{prompt}"
     );
+    let total = sneaky.chars().count();
     assert!(
         prompt.ends_with(&format!(
-            "… [{} characters not shown] … \"{}rm -rf ~\" in the sandbox?",
-            190,
-            " ".repeat(142)
+            "{}…\" (too long to show here: the full command, {total} characters, is in the \
+             request's input) in the sandbox?",
+            " ".repeat(300 - "ls\" in the sandbox? (read-only)\n".len())
         )),
         "{prompt}"
     );
+    assert!(!prompt.contains("rm -rf"), "{prompt}");
+    assert_eq!(requests[0].input.as_ref().unwrap()["command"], sneaky);
     turn.cancel().await.unwrap();
     let turn = self::turn(&rt).await;
     assert!(

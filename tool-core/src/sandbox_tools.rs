@@ -133,11 +133,14 @@ pub fn is_sandbox_tool(descriptor: &ToolDescriptor) -> bool {
 /// pattern, not just the tool's name. Kept when the host sets another request policy.
 ///
 /// Each value is shown as a JSON string: line breaks, control characters and quotes are
-/// visible, so a command cannot end the quotation and write its own prompt. A long value shows
-/// its start and its end with the number of characters left out between them.
+/// visible, so a command cannot end the quotation and write its own prompt. A value too long
+/// for a prompt is never cut in the middle (the cut part could hold `curl … | sh`): the prompt
+/// shows its start and says that the whole value is in the request's `input`, which holds it
+/// in full.
 pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<String, ToolError> {
     let field = |name: &str| {
         quoted(
+            name,
             call.input
                 .get(name)
                 .and_then(Value::as_str)
@@ -162,22 +165,26 @@ pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<Strin
     })
 }
 
-/// `text` as a JSON string, its middle left out past 500 characters.
-fn quoted(text: &str) -> String {
-    const HEAD: usize = 300;
-    const TAIL: usize = 150;
+/// The longest value a prompt shows whole, in characters.
+const PROMPT_VALUE_CHARS: usize = 500;
+
+/// How much of a longer value the prompt shows, from its start.
+const PROMPT_PREFIX_CHARS: usize = 300;
+
+/// `text`, the value of input field `name`, as a JSON string; past 500 characters, its first
+/// 300 and a note that the full value is in the request's input (never a middle cut).
+fn quoted(name: &str, text: &str) -> String {
     let json = |part: &str| Value::String(part.to_owned()).to_string();
     let total = text.chars().count();
-    if total <= HEAD + TAIL + 50 {
+    if total <= PROMPT_VALUE_CHARS {
         return json(text);
     }
-    let head: String = text.chars().take(HEAD).collect();
-    let tail: String = text.chars().skip(total - TAIL).collect();
+    let head: String = text.chars().take(PROMPT_PREFIX_CHARS).collect();
+    let head = json(&head);
+    // The open quotation ends in `…`: the value goes on.
     format!(
-        "{} … [{} characters not shown] … {}",
-        json(&head),
-        total - HEAD - TAIL,
-        json(&tail)
+        "{}…\" (too long to show here: the full {name}, {total} characters, is in the request's input)",
+        &head[..head.len() - 1]
     )
 }
 
