@@ -488,3 +488,46 @@ async fn edits_of_one_file_in_one_step_both_land() {
         "ALPHA\nBETA\n"
     );
 }
+
+/// Sandbox errors quote at most a bounded prefix of a path or pattern the model sent: a 100 kB
+/// path comes back as its first 200 characters and a count, through the built-in tools and
+/// through a tool of the user's that passes the path on.
+#[tokio::test]
+async fn sandbox_errors_quote_a_bounded_prefix_of_a_100_kb_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let turn = turn(&rt).await;
+    let path = "ab/".repeat(33_334);
+    let cases = [
+        ("read", json!({ "path": path })),
+        ("read", json!({ "path": format!("/{path}") })),
+        ("read", json!({ "path": format!("../{path}") })),
+        ("count_lines", json!({ "name": path })),
+        ("glob", json!({ "pattern": format!("[{path}") })),
+        ("grep", json!({ "pattern": format!("({path}") })),
+    ];
+    for (tool, arguments) in cases {
+        let result = run(&turn, tool, arguments).await;
+        let message = text(&result);
+        assert!(result.is_error, "{tool}: {message}");
+        assert!(
+            message.chars().count() < 1_000,
+            "{tool}: a {} character message: {}…",
+            message.chars().count(),
+            message.chars().take(300).collect::<String>()
+        );
+        assert!(message.contains("more characters)"), "{tool}: {message}");
+    }
+
+    // The sandbox's own errors, as a host's code sees them.
+    let sandbox = LocalSandbox::open(dir.path()).unwrap();
+    let error = toolwright::sandbox::Sandbox::read(&sandbox, &path, 0, 10)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(&format!("`{}… (99802 more characters)`", &path[..200])),
+        "{}",
+        &error[..400.min(error.len())]
+    );
+}

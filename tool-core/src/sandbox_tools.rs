@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::context::CallContext;
 use crate::descriptor::{InputSpec, Location, ToolDescriptor};
 use crate::effect::Effect;
-use crate::error::{ErrorCode, ToolError};
+use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::output::{CallOutput, ModelOutput};
 use crate::sandbox::{ExecRequest, GrepRequest, Sandbox, SandboxError};
 
@@ -192,7 +192,10 @@ fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result
     serde_json::from_value(input).map_err(|error| {
         ToolError::with_code(
             ErrorCode::InvalidInput,
-            format!("`{tool}` got arguments it cannot use: {error}"),
+            format!(
+                "`{tool}` got arguments it cannot use: {}",
+                quoted_prefix(&error.to_string())
+            ),
         )
     })
 }
@@ -443,7 +446,7 @@ async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     Ok(text(
         json!({ "path": args.path, "bytes": bytes }),
-        format!("Wrote {bytes} bytes to `{}`.", args.path),
+        format!("Wrote {bytes} bytes to `{}`.", quoted_prefix(&args.path)),
     ))
 }
 
@@ -461,7 +464,8 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "`{}` is {} bytes, over the 10 MB `edit` rewrites; change it with `bash` (e.g. sed)",
-                args.path, chunk.size
+                quoted_prefix(&args.path),
+                chunk.size
             ),
         ));
     }
@@ -470,7 +474,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "`{}` is not UTF-8 text; `edit` changes text files only",
-                args.path
+                quoted_prefix(&args.path)
             ),
         )
     })?;
@@ -480,7 +484,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "the text to replace was not found in `{}`; read the file and copy the text exactly, whitespace and line breaks included",
-                args.path
+                quoted_prefix(&args.path)
             ),
         ));
     }
@@ -489,7 +493,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "the text to replace appears {found} times in `{}`; include more of the surrounding lines so that it appears once",
-                args.path
+                quoted_prefix(&args.path)
             ),
         ));
     }
@@ -500,7 +504,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     Ok(text(
         json!({ "path": args.path, "replaced": 1 }),
-        format!("Replaced the text in `{}`.", args.path),
+        format!("Replaced the text in `{}`.", quoted_prefix(&args.path)),
     ))
 }
 
@@ -594,7 +598,10 @@ async fn grep(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map(|m| format!("{}:{}: {}", m.path, m.line, m.text))
         .collect();
     if body.is_empty() {
-        body.push(format!("No line matches `{}`.", args.pattern));
+        body.push(format!(
+            "No line matches `{}`.",
+            quoted_prefix(&args.pattern)
+        ));
     }
     if found.truncated && found.items.len() < FIND_MAX {
         body.push(
@@ -629,7 +636,7 @@ async fn glob(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     let mut body = found.items.join("\n");
     if found.items.is_empty() {
-        body = format!("No file matches `{}`.", args.pattern);
+        body = format!("No file matches `{}`.", quoted_prefix(&args.pattern));
     }
     if found.truncated && found.items.len() < FIND_MAX {
         body.push_str(
