@@ -18,6 +18,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod answer_cost;
 mod dynamic_description;
 mod exports;
 mod remote_mcp;
