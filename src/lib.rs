@@ -162,6 +162,8 @@ pub mod runtime {
     /// The store test suite every backend passes.
     pub use toolwright_runtime::store::conformance;
     #[doc(inline)]
+    pub use toolwright_runtime::store::{ANONYMOUS_REQUESTER, UNKNOWN_REQUESTER, requester_key};
+    #[doc(inline)]
     pub use toolwright_runtime::toolset::{
         CONTEXT_PREAMBLE, ContextEntry, ContextFuture, ContextRequest, SkippedContext, Toolset,
         TurnContext,

@@ -206,7 +206,10 @@ async fn refund_charge_runs_small_refunds_and_asks_above_1000() {
         .await
         .unwrap(),
     );
-    assert_eq!(request.prompt, "Approve Refunding 1500 of ch_3PaXk2?");
+    assert_eq!(
+        request.prompt,
+        "Refund 1500 of charge ch_3PaXk2 (tenant tn_acme)?"
+    );
     let large = resumed(
         rt.respond(InputResponse::approve(&request.request_id, Some(ada)))
             .await

@@ -88,7 +88,15 @@ fn refund_policy(cx: &ApprovalContext<'_, RefundArgs>) -> ApprovalDecision {
 /// to refund a specific charge and gives (or has seen) its id. Not for cancelling subscriptions or
 /// disputing charges. Refunds above 1000 wait for a person's approval; charges of other tenants are
 /// refused. Returns the refund id, amount, currency and status.
-#[tool(effect = money, approval = refund_policy, label(start = "Refunding {amount} of {charge_id}"), output_schema)]
+#[tool(
+    effect = money,
+    approval(
+        request = refund_policy,
+        prompt = "Refund {amount} of charge {charge_id} (tenant {tenant_id})?"
+    ),
+    label(start = "Refunding {amount} of {charge_id}"),
+    output_schema
+)]
 async fn refund_charge(args: RefundArgs, ctx: ToolContext) -> Result<Refund, ToolError> {
     let user = signed_in_user(&ctx)?;
     let tenant = user.attribute_str("tenant_id").ok_or_else(|| {

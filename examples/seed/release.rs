@@ -88,7 +88,11 @@ struct Published {
 /// the changelog URL.
 #[tool(
     effect = public,
-    approval = never,
+    // Asked only when the session or taint asks: the notes are what the public will read.
+    approval(
+        request = never,
+        prompt = "Publish these release notes on the public changelog? {notes}"
+    ),
     enabled = release_approved,
     label(start = "Publishing the release"),
     output_schema,

@@ -200,7 +200,11 @@ enum PostOutcome {
     effect = public,
     toolset = "treehole",
     name = "post",
-    approval = always,
+    // The text is in the prompt: whoever approves sees what everyone will read.
+    approval(
+        request = always,
+        prompt = "Publish this anonymous post on the campus treehole, readable by everyone: {text}"
+    ),
     title = "发树洞",
     i18n(en(title = "Post to the treehole", summary = "Publishes an anonymous post")),
     label(start = "Posting to the treehole"),

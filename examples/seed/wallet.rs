@@ -104,7 +104,11 @@ struct Recharged {
 #[tool(
     effect = money,
     toolset = "wallet",
-    approval = once,
+    // The amount is in the prompt: whoever approves sees what they approve.
+    approval(
+        request = once,
+        prompt = "Recharge your campus card with {amount_cents} cents (CNY fen), paid from your linked bank account?"
+    ),
     title = "校园卡充值",
     summary = "给校园卡充值",
     i18n(en(title = "Recharge campus card", summary = "Tops up your campus card")),

@@ -18,6 +18,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod answer_cost;
 mod dynamic_description;
 mod exports;
 mod remote_mcp;
@@ -35,5 +36,6 @@ mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
+mod store_upgrade;
 mod toolset_context;
 mod ui_calls;

@@ -1514,3 +1514,80 @@ async fn duplicate_call_ids_in_one_step_never_run_a_call_twice() {
     );
     assert_ne!(record.status, TurnStatus::Running, "{record:?}");
 }
+
+/// Error messages quote at most a bounded prefix of what the model sent: a 100 kB tool name,
+/// field name, value, call id or task id comes back as its first 200 characters and a count.
+#[tokio::test]
+async fn errors_quote_a_bounded_prefix_of_100_kb_model_text() {
+    let (runtime, runs) = runtime();
+    let huge = |c: &str| c.repeat(100_000);
+    let calls = vec![
+        ToolCall::new("name", huge("x"), "{}"),
+        ToolCall::new("bad-chars", format!("x {}", huge("y")), "{}"),
+        ToolCall::new(
+            "field",
+            "strict_echo",
+            json!({ "text": "hi", huge("k"): 1 }).to_string(),
+        ),
+        ToolCall::new(
+            "value",
+            "strict_echo",
+            json!({ "text": huge("v") }).to_string(),
+        ),
+        ToolCall::new(
+            "deferred",
+            "tool_call",
+            json!({ "name": huge("t"), "input": {} }).to_string(),
+        ),
+        ToolCall::new(
+            "duplicate",
+            "strict_echo",
+            format!(r#"{{"text": "a", "{k}": 1, "{k}": 2}}"#, k = huge("d")),
+        ),
+    ];
+    let results = results_of(&runtime, calls).await;
+    assert_eq!(results.len(), 6);
+    for (id, result) in &results {
+        let message = result.error.as_ref().expect("an error").message();
+        assert!(
+            message.chars().count() < 1_500,
+            "{id}: a {} character message: {}…",
+            message.chars().count(),
+            message.chars().take(300).collect::<String>()
+        );
+        assert!(
+            message.contains("more characters)"),
+            "{id}: the message says how much it left out: {message}"
+        );
+    }
+    let name = results["name"].error.as_ref().unwrap().message();
+    assert!(
+        name.starts_with(&format!(
+            "no tool named `{}… (99800 more characters)`",
+            &huge("x")[..200]
+        )),
+        "{name}"
+    );
+    assert_eq!(runs.strict_echo.load(Ordering::SeqCst), 0);
+
+    // Two calls with one 100 kB id: neither runs, and the message names the id briefly.
+    let id = huge("i");
+    let repeated = vec![
+        ToolCall::new(id.clone(), "strict_echo", r#"{"text":"a"}"#),
+        ToolCall::new(id.clone(), "strict_echo", r#"{"text":"b"}"#),
+    ];
+    let session = runtime
+        .open_session(SessionSpec::new("focused-ids").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let StepOutcome::Completed { results, .. } = turn.step(repeated).await.unwrap() else {
+        panic!("a step of repeated ids completes with errors")
+    };
+    let message = results[0].error.as_ref().unwrap().message();
+    assert!(message.len() < 1_000, "{}", &message[..300]);
+    assert_eq!(runs.strict_echo.load(Ordering::SeqCst), 0);
+}

@@ -936,10 +936,14 @@ async fn run_scenario(
     }
     let session: Session = runtime.open_session(spec).await.unwrap();
     if !s.unattended {
-        // `share_doc` asks once per session; this session already said yes.
+        // `share_doc` asks once per session and requester; alice already said yes.
         runtime
             .store()
-            .remember_approval(session.id(), "share_doc")
+            .remember_approval(
+                session.id(),
+                &toolwright::runtime::requester_key(Some(&alice())),
+                "share_doc",
+            )
             .await
             .unwrap();
     }

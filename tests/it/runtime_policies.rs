@@ -334,10 +334,15 @@ async fn once_asks_the_first_time_then_remembers_per_tool_and_session() {
     let (_, requests) =
         waiting(step(&turn, vec![call("c1", "transfer_funds", args.clone())]).await);
     assert_eq!(requests[0].approval_key.as_deref(), Some("transfer_funds"));
-    assert!(rt.approvals("s-once").await.unwrap().is_empty());
+    assert!(
+        rt.approvals("s-once", Some(&alice()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     resumed(approve(&rt, &requests[0], alice()).await);
     assert!(
-        rt.approvals("s-once")
+        rt.approvals("s-once", Some(&alice()))
             .await
             .unwrap()
             .contains("transfer_funds")
@@ -374,7 +379,12 @@ async fn an_input_keyed_grant_covers_exactly_the_approved_arguments() {
     let key = requests[0].approval_key.clone().unwrap();
     assert!(key.starts_with("pay_invoice#"), "{key}");
     resumed(approve(&rt, &requests[0], alice()).await);
-    assert!(rt.approvals("s-once-input").await.unwrap().contains(&key));
+    assert!(
+        rt.approvals("s-once-input", Some(&alice()))
+            .await
+            .unwrap()
+            .contains(&key)
+    );
 
     // The same arguments, written in another order: covered.
     let same = ToolCall::new(
@@ -432,7 +442,10 @@ async fn concurrent_once_calls_all_ask_and_the_grant_waits_for_every_request() {
         }
     );
     assert!(
-        rt.approvals("s-once-batch").await.unwrap().is_empty(),
+        rt.approvals("s-once-batch", Some(&alice()))
+            .await
+            .unwrap()
+            .is_empty(),
         "no grant while requests for the key are pending"
     );
     let second = approve(&rt, &requests[1], alice()).await;
@@ -440,7 +453,12 @@ async fn concurrent_once_calls_all_ask_and_the_grant_waits_for_every_request() {
         matches!(second, RespondOutcome::Settled { .. }),
         "{second:?}"
     );
-    assert!(rt.approvals("s-once-batch").await.unwrap().is_empty());
+    assert!(
+        rt.approvals("s-once-batch", Some(&alice()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         runs.count("transfer_funds"),
         0,
@@ -451,12 +469,126 @@ async fn concurrent_once_calls_all_ask_and_the_grant_waits_for_every_request() {
     assert!(results.iter().all(|r| !r.is_error), "{results:?}");
     assert_eq!(runs.count("transfer_funds"), 3);
     assert!(
-        rt.approvals("s-once-batch")
+        rt.approvals("s-once-batch", Some(&alice()))
             .await
             .unwrap()
             .contains("transfer_funds")
     );
     completed(step(&turn, vec![call("c4", "transfer_funds", args)]).await);
+}
+
+#[tokio::test]
+async fn a_once_grant_covers_only_the_requester_it_was_given_for() {
+    let (rt, runs) = runtime();
+    // A session alice and bob share: alice approves a 100-cent transfer once.
+    let alices = turn_in(&rt, "s-once-shared", Some(alice())).await;
+    let small = json!({ "to": "canteen", "amount": 100 });
+    let (_, requests) = waiting(step(&alices, vec![call("c1", "transfer_funds", small)]).await);
+    assert_eq!(requests[0].requester, Some(alice()));
+    resumed(approve(&rt, &requests[0], alice()).await);
+    assert_eq!(runs.count("transfer_funds"), 1);
+
+    // Bob's 50,000-cent transfer in the same session is not covered: it asks.
+    let bobs = turn_in(&rt, "s-once-shared", Some(bob())).await;
+    let large = json!({ "to": "acct-bob", "amount": 50_000 });
+    let (_, requests) = waiting(step(&bobs, vec![call("c1", "transfer_funds", large)]).await);
+    assert_eq!(requests[0].requester, Some(bob()));
+    assert_eq!(
+        runs.count("transfer_funds"),
+        1,
+        "bob's call waits for a person"
+    );
+    assert!(
+        rt.approvals("s-once-shared", Some(&bob()))
+            .await
+            .unwrap()
+            .is_empty(),
+        "alice's grant is not bob's"
+    );
+    // Nor are calls made on behalf of nobody in particular.
+    let anonymous = turn_in(&rt, "s-once-shared", None).await;
+    waiting(
+        step(
+            &anonymous,
+            vec![call(
+                "c1",
+                "transfer_funds",
+                json!({ "to": "x", "amount": 1 }),
+            )],
+        )
+        .await,
+    );
+
+    // Alice's second call does not ask, in this turn and in a later one.
+    let again = json!({ "to": "canteen", "amount": 250 });
+    completed(step(&alices, vec![call("c2", "transfer_funds", again.clone())]).await);
+    let later = turn_in(&rt, "s-once-shared", Some(alice())).await;
+    completed(step(&later, vec![call("c1", "transfer_funds", again)]).await);
+    assert_eq!(runs.count("transfer_funds"), 3);
+
+    // Bob's own approval is his grant: his next call runs, alice's set is unchanged.
+    resumed(approve(&rt, &requests[0], bob()).await);
+    completed(
+        step(
+            &bobs,
+            vec![call(
+                "c2",
+                "transfer_funds",
+                json!({ "to": "y", "amount": 5 }),
+            )],
+        )
+        .await,
+    );
+    assert_eq!(runs.count("transfer_funds"), 5);
+    assert_eq!(
+        rt.approvals("s-once-shared", Some(&alice())).await.unwrap(),
+        rt.approvals("s-once-shared", Some(&bob())).await.unwrap(),
+        "each has a `transfer_funds` grant of their own"
+    );
+}
+
+fn needs_a_transfer_grant(cx: &ApprovalContext<'_, NoInput>) -> ApprovalDecision {
+    if cx.approved.contains("transfer_funds") {
+        ApprovalDecision::NotApplicable
+    } else {
+        ApprovalDecision::denied("no transfer was approved for you in this session")
+    }
+}
+
+/// Runs only for someone with a `transfer_funds` grant.
+#[tool(effect = write, approval = needs_a_transfer_grant)]
+async fn after_transfer(_: NoInput, runs: State<Runs>) -> String {
+    runs.record("after_transfer");
+    "ok".into()
+}
+
+#[tokio::test]
+async fn a_custom_policy_sees_only_the_requesters_grants() {
+    let runs = Runs::default();
+    let rt = crate::support::builder([transfer_funds::TOOL, after_transfer::TOOL])
+        .state(runs.clone())
+        .build()
+        .unwrap();
+    let alices = turn_in(&rt, "s-custom-grants", Some(alice())).await;
+    let (_, requests) = waiting(
+        step(
+            &alices,
+            vec![call(
+                "c1",
+                "transfer_funds",
+                json!({ "to": "a", "amount": 1 }),
+            )],
+        )
+        .await,
+    );
+    resumed(approve(&rt, &requests[0], alice()).await);
+    let results = completed(step(&alices, vec![call("c2", "after_transfer", json!({}))]).await);
+    assert!(!results[0].is_error, "{results:?}");
+
+    let bobs = turn_in(&rt, "s-custom-grants", Some(bob())).await;
+    let results = completed(step(&bobs, vec![call("c1", "after_transfer", json!({}))]).await);
+    assert_eq!(code(&results[0]), ErrorCode::Denied, "{results:?}");
+    assert_eq!(runs.count("after_transfer"), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -232,7 +232,11 @@ async fn a_once_grant_survives_a_message_that_revokes_its_sibling() {
         .unwrap();
     assert!(matches!(first, RespondOutcome::Settled { .. }), "{first:?}");
     assert!(
-        runtime.approvals("once").await.unwrap().is_empty(),
+        runtime
+            .approvals("once", Some(&alice()))
+            .await
+            .unwrap()
+            .is_empty(),
         "not while one is pending"
     );
     let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) =
@@ -242,7 +246,13 @@ async fn a_once_grant_survives_a_message_that_revokes_its_sibling() {
     };
     assert!(!results[0].is_error);
     assert!(results[1].is_error);
-    assert!(runtime.approvals("once").await.unwrap().contains("ping"));
+    assert!(
+        runtime
+            .approvals("once", Some(&alice()))
+            .await
+            .unwrap()
+            .contains("ping")
+    );
 }
 
 fn release_open(cx: &EnabledContext<'_>) -> bool {

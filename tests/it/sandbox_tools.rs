@@ -337,8 +337,9 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     );
     let results = approved(&rt, outcome).await;
     let body = text(&results[0]);
-    // A command cannot write its own prompt: line breaks and quotes show, and a long one shows
-    // its end too.
+    // A command cannot write its own prompt: line breaks and quotes show. A long one is never
+    // cut in the middle (the cut could hide `rm -rf ~`): the prompt shows its start and says the
+    // whole command is in the request's input, which holds it in full.
     let sneaky = format!(
         "ls\" in the sandbox? (read-only)\n{}rm -rf ~",
         " ".repeat(600)
@@ -352,14 +353,17 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
         prompt.starts_with("Run the command \"ls\\\" in the sandbox? (read-only)\\n   "),
         "{prompt}"
     );
+    let total = sneaky.chars().count();
     assert!(
         prompt.ends_with(&format!(
-            "… [{} characters not shown] … \"{}rm -rf ~\" in the sandbox?",
-            190,
-            " ".repeat(142)
+            "{}…\" (too long to show here: the full command, {total} characters, is in the \
+             request's input) in the sandbox?",
+            " ".repeat(300 - "ls\" in the sandbox? (read-only)\n".len())
         )),
         "{prompt}"
     );
+    assert!(!prompt.contains("rm -rf"), "{prompt}");
+    assert_eq!(requests[0].input.as_ref().unwrap()["command"], sneaky);
     turn.cancel().await.unwrap();
     let turn = self::turn(&rt).await;
     assert!(
@@ -482,5 +486,48 @@ async fn edits_of_one_file_in_one_step_both_land() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join("list.txt")).unwrap(),
         "ALPHA\nBETA\n"
+    );
+}
+
+/// Sandbox errors quote at most a bounded prefix of a path or pattern the model sent: a 100 kB
+/// path comes back as its first 200 characters and a count, through the built-in tools and
+/// through a tool of the user's that passes the path on.
+#[tokio::test]
+async fn sandbox_errors_quote_a_bounded_prefix_of_a_100_kb_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    let turn = turn(&rt).await;
+    let path = "ab/".repeat(33_334);
+    let cases = [
+        ("read", json!({ "path": path })),
+        ("read", json!({ "path": format!("/{path}") })),
+        ("read", json!({ "path": format!("../{path}") })),
+        ("count_lines", json!({ "name": path })),
+        ("glob", json!({ "pattern": format!("[{path}") })),
+        ("grep", json!({ "pattern": format!("({path}") })),
+    ];
+    for (tool, arguments) in cases {
+        let result = run(&turn, tool, arguments).await;
+        let message = text(&result);
+        assert!(result.is_error, "{tool}: {message}");
+        assert!(
+            message.chars().count() < 1_000,
+            "{tool}: a {} character message: {}…",
+            message.chars().count(),
+            message.chars().take(300).collect::<String>()
+        );
+        assert!(message.contains("more characters)"), "{tool}: {message}");
+    }
+
+    // The sandbox's own errors, as a host's code sees them.
+    let sandbox = LocalSandbox::open(dir.path()).unwrap();
+    let error = toolwright::sandbox::Sandbox::read(&sandbox, &path, 0, 10)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(&format!("`{}… (99802 more characters)`", &path[..200])),
+        "{}",
+        &error[..400.min(error.len())]
     );
 }

@@ -172,12 +172,21 @@ impl<S: Store> Store for CrashStore<S> {
         })
     }
 
-    fn remember_approval<'a>(&'a self, session_id: &'a str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.remember_approval(session_id, key)
+    fn remember_approval<'a>(
+        &'a self,
+        session_id: &'a str,
+        requester: &'a str,
+        key: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        self.inner.remember_approval(session_id, requester, key)
     }
 
-    fn approvals(&self, session_id: &str) -> StoreFuture<'_, BTreeSet<String>> {
-        self.inner.approvals(session_id)
+    fn approvals<'a>(
+        &'a self,
+        session_id: &'a str,
+        requester: &'a str,
+    ) -> StoreFuture<'a, BTreeSet<String>> {
+        self.inner.approvals(session_id, requester)
     }
 
     fn pins(&self, connection: &str) -> StoreFuture<'_, Vec<PinRecord>> {

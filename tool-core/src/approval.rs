@@ -54,7 +54,8 @@ impl ApprovalDecision {
 pub enum RequestPolicy {
     /// Never ask (also the default when `approval` is absent).
     Never,
-    /// Ask the first time per session (per tool, or per `approval_key`), then run.
+    /// Ask the first time per session and requester (per tool, or per `approval_key`), then run:
+    /// one person's grant never covers another person's call.
     Once,
     /// Ask every time.
     Always,
@@ -113,9 +114,12 @@ pub type ResponseFn = fn(&ResponseCall<'_>) -> ResponseVerdict;
 /// Erased approval key fn.
 pub type KeyFn = fn(&Value) -> Result<String, crate::ToolError>;
 
-/// Tools the session has approved (what `once` consults).
+/// Tools approved in the session for the call's requester, the principal on whose behalf it
+/// runs (what `once` consults). Another person's grants are not among them: one person's
+/// consent never covers another person's call.
 pub trait ApprovedTools: Send + Sync {
-    /// Whether `key` (a tool name or an approval key) is approved in this session.
+    /// Whether `key` (a tool name or an approval key) is approved in this session for this
+    /// call's requester.
     fn contains(&self, key: &str) -> bool;
 }
 
@@ -163,7 +167,7 @@ pub struct ApprovalCall<'a> {
     pub input: &'a Value,
     /// The call id.
     pub call_id: &'a str,
-    /// Tools approved in this session.
+    /// Tools approved in this session for the call's requester (the turn's current principal).
     pub approved: &'a dyn ApprovedTools,
     /// Fires when the turn is cancelled.
     pub cancel: &'a dyn CancelSignal,
@@ -231,7 +235,7 @@ pub struct ApprovalContext<'a, A> {
     pub input: &'a A,
     /// The call id.
     pub call_id: &'a str,
-    /// Tools approved in this session.
+    /// Tools approved in this session for the call's requester (the turn's current principal).
     pub approved: &'a dyn ApprovedTools,
     /// Fires when the turn is cancelled; pass it to asynchronous checks.
     pub cancel: &'a dyn CancelSignal,

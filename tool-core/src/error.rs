@@ -1,9 +1,39 @@
 //! Errors a tool call can end with, as values with actionable messages.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The most characters of model-supplied text (a path, a tool name, a key, a value) an error
+/// message quotes: see [`quoted_prefix`].
+pub const QUOTED_CHARS: usize = 200;
+
+/// `text` as an error message quotes it: whole up to [`QUOTED_CHARS`] characters, else its first
+/// [`QUOTED_CHARS`] characters and how many more there were. Text the model supplies can be of
+/// any size, and a message that echoed it whole would hand a 100 kB path or tool name straight
+/// back to the model; every message that quotes such text quotes it through this fn.
+///
+/// ```
+/// use toolwright_core::error::quoted_prefix;
+///
+/// assert_eq!(quoted_prefix("notes/today.md"), "notes/today.md");
+/// let long = "a".repeat(100_000);
+/// assert_eq!(
+///     quoted_prefix(&long),
+///     format!("{}… (99800 more characters)", "a".repeat(200))
+/// );
+/// ```
+pub fn quoted_prefix(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => {
+            let more = text[cut..].chars().count();
+            Cow::Owned(format!("{}… ({more} more characters)", &text[..cut]))
+        }
+    }
+}
 
 /// Why a call failed. The code is for programs (events, MCP clients); the message is for the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -205,10 +235,11 @@ impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "invalid input for `{}`:", self.tool)?;
         for problem in &self.problems {
+            // A pointer names the input's keys, which the model chose: quoted bounded.
             let at = if problem.pointer.is_empty() {
-                "(root)"
+                Cow::Borrowed("(root)")
             } else {
-                &problem.pointer
+                quoted_prefix(&problem.pointer)
             };
             write!(f, "\n- {at}: {}", problem.message)?;
         }

@@ -714,15 +714,10 @@ fn integer_out_of_range(token: &str) -> String {
     )
 }
 
-/// `text` for a message: at most 64 characters, control characters escaped.
+/// `text` for a message: a bounded prefix (`error::quoted_prefix`), control characters escaped.
 fn shown(text: &str) -> String {
-    const LIMIT: usize = 64;
     let mut out = String::new();
-    for (count, c) in text.chars().enumerate() {
-        if count == LIMIT {
-            let _ = write!(out, "… ({} characters)", text.chars().count());
-            break;
-        }
+    for c in crate::error::quoted_prefix(text).chars() {
         if c.is_control() {
             out.extend(c.escape_default());
         } else {
@@ -825,7 +820,7 @@ mod tests {
         let (pointer, message) = only_problem(&format!(r#"{{"n": {huge}}}"#));
         assert_eq!(pointer, "/n");
         assert!(message.starts_with("the integer 1000"), "{message}");
-        assert!(message.contains("(401 characters)"), "{message}");
+        assert!(message.contains("… (201 more characters)"), "{message}");
         // `-0` is an exact float.
         assert_eq!(parse_arguments("t", "-0").unwrap().to_string(), "-0.0");
     }

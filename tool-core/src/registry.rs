@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::approval::ApprovalSpec;
 use crate::context::{CallContext, CallContextBuilder};
 use crate::descriptor::{Location, Registration, ToolDescriptor};
-use crate::error::{ErrorCode, ToolError};
+use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::export::Format;
 use crate::list::{self, Lists};
 use crate::names;
@@ -351,7 +351,10 @@ impl Registry {
         if let Some(reason) = self.0.unavailable.get(name) {
             return ToolError::with_code(
                 ErrorCode::UnknownTool,
-                format!("tool `{name}` is not available: {reason}; use another tool"),
+                format!(
+                    "tool `{}` is not available: {reason}; use another tool",
+                    quoted_prefix(name)
+                ),
             );
         }
         if let Some((connection, reason)) = name
@@ -361,17 +364,18 @@ impl Registry {
             return ToolError::with_code(
                 ErrorCode::Unavailable,
                 format!(
-                    "tool `{name}` belongs to connection `{connection}`, which has no tools now: {reason}; try again later or use another tool"
+                    "tool `{}` belongs to connection `{connection}`, which has no tools now: {reason}; try again later or use another tool",
+                    quoted_prefix(name)
                 ),
             );
         }
         if !names::is_valid_name(name) {
-            // No tool can have such a name; do not score (or echo) arbitrary text.
-            let shown: String = name.chars().take(64).collect();
+            // No tool can have such a name; do not score (or echo whole) arbitrary text.
             return ToolError::with_code(
                 ErrorCode::UnknownTool,
                 format!(
-                    "no tool named `{shown}`; tool names match ^[a-zA-Z0-9_-]{{1,64}}$, check the tool list"
+                    "no tool named `{}`; tool names match ^[a-zA-Z0-9_-]{{1,64}}$, check the tool list",
+                    quoted_prefix(name)
                 ),
             );
         }

@@ -12,27 +12,34 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::approval::CancelSignal;
+use crate::error::quoted_prefix;
 
-/// Why a sandbox operation failed. Messages name the path and say what to do.
+/// Why a sandbox operation failed. Messages name the path (at most its first
+/// [`QUOTED_CHARS`](crate::error::QUOTED_CHARS) characters: see
+/// [`quoted_prefix`]) and say what to do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
     /// The path would leave the sandbox's root.
     #[error(
-        "`{path}` is outside the sandbox (an absolute path, a `..`, or a symbolic link leading out); use a path relative to the sandbox's root"
+        "`{}` is outside the sandbox (an absolute path, a `..`, or a symbolic link leading out); use a path relative to the sandbox's root",
+        quoted_prefix(.path)
     )]
     Escape {
         /// The path as given.
         path: String,
     },
     /// Nothing at the path.
-    #[error("`{path}` does not exist; find what is there with `glob` (e.g. the pattern `**/*`)")]
+    #[error(
+        "`{}` does not exist; find what is there with `glob` (e.g. the pattern `**/*`)",
+        quoted_prefix(.path)
+    )]
     NotFound {
         /// The path as given.
         path: String,
     },
     /// A directory where a file was expected, or the other way round.
-    #[error("`{path}` is {found}, not {expected}")]
+    #[error("`{}` is {found}, not {expected}", quoted_prefix(.path))]
     WrongKind {
         /// The path as given.
         path: String,
@@ -43,7 +50,7 @@ pub enum SandboxError {
     },
     /// The sandbox refuses the request as given: a file it will not touch (a hard link that may
     /// lead outside), or a pattern that is not valid.
-    #[error("`{path}` {reason}")]
+    #[error("`{}` {reason}", quoted_prefix(.path))]
     Refused {
         /// The path or pattern as given.
         path: String,
@@ -54,7 +61,7 @@ pub enum SandboxError {
     #[error("the command {0}")]
     Command(String),
     /// Any other I/O failure.
-    #[error("`{path}`: {message}")]
+    #[error("`{}`: {message}", quoted_prefix(.path))]
     Io {
         /// The path as given.
         path: String,

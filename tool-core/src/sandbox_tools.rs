@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::context::CallContext;
 use crate::descriptor::{InputSpec, Location, ToolDescriptor};
 use crate::effect::Effect;
-use crate::error::{ErrorCode, ToolError};
+use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::output::{CallOutput, ModelOutput};
 use crate::sandbox::{ExecRequest, GrepRequest, Sandbox, SandboxError};
 
@@ -133,11 +133,14 @@ pub fn is_sandbox_tool(descriptor: &ToolDescriptor) -> bool {
 /// pattern, not just the tool's name. Kept when the host sets another request policy.
 ///
 /// Each value is shown as a JSON string: line breaks, control characters and quotes are
-/// visible, so a command cannot end the quotation and write its own prompt. A long value shows
-/// its start and its end with the number of characters left out between them.
+/// visible, so a command cannot end the quotation and write its own prompt. A value too long
+/// for a prompt is never cut in the middle (the cut part could hold `curl … | sh`): the prompt
+/// shows its start and says that the whole value is in the request's `input`, which holds it
+/// in full.
 pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<String, ToolError> {
     let field = |name: &str| {
         quoted(
+            name,
             call.input
                 .get(name)
                 .and_then(Value::as_str)
@@ -162,22 +165,26 @@ pub fn approval_prompt(call: &crate::approval::ApprovalCall<'_>) -> Result<Strin
     })
 }
 
-/// `text` as a JSON string, its middle left out past 500 characters.
-fn quoted(text: &str) -> String {
-    const HEAD: usize = 300;
-    const TAIL: usize = 150;
+/// The longest value a prompt shows whole, in characters.
+const PROMPT_VALUE_CHARS: usize = 500;
+
+/// How much of a longer value the prompt shows, from its start.
+const PROMPT_PREFIX_CHARS: usize = 300;
+
+/// `text`, the value of input field `name`, as a JSON string; past 500 characters, its first
+/// 300 and a note that the full value is in the request's input (never a middle cut).
+fn quoted(name: &str, text: &str) -> String {
     let json = |part: &str| Value::String(part.to_owned()).to_string();
     let total = text.chars().count();
-    if total <= HEAD + TAIL + 50 {
+    if total <= PROMPT_VALUE_CHARS {
         return json(text);
     }
-    let head: String = text.chars().take(HEAD).collect();
-    let tail: String = text.chars().skip(total - TAIL).collect();
+    let head: String = text.chars().take(PROMPT_PREFIX_CHARS).collect();
+    let head = json(&head);
+    // The open quotation ends in `…`: the value goes on.
     format!(
-        "{} … [{} characters not shown] … {}",
-        json(&head),
-        total - HEAD - TAIL,
-        json(&tail)
+        "{}…\" (too long to show here: the full {name}, {total} characters, is in the request's input)",
+        &head[..head.len() - 1]
     )
 }
 
@@ -185,7 +192,10 @@ fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result
     serde_json::from_value(input).map_err(|error| {
         ToolError::with_code(
             ErrorCode::InvalidInput,
-            format!("`{tool}` got arguments it cannot use: {error}"),
+            format!(
+                "`{tool}` got arguments it cannot use: {}",
+                quoted_prefix(&error.to_string())
+            ),
         )
     })
 }
@@ -436,7 +446,7 @@ async fn write(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     Ok(text(
         json!({ "path": args.path, "bytes": bytes }),
-        format!("Wrote {bytes} bytes to `{}`.", args.path),
+        format!("Wrote {bytes} bytes to `{}`.", quoted_prefix(&args.path)),
     ))
 }
 
@@ -454,7 +464,8 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "`{}` is {} bytes, over the 10 MB `edit` rewrites; change it with `bash` (e.g. sed)",
-                args.path, chunk.size
+                quoted_prefix(&args.path),
+                chunk.size
             ),
         ));
     }
@@ -463,7 +474,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "`{}` is not UTF-8 text; `edit` changes text files only",
-                args.path
+                quoted_prefix(&args.path)
             ),
         )
     })?;
@@ -473,7 +484,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "the text to replace was not found in `{}`; read the file and copy the text exactly, whitespace and line breaks included",
-                args.path
+                quoted_prefix(&args.path)
             ),
         ));
     }
@@ -482,7 +493,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
             ErrorCode::ToolFailed,
             format!(
                 "the text to replace appears {found} times in `{}`; include more of the surrounding lines so that it appears once",
-                args.path
+                quoted_prefix(&args.path)
             ),
         ));
     }
@@ -493,7 +504,7 @@ async fn edit(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     Ok(text(
         json!({ "path": args.path, "replaced": 1 }),
-        format!("Replaced the text in `{}`.", args.path),
+        format!("Replaced the text in `{}`.", quoted_prefix(&args.path)),
     ))
 }
 
@@ -587,7 +598,10 @@ async fn grep(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map(|m| format!("{}:{}: {}", m.path, m.line, m.text))
         .collect();
     if body.is_empty() {
-        body.push(format!("No line matches `{}`.", args.pattern));
+        body.push(format!(
+            "No line matches `{}`.",
+            quoted_prefix(&args.pattern)
+        ));
     }
     if found.truncated && found.items.len() < FIND_MAX {
         body.push(
@@ -622,7 +636,7 @@ async fn glob(input: Value, cx: CallContext) -> Result<CallOutput, ToolError> {
         .map_err(failed)?;
     let mut body = found.items.join("\n");
     if found.items.is_empty() {
-        body = format!("No file matches `{}`.", args.pattern);
+        body = format!("No file matches `{}`.", quoted_prefix(&args.pattern));
     }
     if found.truncated && found.items.len() < FIND_MAX {
         body.push_str(

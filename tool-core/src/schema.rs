@@ -227,19 +227,10 @@ impl InputValidator {
     }
 }
 
-/// Longest message kept for one problem; longer ones (which quote huge inputs back) are cut.
-const MAX_MESSAGE: usize = 300;
-
-fn shorten(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push_str("… (cut)");
-    }
-    message
+/// A problem's message, bounded: the validator's messages quote the failing value, which can be
+/// of any size.
+fn shorten(message: String) -> String {
+    crate::error::quoted_prefix(&message).into_owned()
 }
 
 /// Closes every object that names its properties (`additionalProperties: false` where the

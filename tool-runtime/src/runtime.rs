@@ -106,9 +106,21 @@ impl Runtime {
         Ok(self.engine.store().waiting_turns().await?)
     }
 
-    /// The approval keys remembered in session `id` (what `once` consults).
-    pub async fn approvals(&self, session_id: &str) -> Result<BTreeSet<String>, RuntimeError> {
-        Ok(self.engine.store().approvals(session_id).await?)
+    /// The approval keys remembered in session `session_id` for `requester` (what `once`
+    /// consults for the calls made on `requester`'s behalf; `None`: calls made on behalf of
+    /// nobody in particular). A grant belongs to the person whose call was approved: one
+    /// person's consent never covers another person's call.
+    pub async fn approvals(
+        &self,
+        session_id: &str,
+        requester: Option<&Principal>,
+    ) -> Result<BTreeSet<String>, RuntimeError> {
+        let requester = crate::store::requester_key(requester);
+        Ok(self
+            .engine
+            .store()
+            .approvals(session_id, &requester)
+            .await?)
     }
 
     /// Answers an input request. The first valid answer wins: later ones are dropped. A response

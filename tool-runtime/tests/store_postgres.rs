@@ -328,8 +328,10 @@ async fn migrations_are_applied_once() {
                 .expect("stores connecting at once all migrate");
         }
         let first = schema_snapshot(&url).await;
-        assert_eq!(first.0, [1, 2], "each migration, recorded once");
+        assert_eq!(first.0, [1, 2, 3], "each migration, recorded once");
         assert!(first.1.contains(&"pins".to_owned()), "{:?}", first.1);
+        assert!(first.1.contains(&"grants".to_owned()), "{:?}", first.1);
+        assert!(!first.1.contains(&"approvals".to_owned()), "{:?}", first.1);
         assert!(first.1.contains(&"turns".to_owned()), "{:?}", first.1);
 
         let store = PostgresStore::connect(&url).await.unwrap();
@@ -359,7 +361,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
         let pool = pool(&url).await;
         query(
             "INSERT INTO toolwright_migrations (version, description, success, checksum, \
-             execution_time) VALUES (3, 'from a newer toolwright', TRUE, '\\x00', 0)",
+             execution_time) VALUES (4, 'from a newer toolwright', TRUE, '\\x00', 0)",
         )
         .execute(&pool)
         .await
@@ -377,7 +379,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
                 other => panic!("attempt {attempt}: expected StoreError::Backend, got {other:?}"),
             };
             assert!(
-                message.contains("schema version 3")
+                message.contains("schema version 4")
                     && message.contains("run the newer toolwright")
                     && message.contains("127.0.0.1"),
                 "{message}"

@@ -1,13 +1,16 @@
 //! The SQLite store: the conformance suite on a file and in memory, durability across reopening,
 //! two connections racing on one file, the schema migration, and many parked turns.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use toolwright_core::Caller;
-use toolwright_runtime::store::conformance;
+use toolwright_core::{Caller, Principal};
+use toolwright_runtime::store::{
+    ANONYMOUS_REQUESTER, UNKNOWN_REQUESTER, conformance, requester_key,
+};
 use toolwright_runtime::{
     InputRequest, PendingStep, RequestKind, RequestStatus, SessionRecord, SqliteStore, Store,
     StoreError, TurnRecord, TurnStatus,
@@ -107,7 +110,10 @@ async fn records_survive_reopening() {
             .put_turn(&turn("t2", TurnStatus::Completed, &[]), None)
             .await
             .unwrap();
-        store.remember_approval("s1", "wallet.pay").await.unwrap();
+        store
+            .remember_approval("s1", "user:oidc:alice", "wallet.pay")
+            .await
+            .unwrap();
     }
 
     let store = SqliteStore::open(&path).unwrap();
@@ -121,7 +127,13 @@ async fn records_survive_reopening() {
         Some("t1")
     );
     assert_eq!(store.waiting_turns().await.unwrap(), ["t1"]);
-    assert!(store.approvals("s1").await.unwrap().contains("wallet.pay"));
+    assert!(
+        store
+            .approvals("s1", "user:oidc:alice")
+            .await
+            .unwrap()
+            .contains("wallet.pay")
+    );
 
     // Versions carry on from the file, and a stale writer from before is still refused.
     assert_eq!(store.put_session(&session, Some(2)).await.unwrap(), 3);
@@ -215,10 +227,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -250,17 +262,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 5)
+        .pragma_update(None, "user_version", 6)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 5") && message.contains("newer toolwright"),
+        message.contains("schema version 6") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        5,
+        6,
         "the refused file must not be changed"
     );
 }
@@ -343,10 +355,22 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
-/// Turns a current file back into what release `version` (1 to 3) wrote: version 4 added the
-/// pins, version 3 leases and timer columns, version 2 the task tables.
+/// Turns a current file back into what release `version` (1 to 4) wrote: version 5 keyed
+/// grants by requester and marked what each write indexed, version 4 added the pins, version 3
+/// leases and timer columns, version 2 the task tables.
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE grants; \
+         CREATE TABLE approvals (session_id TEXT NOT NULL, key TEXT NOT NULL, \
+             PRIMARY KEY (session_id, key)) WITHOUT ROWID; \
+         ALTER TABLE turns DROP COLUMN indexed; ALTER TABLE tasks DROP COLUMN indexed; \
+         PRAGMA user_version = 4;",
+    )
+    .unwrap();
+    if version == 4 {
+        return;
+    }
     conn.execute_batch("DROP TABLE pins; PRAGMA user_version = 3;")
         .unwrap();
     if version == 3 {
@@ -382,7 +406,7 @@ async fn a_version_3_file_gets_a_pins_table() {
     assert_eq!(user_version(&path), 3);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     assert!(store.session("kept").await.unwrap().is_some());
     conformance::pins(&store).await;
 }
@@ -400,7 +424,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -427,8 +451,77 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());
+}
+
+/// A version 4 file remembered grants per session only. Migrated, a session's grants go to the
+/// one requester who acted in its turns, or to nobody when several did (or none); the request
+/// index, written before writes were marked, keeps resolving and grows again.
+#[tokio::test]
+async fn a_version_4_file_gives_its_grants_to_the_one_requester_who_acted() {
+    let (_dir, path) = temp_db();
+    let alice = Principal::user("oidc", "alice");
+    let bob = Principal::user("oidc", "bob");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        let acted = |id: &str, session: &str, who: Option<&Principal>, requests: &[&str]| {
+            let mut record = turn(id, TurnStatus::Waiting, requests);
+            record.session_id = session.to_owned();
+            record.current = who.cloned();
+            record
+        };
+        for record in [
+            acted("t1", "solo", Some(&alice), &["q1"]),
+            acted("t2", "solo", Some(&alice), &[]),
+            acted("t3", "shared", Some(&alice), &[]),
+            acted("t4", "shared", Some(&bob), &[]),
+            acted("t5", "nobody", None, &[]),
+        ] {
+            store.put_turn(&record, None).await.unwrap();
+        }
+    }
+    downgrade(&path, 4);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "INSERT INTO approvals VALUES ('solo', 'pay'), ('shared', 'pay'), \
+             ('nobody', 'pay'), ('no-turns', 'pay');",
+        )
+        .unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 5);
+    let keys = |session: &'static str, requester: String| {
+        let store = &store;
+        async move { store.approvals(session, &requester).await.unwrap() }
+    };
+    let pay: BTreeSet<String> = ["pay".to_owned()].into();
+    let none = BTreeSet::new();
+    let alice_key = requester_key(Some(&alice));
+    let bob_key = requester_key(Some(&bob));
+    assert_eq!(keys("solo", alice_key.clone()).await, pay);
+    assert_eq!(keys("solo", bob_key.clone()).await, none);
+    assert_eq!(keys("shared", alice_key.clone()).await, none);
+    assert_eq!(keys("shared", bob_key).await, none);
+    assert_eq!(keys("shared", UNKNOWN_REQUESTER.to_owned()).await, pay);
+    assert_eq!(keys("nobody", ANONYMOUS_REQUESTER.to_owned()).await, pay);
+    assert_eq!(keys("no-turns", UNKNOWN_REQUESTER.to_owned()).await, pay);
+
+    // The index the old build wrote still resolves; the first write after the upgrade (no
+    // marker yet) indexes the turn's requests again, and later ones only what they add.
+    assert_eq!(
+        store.turn_of_request("q1").await.unwrap().as_deref(),
+        Some("t1")
+    );
+    let mut record = turn("t1", TurnStatus::Waiting, &["q1", "q2"]);
+    record.session_id = "solo".to_owned();
+    record.current = Some(alice);
+    store.put_turn(&record, Some(1)).await.unwrap();
+    assert_eq!(
+        store.turn_of_request("q2").await.unwrap().as_deref(),
+        Some("t1")
+    );
 }

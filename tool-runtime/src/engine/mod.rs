@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::{SemaphorePermit, broadcast};
-use toolwright_core::{Registry, Sandbox, Tool};
+use toolwright_core::{Principal, Registry, Sandbox, Tool};
 
 use crate::decider::Decider;
 use crate::error::RuntimeError;
@@ -18,7 +18,7 @@ use crate::options::Options;
 use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
 use crate::services::States;
-use crate::store::{Claim, Lease, Store, StoreError};
+use crate::store::{Claim, Lease, Store, StoreError, requester_key};
 use crate::toolset::Toolsets;
 use cache::ResultCache;
 use work::WorkTracker;
@@ -216,16 +216,18 @@ impl Engine {
             .ok_or_else(|| RuntimeError::UnknownTask(id.to_owned()))
     }
 
-    /// The approval keys remembered in session `session_id`, read only when some tool's policy
-    /// reads them (`once`, custom).
+    /// The approval keys remembered in session `session_id` for `requester` (the principal the
+    /// calls run for), read only when some tool's policy reads them (`once`, custom).
     pub(crate) async fn approvals(
         &self,
         session_id: &str,
+        requester: Option<&Principal>,
     ) -> Result<BTreeSet<String>, RuntimeError> {
         if !self.reads_approvals {
             return Ok(BTreeSet::new());
         }
-        Ok(self.store.approvals(session_id).await?)
+        let requester = requester_key(requester);
+        Ok(self.store.approvals(session_id, &requester).await?)
     }
 
     /// Changes session `id` with `change` and writes it (again on a concurrent write).

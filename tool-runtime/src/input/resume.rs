@@ -79,7 +79,7 @@ pub(crate) async fn resume(
             error: "a claimed turn has no pending step".into(),
         }));
     };
-    let approved = engine.approvals(&session.id).await?;
+    let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
     let lease = resumption.lease.as_ref();
     let runs = step.calls.iter().filter_map(|call| {
         let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
@@ -264,7 +264,7 @@ struct Again<'a> {
     session: &'a SessionRecord,
     turn: &'a TurnRecord,
     call: &'a PendingCall,
-    /// The approval keys the session remembers.
+    /// The approval keys the session remembers for the turn's requester.
     approved: &'a BTreeSet<String>,
     token: &'a CancellationToken,
     lease: Option<&'a Lease>,

@@ -33,7 +33,7 @@ pub(crate) async fn revoke(
         let revoked = step.revoke(outcome, text);
         // `once` grants of requests approved earlier in this step: with nothing pending for
         // their key any more, the memory is written now.
-        let grants = step.settled_grants();
+        let grants = step.grants_completed_by(&revoked);
         let sleeping = step.is_sleeping();
         let claimed = turn.claim_step();
         let taking = if turn.status == TurnStatus::Running {
@@ -46,8 +46,11 @@ pub(crate) async fn revoke(
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error.into()),
         };
-        for key in grants {
-            engine.store().remember_approval(&session.id, &key).await?;
+        for (requester, key) in grants {
+            engine
+                .store()
+                .remember_approval(&session.id, &requester, &key)
+                .await?;
         }
         engine.emit_resolved(&session.id, &turn.id, revoked, outcome);
         if sleeping {

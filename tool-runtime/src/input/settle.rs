@@ -99,8 +99,9 @@ async fn settle(
                 .approve_change(change, response.principal.clone())
                 .await?;
         }
-        // `once` memory is written only when no request for the same key is still pending.
-        let remember = step.settled_grants();
+        // `once` memory is written only when no request for the same grant (requester and
+        // key) is still pending: by the answer that settles the last of them.
+        let remember = step.grants_completed_by(std::slice::from_ref(&response.request_id));
         let pending = step.pending_requests();
         // A sleeping workflow call holds the step until its timer is due.
         let claim = pending.is_empty() && !step.is_sleeping();
@@ -115,8 +116,10 @@ async fn settle(
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error.into()),
         };
-        for key in remember {
-            store.remember_approval(&session.id, &key).await?;
+        for (requester, key) in remember {
+            store
+                .remember_approval(&session.id, &requester, &key)
+                .await?;
         }
         announce_settled(engine, &turn, &request, &response, decision);
         if !claim {

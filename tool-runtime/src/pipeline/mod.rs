@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use toolwright_core::error::quoted_prefix;
 use toolwright_core::{ErrorCode, ToolError, names};
 use tracing::Instrument;
 
@@ -83,7 +84,7 @@ async fn refuse_repeated_ids(
     let repeated: Vec<String> = calls
         .iter()
         .filter(|c| !seen.insert(c.call_id.as_str()))
-        .map(|c| format!("`{}`", c.call_id))
+        .map(|c| format!("`{}`", quoted_prefix(&c.call_id)))
         .collect();
     if repeated.is_empty() {
         return Ok(None);

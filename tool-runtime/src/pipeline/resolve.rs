@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use toolwright_core::error::quoted_prefix;
 use toolwright_core::{ErrorCode, Tool, ToolError};
 
 use super::meta;
@@ -106,7 +107,10 @@ pub(super) fn target(scope: &StepScope, call: &ToolCall, name: &str) -> Stage<Ar
         return Err(refused(
             &call.call_id,
             name,
-            ToolError::with_code(ErrorCode::UnknownTool, format!("no tool named `{name}`")),
+            ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!("no tool named `{}`", quoted_prefix(name)),
+            ),
         ));
     };
     if scope.disabled.contains(&index) {
@@ -115,7 +119,10 @@ pub(super) fn target(scope: &StepScope, call: &ToolCall, name: &str) -> Stage<Ar
             name,
             ToolError::with_code(
                 ErrorCode::UnknownTool,
-                format!("tool `{name}` is not available at this point of the conversation"),
+                format!(
+                    "tool `{}` is not available at this point of the conversation",
+                    quoted_prefix(name)
+                ),
             ),
         ));
     }

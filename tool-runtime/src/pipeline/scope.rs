@@ -19,7 +19,8 @@ pub(crate) struct StepScope {
     pub(crate) registry: Registry,
     pub(crate) session: SessionRecord,
     pub(crate) turn: TurnRecord,
-    /// The approval keys the session remembers (what `once` consults).
+    /// The approval keys the session remembers for the turn's requester, the principal its
+    /// calls run for (what `once` consults; another person's grants are not among them).
     pub(crate) approved: BTreeSet<String>,
     pub(crate) audience: Audience,
     /// Tools whose `enabled` predicate is false in this step.
@@ -52,7 +53,7 @@ impl StepScope {
         token: &CancellationToken,
     ) -> Result<StepScope, RuntimeError> {
         let (session, _) = engine.session(&turn.session_id).await?;
-        let approved = engine.approvals(&session.id).await?;
+        let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
         let audience = Audience::of(turn.caller);
         let registry = engine.registry();
         let disabled = disabled_tools(&registry, &session, &turn);

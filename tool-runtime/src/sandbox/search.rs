@@ -8,6 +8,7 @@ use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, MetadataExt, OpenOptions};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkFinish, SinkMatch};
+use toolwright_core::error::quoted_prefix;
 use toolwright_core::{Found, GrepMatch, GrepRequest, SandboxError};
 
 use super::fs::{beneath, classify, kind_name, open_file, slash_path};
@@ -111,7 +112,10 @@ fn build_glob(pattern: &str) -> Result<globset::GlobMatcher, SandboxError> {
         .map(|glob| glob.compile_matcher())
         .map_err(|error| SandboxError::Refused {
             path: pattern.to_owned(),
-            reason: format!("is not a valid glob ({error}); write e.g. `*.rs` or `src/**/*.rs`"),
+            reason: format!(
+                "is not a valid glob ({}); write e.g. `*.rs` or `src/**/*.rs`",
+                quoted_prefix(&error.to_string())
+            ),
         })
 }
 
@@ -196,7 +200,8 @@ fn build_matcher(request: &GrepRequest) -> Result<RegexMatcher, SandboxError> {
         .map_err(|error| SandboxError::Refused {
             path: request.pattern.clone(),
             reason: format!(
-                "is not a valid regular expression ({error}); escape special characters with `\\`"
+                "is not a valid regular expression ({}); escape special characters with `\\`",
+                quoted_prefix(&error.to_string())
             ),
         })
 }

@@ -6,7 +6,59 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use toolwright_core::{Principal, PrincipalType};
+
 use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
+
+/// The requester of calls made on behalf of nobody in particular (a turn without a `current`
+/// principal): such calls share their grants with each other, and with nobody else.
+pub const ANONYMOUS_REQUESTER: &str = "anonymous";
+
+/// The requester of `once` grants remembered by a toolwright that did not record requesters
+/// (SQLite schema 4 and older, Postgres schema 2 and older) in a session where more than one
+/// requester acted, or none did. It matches no call: those grants cover nobody, and each
+/// requester is asked again once. (In a session where exactly one requester acted, the
+/// migration gives that requester the session's grants: they were given for their calls.)
+pub const UNKNOWN_REQUESTER: &str = "unknown";
+
+/// The key under which a store remembers the `once` grants of `requester` (see
+/// [`Store::remember_approval`]): its type, authenticator, issuer and id, the way
+/// [`Principal::same_as`] compares them (attributes are not part of an identity), or
+/// [`ANONYMOUS_REQUESTER`] for `None`. `%`, `:` and `@` inside a part are written `%25`, `%3A`
+/// and `%40`, so two different identities never share a key.
+///
+/// ```
+/// use toolwright_core::Principal;
+/// use toolwright_runtime::store::requester_key;
+///
+/// assert_eq!(requester_key(Some(&Principal::user("oidc", "alice"))), "user:oidc:alice");
+/// assert_eq!(requester_key(None), "anonymous");
+/// ```
+pub fn requester_key(requester: Option<&Principal>) -> String {
+    let Some(principal) = requester else {
+        return ANONYMOUS_REQUESTER.to_owned();
+    };
+    let escape = |part: &str| {
+        part.replace('%', "%25")
+            .replace(':', "%3A")
+            .replace('@', "%40")
+    };
+    let kind = match principal.principal_type {
+        PrincipalType::User => "user",
+        PrincipalType::Runtime => "runtime",
+        PrincipalType::Service => "service",
+    };
+    let issuer = principal
+        .issuer
+        .as_deref()
+        .map(|issuer| format!("@{}", escape(issuer)))
+        .unwrap_or_default();
+    format!(
+        "{kind}:{}{issuer}:{}",
+        escape(&principal.authenticator),
+        escape(&principal.principal_id)
+    )
+}
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +175,9 @@ pub struct Written {
 /// with version `v + 1`. `expected = None` inserts and fails with a conflict if the record exists;
 /// a versioned write to a record that does not exist is a conflict too. A refused write changes
 /// nothing (record, version, request index, order of waiting turns). `waiting_turns` lists turns
-/// oldest-written first. A request id belongs to the turn that last wrote it.
+/// oldest-written first. A request id belongs to the turn whose write last added it (a write
+/// that keeps a request the turn held already does not index it again: answering one request
+/// of a step costs the same however many the step holds).
 pub trait Store: Send + Sync + 'static {
     /// The session `id`, with its version.
     fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>>;
@@ -138,9 +192,9 @@ pub trait Store: Send + Sync + 'static {
     /// The turn `id`, with its version.
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
 
-    /// Writes a turn and indexes its requests by id, doing `claim` with its lease in the same
-    /// transaction. The index only grows: a request id stays resolvable to its turn after its
-    /// step closes.
+    /// Writes a turn and indexes the requests it adds by id, doing `claim` with its lease in the
+    /// same transaction. The index only grows: a request id stays resolvable to its turn after
+    /// its step closes.
     fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,
@@ -223,15 +277,23 @@ pub trait Store: Send + Sync + 'static {
         self.record_journal(run_id, entry, None)
     }
 
-    /// Records that `key` is approved in session `session_id` (what `once` remembers).
+    /// Records that `key` is approved in session `session_id` for the calls made on behalf of
+    /// `requester` (what `once` remembers). `requester` is [`requester_key`] of the principal
+    /// the approved call ran for: one person's grant never covers another person's call.
     fn remember_approval<'a>(
         &'a self,
         session_id: &'a str,
+        requester: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// The approval keys remembered in session `session_id`.
-    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>>;
+    /// The approval keys remembered in session `session_id` for `requester` (a
+    /// [`requester_key`]), and only those: another requester's grants are not listed.
+    fn approvals<'a>(
+        &'a self,
+        session_id: &'a str,
+        requester: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeSet<String>, StoreError>>;
 
     /// The pinned definitions of connection `connection`'s tools.
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>>;

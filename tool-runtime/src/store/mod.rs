@@ -31,4 +31,7 @@ pub mod postgres_sql {
 }
 pub use sqlite::SqliteStore;
 
-pub use contract::{Claim, Lease, LeaseKind, Store, StoreError, Written};
+pub use contract::{
+    ANONYMOUS_REQUESTER, Claim, Lease, LeaseKind, Store, StoreError, UNKNOWN_REQUESTER, Written,
+    requester_key,
+};

@@ -89,6 +89,49 @@ pub(super) fn check_token(lease: &Lease, stored: Option<i64>) -> Result<(), Stor
     }
 }
 
+/// The requests of a turn or task write that the request index does not hold for it yet, and
+/// the marker to store with the write (`indexed`): the number of request ids the record holds
+/// and a digest of them. `stored` is the marker of the record's last write (`None` for an
+/// insert, or a record written before markers existed).
+///
+/// Requests are appended as a step goes on, so a write usually holds the ids its last write
+/// held, in the same order, and then some: when the first `n` ids still have the stored digest,
+/// only the rest are new. Any other change indexes every id again. An answer to one of 1,000
+/// parked requests thus touches no index row, where it used to rewrite 1,000.
+pub(super) fn requests_to_index<'a>(
+    ids: &[&'a str],
+    stored: Option<&str>,
+) -> (Vec<&'a str>, String) {
+    /// 64-bit FNV-1a: stable across builds and platforms (a marker outlives the process), and
+    /// enough to notice a changed list of random request ids.
+    fn fold(hash: u64, id: &str) -> u64 {
+        id.bytes().chain([0]).fold(hash, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+    const START: u64 = 0xcbf2_9ce4_8422_2325;
+    let known = stored.and_then(|marker| {
+        let (count, digest) = marker.split_once(':')?;
+        Some((
+            count.parse::<usize>().ok()?,
+            u64::from_str_radix(digest, 16).ok()?,
+        ))
+    });
+    let mut hash = START;
+    let mut first_new = 0;
+    for (position, id) in ids.iter().enumerate() {
+        if known == Some((position, hash)) {
+            first_new = position;
+        }
+        hash = fold(hash, id);
+    }
+    if known == Some((ids.len(), hash)) {
+        first_new = ids.len();
+    }
+    let marker = format!("{}:{hash:016x}", ids.len());
+    (ids[first_new..].to_vec(), marker)
+}
+
 /// The pins of `connection` from their JSON rows.
 pub(super) fn decode_pins(
     connection: &str,
@@ -107,6 +150,30 @@ pub(super) fn decode_pins(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_indexes_only_the_requests_its_last_write_did_not_hold() {
+        let (all, first) = requests_to_index(&["a", "b"], None);
+        assert_eq!(all, ["a", "b"], "an insert indexes everything");
+        let (none, same) = requests_to_index(&["a", "b"], Some(&first));
+        assert!(none.is_empty(), "an unchanged list indexes nothing");
+        assert_eq!(same, first);
+        let (added, longer) = requests_to_index(&["a", "b", "c"], Some(&first));
+        assert_eq!(added, ["c"], "an appended request alone");
+        let (changed, _) = requests_to_index(&["a", "x", "c"], Some(&longer));
+        assert_eq!(
+            changed,
+            ["a", "x", "c"],
+            "a changed list indexes everything again"
+        );
+        let (replaced, _) = requests_to_index(&["b", "c"], Some(&first));
+        assert_eq!(replaced, ["b", "c"]);
+        let (garbled, _) = requests_to_index(&["a"], Some("nonsense"));
+        assert_eq!(garbled, ["a"]);
+        let (empty, marker) = requests_to_index(&[], Some(&first));
+        assert!(empty.is_empty());
+        assert_eq!(requests_to_index(&["a"], Some(&marker)).0, ["a"]);
+    }
 
     #[test]
     fn status_columns_match_the_json_encoding() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use toolwright_core::error::quoted_prefix;
 use toolwright_core::{ErrorCode, ModelOutput, ToolError};
 
 use super::results::{cancel_task, owing, take_results, wait_results};
@@ -79,7 +80,8 @@ pub(crate) async fn run(
                 return call.fail(
                     ErrorCode::InvalidInput,
                     format!(
-                        "`timeout_seconds` must be a whole number from 1 to {WAIT_MAX_SECONDS}, not {value}"
+                        "`timeout_seconds` must be a whole number from 1 to {WAIT_MAX_SECONDS}, not {}",
+                        quoted_prefix(&value.to_string())
                     ),
                 );
             }
@@ -116,7 +118,8 @@ async fn arguments(
         return Err(call.fail(
             ErrorCode::InvalidInput,
             format!(
-                "`{name}` has no field `{key}`; it takes {}",
+                "`{name}` has no field `{}`; it takes {}",
+                quoted_prefix(key),
                 allowed
                     .iter()
                     .map(|k| format!("`{k}`"))
@@ -142,7 +145,8 @@ async fn arguments(
                 return Err(call.fail(
                     ErrorCode::UnknownTask,
                     format!(
-                        "there is no task `{id}` in this session; use the id from a task's receipt"
+                        "there is no task `{}` in this session; use the id from a task's receipt",
+                        quoted_prefix(id)
                     ),
                 ));
             }

@@ -1,5 +1,7 @@
 //! Transitions of a turn and of the calls of its pending step.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
 
@@ -8,6 +10,10 @@ use crate::record::{
     Approver, CallResult, CallState, ClosedStep, Decision, InputRequest, Outcome, PendingCall,
     PendingStep, RequestKind, RequestStatus, TurnRecord, TurnStatus,
 };
+use crate::store::requester_key;
+
+/// A `once` grant: the requester (a [`requester_key`]) and the approval key.
+pub(crate) type Grant = (String, String);
 
 /// What cancelling a turn changed.
 #[derive(Debug, Default, PartialEq)]
@@ -264,32 +270,47 @@ impl PendingStep {
             .collect()
     }
 
-    /// The `once` keys that some request of the step approved and no request still waits on:
-    /// the memory is written only when every request for a key is settled.
-    pub(crate) fn settled_grants(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .requests
-            .iter()
-            .filter(|r| {
-                matches!(
-                    r.status,
-                    RequestStatus::Settled {
-                        decision: Decision::Approved,
-                        ..
-                    }
-                )
-            })
-            .filter_map(|r| r.approval_key.clone())
-            .filter(|key| {
-                !self
-                    .requests
-                    .iter()
-                    .any(|r| r.is_pending() && r.approval_key.as_ref() == Some(key))
-            })
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
+    /// The `once` grants whose last request is among `settled` (ids of requests just settled
+    /// or revoked): grants that a request of the step approved and no request waits on any
+    /// more. A grant is the requester ([`requester_key`] of the principal the call ran for) and
+    /// the approval key: one person's approval never records a grant for another's calls. Each
+    /// grant is thus written once, when its last request settles, and finding them costs the
+    /// settled requests, not the step's others again at every answer.
+    pub(crate) fn grants_completed_by(&self, settled: &[String]) -> Vec<Grant> {
+        let grant = |r: &InputRequest| {
+            r.approval_key
+                .as_ref()
+                .map(|key| (requester_key(r.requester.as_ref()), key.clone()))
+        };
+        let mut candidates: BTreeSet<Grant> = BTreeSet::new();
+        for id in settled {
+            if let Some(g) = self.request(id).and_then(grant) {
+                candidates.insert(g);
+            }
+        }
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let (mut approved, mut pending) = (BTreeSet::new(), BTreeSet::new());
+        for request in self.requests.iter().filter(|r| r.approval_key.is_some()) {
+            match &request.status {
+                RequestStatus::Pending => pending.extend(grant(request)),
+                RequestStatus::Settled {
+                    decision: Decision::Approved,
+                    ..
+                } => approved.extend(grant(request)),
+                _ => {}
+            }
+        }
+        candidates
+            .into_iter()
+            .filter(|g| approved.contains(g) && !pending.contains(g))
+            .collect()
+    }
+
+    /// The request `request_id` of the step.
+    fn request(&self, request_id: &str) -> Option<&InputRequest> {
+        self.requests.iter().find(|r| r.request_id == request_id)
     }
 
     /// The note an approver sent with the approval of call `call_id`, if any.
@@ -885,14 +906,41 @@ mod tests {
             .collect();
         turn.begin_step(Vec::new(), vec![first, second, third]);
         let step = turn.pending.as_mut().unwrap();
+        let alice = requester_key(Some(&alice()));
+        let grant = |key: &str| (alice.clone(), key.to_owned());
         step.settle(&ids[0], &settlement(Decision::Approved));
+        assert!(step.grants_completed_by(&ids[..1]).is_empty(), "c2 waits");
         step.settle(&ids[2], &settlement(Decision::Approved));
-        assert_eq!(step.settled_grants(), vec!["refund".to_owned()]);
+        assert_eq!(step.grants_completed_by(&ids[2..]), vec![grant("refund")]);
         step.settle(&ids[1], &settlement(Decision::Cancelled));
         assert_eq!(
-            step.settled_grants(),
-            vec!["pay".to_owned(), "refund".to_owned()]
+            step.grants_completed_by(&ids[1..2]),
+            vec![grant("pay")],
+            "the last request for `pay` settled; c1 approved it"
         );
+        assert_eq!(
+            step.grants_completed_by(&ids),
+            vec![grant("pay"), grant("refund")]
+        );
+    }
+
+    #[test]
+    fn a_grant_belongs_to_the_requester_of_the_approved_call() {
+        let mut turn = turn();
+        let alices = approval(&turn, "c1", Some("pay"));
+        turn.current = Some(Principal::user("test", "bob"));
+        let bobs = approval(&turn, "c2", Some("pay"));
+        let (a, b) = (alices.request_id.clone(), bobs.request_id.clone());
+        turn.begin_step(Vec::new(), vec![alices, bobs]);
+        let step = turn.pending.as_mut().unwrap();
+        step.settle(&a, &settlement(Decision::Approved));
+        assert_eq!(
+            step.grants_completed_by(std::slice::from_ref(&a)),
+            vec![(requester_key(Some(&alice())), "pay".to_owned())],
+            "bob's pending request for the same key does not hold alice's grant"
+        );
+        step.settle(&b, &settlement(Decision::Cancelled));
+        assert!(step.grants_completed_by(&[b]).is_empty(), "bob declined");
     }
 
     #[test]

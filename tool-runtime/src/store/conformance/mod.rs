@@ -21,10 +21,10 @@
 //! - a versioned write (`expected = Some(v)`) of a record that does not exist is a conflict;
 //! - a refused write changes nothing: not the record, not its version, not the request index,
 //!   not the order of waiting turns;
-//! - a request id belongs to the turn that last wrote it, and a turn's write drops the ids it no
-//!   longer holds;
+//! - a request id belongs to the turn whose write last added it (a write need not index again
+//!   the requests its turn held already), and stays resolvable to it after the turn drops it;
 //! - `waiting_turns` lists turns least recently written first;
-//! - approvals need no session record;
+//! - approvals need no session record, and are kept per session and per requester;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;

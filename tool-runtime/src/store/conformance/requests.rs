@@ -125,6 +125,8 @@ pub async fn requests(store: &dyn Store) {
         "{part}: a refused insert must not index its requests"
     );
 
+    appended(store, &part, &session).await;
+
     let mut done = turn(&b, &session, TurnStatus::Completed, &[]);
     done.pending = None;
     part.ok("completing turn b", store.put_turn(&done, Some(1)).await);
@@ -133,4 +135,59 @@ pub async fn requests(store: &dyn Store) {
         Some(&b),
         "{part}: requests of a completed turn still resolve to it"
     );
+}
+
+/// A step's requests grow as it goes on: a write that keeps the requests the turn held and
+/// adds one indexes the new one, and a reordered list keeps every request resolvable.
+async fn appended(store: &dyn Store, part: &Part, session: &str) {
+    let owner = |request: String| async move {
+        part.ok(
+            "looking up a request",
+            store.turn_of_request(&request).await,
+        )
+    };
+    let c = part.id("turn-c");
+    let [r6, r7, r8] = ["r6", "r7", "r8"].map(|r| part.id(r));
+    part.ok(
+        "inserting a turn with request r6",
+        store
+            .put_turn(&turn(&c, session, TurnStatus::Waiting, &[&r6]), None)
+            .await,
+    );
+    part.ok(
+        "writing the turn unchanged",
+        store
+            .put_turn(&turn(&c, session, TurnStatus::Waiting, &[&r6]), Some(1))
+            .await,
+    );
+    part.ok(
+        "adding request r7",
+        store
+            .put_turn(
+                &turn(&c, session, TurnStatus::Waiting, &[&r6, &r7]),
+                Some(2),
+            )
+            .await,
+    );
+    assert_eq!(
+        owner(r7.clone()).await.as_ref(),
+        Some(&c),
+        "{part}: a request appended to the turn's requests"
+    );
+    part.ok(
+        "putting request r8 before the others",
+        store
+            .put_turn(
+                &turn(&c, session, TurnStatus::Waiting, &[&r8, &r6, &r7]),
+                Some(3),
+            )
+            .await,
+    );
+    for request in [r6, r7, r8] {
+        assert_eq!(
+            owner(request.clone()).await.as_ref(),
+            Some(&c),
+            "{part}: request {request} of a reordered list"
+        );
+    }
 }

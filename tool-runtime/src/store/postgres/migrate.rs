@@ -20,6 +20,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "pins",
         include_str!("../../../migrations/postgres/0002_pins.sql"),
     ),
+    (
+        3,
+        "grants",
+        include_str!("../../../migrations/postgres/0003_grants.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application
@@ -95,4 +100,125 @@ fn migration_error(place: &str, error: MigrateError) -> StoreError {
         other => format!("cannot be migrated: {other}"),
     };
     StoreError::Backend(format!("postgres `{place}` {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx_core::query::query;
+    use sqlx_core::query_as::query_as;
+    use sqlx_core::sql_str::AssertSqlSafe;
+    use sqlx_postgres::{PgConnectOptions, PgPoolOptions};
+
+    use super::*;
+
+    /// A database at schema version 2 (before grants had requesters), holding the grants of a
+    /// session where only alice acted and of one where alice and bob did, is migrated: alice
+    /// keeps hers in the first, nobody gets those of the second.
+    #[tokio::test]
+    async fn grants_without_requesters_go_to_the_one_requester_who_acted() {
+        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
+            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(PgConnectOptions::from_str(&url).unwrap())
+            .await
+            .unwrap();
+        let schema = format!("tw_migrate_{}", uuid::Uuid::new_v4().simple());
+        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let options = PgConnectOptions::from_str(&url)
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let mut old = Migrator::with_migrations(
+            MIGRATIONS[..2]
+                .iter()
+                .map(|&(version, description, sql)| {
+                    Migration::new(
+                        version,
+                        description.into(),
+                        MigrationType::Simple,
+                        sql.into_sql_str(),
+                        false,
+                    )
+                })
+                .collect(),
+        );
+        old.dangerous_set_table_name(MIGRATIONS_TABLE);
+        let mut conn = pool.acquire().await.unwrap();
+        old.run_direct(None, &mut *conn, false).await.unwrap();
+        drop(conn);
+        let alice =
+            r#""current":{"authenticator":"oidc","principal_type":"user","principal_id":"alice"}"#;
+        let bob = r#""current":{"authenticator":"oidc","issuer":"a:b@c","principal_type":"user","principal_id":"bob"}"#;
+        for (id, session, current) in [
+            ("t1", "solo", alice),
+            ("t2", "solo", alice),
+            ("t3", "shared", alice),
+            ("t4", "shared", bob),
+            ("t5", "bobs", bob),
+            ("t6", "nobodys", r#""caller":"model""#),
+        ] {
+            query(
+                "INSERT INTO turns (id, session_id, status, version, json, updated) \
+                 VALUES ($1, $2, 'completed', 1, $3, nextval('turns_updated'))",
+            )
+            .bind(id)
+            .bind(session)
+            .bind(format!("{{{current}}}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        for session in ["solo", "shared", "bobs", "nobodys", "empty"] {
+            query("INSERT INTO approvals (session_id, key) VALUES ($1, 'pay')")
+                .bind(session)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        migrate(&pool, "test").await.unwrap();
+        let grants: Vec<(String, String, String)> =
+            query_as("SELECT session_id, requester, key FROM grants ORDER BY session_id")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        let grant = |session: &str, requester: &str| {
+            (session.to_owned(), requester.to_owned(), "pay".to_owned())
+        };
+        assert_eq!(
+            grants,
+            [
+                grant("bobs", "user:oidc@a%3Ab%40c:bob"),
+                grant("empty", "unknown"),
+                grant("nobodys", "anonymous"),
+                grant("shared", "unknown"),
+                grant("solo", "user:oidc:alice"),
+            ]
+        );
+        // The SQL spelling of a requester is `requester_key`'s.
+        let bob: toolwright_core::Principal = serde_json::from_str(
+            r#"{"authenticator":"oidc","issuer":"a:b@c","principal_type":"user","principal_id":"bob"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            crate::store::requester_key(Some(&bob)),
+            "user:oidc@a%3Ab%40c:bob"
+        );
+        pool.close().await;
+        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
 }

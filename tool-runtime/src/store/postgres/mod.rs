@@ -48,7 +48,7 @@ use claims::check_fence;
 use errors::{Failure, backend, cannot_connect, describe};
 use listen::Changes;
 use migrate::migrate;
-use records::{RecordRow, request_index};
+use records::{RecordRow, owned};
 use tables::{TASKS, TURNS};
 
 /// The `NOTIFY` channel of turn and task writes.
@@ -270,7 +270,7 @@ impl Store for PostgresStore {
                     status: status_name(record.status),
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
-                    requests: request_index(record.request_ids()),
+                    requests: owned(record.request_ids()),
                 };
                 self.write_record(&TURNS, row, expected, claim).await
             }
@@ -409,36 +409,44 @@ impl Store for PostgresStore {
     fn remember_approval<'a>(
         &'a self,
         session_id: &'a str,
+        requester: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let result = query(
-                "INSERT INTO approvals (session_id, key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                "INSERT INTO grants (session_id, requester, key) VALUES ($1, $2, $3) \
+                 ON CONFLICT DO NOTHING",
             )
             .bind(session_id)
+            .bind(requester)
             .bind(key)
             .execute(&self.pool)
             .await
             .map(drop)
             .map_err(Failure::from);
             self.finish(result, || {
-                format!("remembering approval `{key}` in session `{session_id}`")
+                format!("remembering approval `{key}` of `{requester}` in session `{session_id}`")
             })
         })
     }
 
-    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>> {
-        let session_id = session_id.to_owned();
+    fn approvals<'a>(
+        &'a self,
+        session_id: &'a str,
+        requester: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeSet<String>, StoreError>> {
         Box::pin(async move {
-            let result = self
-                .ids(
-                    "SELECT key FROM approvals WHERE session_id = $1",
-                    Some(&session_id),
-                )
-                .await
-                .map(|keys| keys.into_iter().collect());
+            let result = query_scalar::<_, String>(
+                "SELECT key FROM grants WHERE session_id = $1 AND requester = $2",
+            )
+            .bind(session_id)
+            .bind(requester)
+            .fetch_all(&self.pool)
+            .await
+            .map(|keys| keys.into_iter().collect())
+            .map_err(Failure::from);
             self.finish(result, || {
-                format!("reading approvals of session `{session_id}`")
+                format!("reading the approvals of `{requester}` in session `{session_id}`")
             })
         })
     }
@@ -532,7 +540,7 @@ impl Store for PostgresStore {
                     status: task_status_name(record.status),
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
-                    requests: request_index(record.request_ids()),
+                    requests: owned(record.request_ids()),
                 };
                 self.write_record(&TASKS, row, expected, claim).await
             }

@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 
 use sqlx_core::query::query;
+use sqlx_core::query_scalar::query_scalar;
 
 use super::claims::{check_claim, take_lease};
 use super::tables::RecordSql;
 use super::{CHANNEL, Failure, PostgresStore};
-use crate::store::rows::{stored_versions, written};
+use crate::store::rows::{requests_to_index, stored_versions, written};
 use crate::store::{Claim, LeaseKind, Written};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; the id in it is for people reading the
@@ -28,6 +29,14 @@ impl PostgresStore {
         let id = row.id;
         let mut tx = self.pool.begin().await?;
         check_claim(&mut tx, sql, id, claim).await?;
+        let stored: Option<String> = match expected {
+            None => None,
+            Some(_) => query_scalar::<_, Option<String>>(sql.marker)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .flatten(),
+        };
         let version = match expected {
             None => {
                 let inserted = query(sql.insert)
@@ -58,15 +67,24 @@ impl PostgresStore {
             }
         };
         let lease = take_lease(&mut tx, sql, id, claim).await?;
-        if !row.requests.is_empty() {
-            // The index only grows: a request of a closed step still resolves to its record,
-            // so a late answer is recognised as an answer to a settled request.
+        // The index only grows: a request of a closed step still resolves to its record, so a
+        // late answer is recognised as an answer to a settled request. Only the requests the
+        // record's last write did not hold are indexed (`rows::requests_to_index`).
+        let ids: Vec<&str> = row.requests.iter().map(String::as_str).collect();
+        let (new, marker) = requests_to_index(&ids, stored.as_deref());
+        let new = request_index(new);
+        if !new.is_empty() {
             query(sql.index)
-                .bind(&row.requests)
+                .bind(&new)
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
         }
+        query(sql.mark)
+            .bind(id)
+            .bind(&marker)
+            .execute(&mut *tx)
+            .await?;
         query("SELECT pg_notify($1, $2)")
             .bind(CHANNEL)
             .bind(payload(sql.kind, id))
@@ -84,12 +102,18 @@ pub(super) struct RecordRow<'a> {
     pub(super) status: &'static str,
     pub(super) json: String,
     pub(super) wake_at: Option<i64>,
+    /// The record's request ids, in its order.
     pub(super) requests: Vec<String>,
+}
+
+/// The request ids of a record, owned.
+pub(super) fn owned(ids: Vec<&str>) -> Vec<String> {
+    ids.into_iter().map(str::to_owned).collect()
 }
 
 /// The request ids to index, sorted and without repeats: one upsert cannot touch a row twice,
 /// and a fixed order keeps two writers indexing the same ids from deadlocking.
-pub(super) fn request_index(ids: Vec<&str>) -> Vec<String> {
+fn request_index(ids: Vec<&str>) -> Vec<String> {
     let ids: BTreeSet<&str> = ids.into_iter().collect();
     ids.into_iter().map(str::to_owned).collect()
 }

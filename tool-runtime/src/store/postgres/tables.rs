@@ -14,6 +14,10 @@ pub(super) struct RecordSql {
     /// Gives the row a new token and lease: `$1 id, $2 owner, $3 ttl (ms)`.
     pub(super) take: &'static str,
     pub(super) index: &'static str,
+    /// Reads the `indexed` marker of the record's last write: `$1 id`.
+    pub(super) marker: &'static str,
+    /// Stores the `indexed` marker of this write: `$1 id, $2 marker`.
+    pub(super) mark: &'static str,
 }
 
 pub(super) const TURNS: RecordSql = RecordSql {
@@ -35,6 +39,8 @@ pub(super) const TURNS: RecordSql = RecordSql {
     ),
     index: "INSERT INTO requests (request_id, turn_id) SELECT unnest($1::text[]), $2 \
             ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
+    marker: "SELECT indexed FROM turns WHERE id = $1",
+    mark: "UPDATE turns SET indexed = $2 WHERE id = $1",
 };
 
 pub(super) const TASKS: RecordSql = RecordSql {
@@ -57,4 +63,6 @@ pub(super) const TASKS: RecordSql = RecordSql {
     ),
     index: "INSERT INTO task_requests (request_id, task_id) SELECT unnest($1::text[]), $2 \
             ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
+    marker: "SELECT indexed FROM tasks WHERE id = $1",
+    mark: "UPDATE tasks SET indexed = $2 WHERE id = $1",
 };

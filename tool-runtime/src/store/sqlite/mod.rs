@@ -14,7 +14,8 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::rows::{
-    clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
+    clamp, decode, decode_pins, encode, requests_to_index, status_name, stored_versions,
+    task_status_name, written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
@@ -236,6 +237,7 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let now = now_ms();
             check_claim(&tx, LeaseKind::Turn, &id, &claim, now)?;
+            let stored_marker = indexed_marker(&tx, LeaseKind::Turn, &id, expected)?;
             let sequence: i64 = tx
                 .prepare_cached("SELECT coalesce(max(updated), 0) + 1 FROM turns")?
                 .query_row([], |row| row.get(0))?;
@@ -267,14 +269,7 @@ impl Store for SqliteStore {
             let lease = take_lease(&tx, LeaseKind::Turn, &id, &claim, now)?;
             // The index only grows: a request of a closed step still resolves to its turn, so a
             // late answer is recognised as an answer to a settled request, not an unknown one.
-            let mut index = tx.prepare_cached(
-                "INSERT INTO requests (request_id, turn_id) VALUES (?1, ?2) \
-                 ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
-            )?;
-            for request in &requests {
-                index.execute([request, &id])?;
-            }
-            drop(index);
+            index_requests(&tx, LeaseKind::Turn, &id, &requests, stored_marker)?;
             tx.commit()?;
             Ok(Written { version, lease })
         })
@@ -320,18 +315,19 @@ impl Store for SqliteStore {
     fn remember_approval<'a>(
         &'a self,
         session_id: &'a str,
+        requester: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let session_id = session_id.to_owned();
+        let (session_id, requester) = (session_id.to_owned(), requester.to_owned());
         let key = key.to_owned();
         self.call(
-            format!("remembering approval `{key}` in session `{session_id}`"),
+            format!("remembering approval `{key}` of `{requester}` in session `{session_id}`"),
             move |conn| {
                 conn.prepare_cached(
-                    "INSERT INTO approvals (session_id, key) VALUES (?1, ?2) \
+                    "INSERT INTO grants (session_id, requester, key) VALUES (?1, ?2, ?3) \
                      ON CONFLICT DO NOTHING",
                 )?
-                .execute([&session_id, &key])?;
+                .execute([&session_id, &requester, &key])?;
                 Ok(())
             },
         )
@@ -397,15 +393,20 @@ impl Store for SqliteStore {
         )
     }
 
-    fn approvals(&self, session_id: &str) -> BoxFuture<'_, Result<BTreeSet<String>, StoreError>> {
-        let session_id = session_id.to_owned();
+    fn approvals<'a>(
+        &'a self,
+        session_id: &'a str,
+        requester: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeSet<String>, StoreError>> {
+        let (session_id, requester) = (session_id.to_owned(), requester.to_owned());
         self.call(
-            format!("reading approvals of session `{session_id}`"),
+            format!("reading the approvals of `{requester}` in session `{session_id}`"),
             move |conn| {
-                let mut statement =
-                    conn.prepare_cached("SELECT key FROM approvals WHERE session_id = ?1")?;
+                let mut statement = conn.prepare_cached(
+                    "SELECT key FROM grants WHERE session_id = ?1 AND requester = ?2",
+                )?;
                 let keys = statement
-                    .query_map([&session_id], |row| row.get(0))?
+                    .query_map([&session_id, &requester], |row| row.get(0))?
                     .collect::<Result<BTreeSet<String>, _>>()?;
                 Ok(keys)
             },
@@ -496,6 +497,7 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let now = now_ms();
             check_claim(&tx, LeaseKind::Task, &id, &claim, now)?;
+            let stored_marker = indexed_marker(&tx, LeaseKind::Task, &id, expected)?;
             let version = match expected {
                 None => {
                     let created: i64 = tx
@@ -523,14 +525,7 @@ impl Store for SqliteStore {
                 }
             };
             let lease = take_lease(&tx, LeaseKind::Task, &id, &claim, now)?;
-            let mut index = tx.prepare_cached(
-                "INSERT INTO task_requests (request_id, task_id) VALUES (?1, ?2) \
-                 ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
-            )?;
-            for request in &requests {
-                index.execute([request, &id])?;
-            }
-            drop(index);
+            index_requests(&tx, LeaseKind::Task, &id, &requests, stored_marker)?;
             tx.commit()?;
             Ok(Written { version, lease })
         })
@@ -663,6 +658,58 @@ impl Store for SqliteStore {
             Ok(ids)
         })
     }
+}
+
+/// The `indexed` marker of the record a versioned write replaces (`None` for an insert).
+fn indexed_marker(
+    tx: &rusqlite::Transaction<'_>,
+    kind: LeaseKind,
+    id: &str,
+    expected: Option<u64>,
+) -> Result<Option<String>, Failure> {
+    if expected.is_none() {
+        return Ok(None);
+    }
+    let sql = match kind {
+        LeaseKind::Turn => "SELECT indexed FROM turns WHERE id = ?1",
+        LeaseKind::Task => "SELECT indexed FROM tasks WHERE id = ?1",
+    };
+    Ok(tx
+        .prepare_cached(sql)?
+        .query_row([id], |row| row.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+/// Indexes the requests of record `id` that its last write (whose marker was `stored`) did not
+/// hold, and stores the new marker (see `rows::requests_to_index`).
+fn index_requests(
+    tx: &rusqlite::Transaction<'_>,
+    kind: LeaseKind,
+    id: &str,
+    requests: &[String],
+    stored: Option<String>,
+) -> Result<(), Failure> {
+    let ids: Vec<&str> = requests.iter().map(String::as_str).collect();
+    let (new, marker) = requests_to_index(&ids, stored.as_deref());
+    let (index, mark) = match kind {
+        LeaseKind::Turn => (
+            "INSERT INTO requests (request_id, turn_id) VALUES (?1, ?2) \
+             ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
+            "UPDATE turns SET indexed = ?2 WHERE id = ?1",
+        ),
+        LeaseKind::Task => (
+            "INSERT INTO task_requests (request_id, task_id) VALUES (?1, ?2) \
+             ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
+            "UPDATE tasks SET indexed = ?2 WHERE id = ?1",
+        ),
+    };
+    let mut statement = tx.prepare_cached(index)?;
+    for request in new {
+        statement.execute([request, id])?;
+    }
+    tx.prepare_cached(mark)?.execute(params![id, marker])?;
+    Ok(())
 }
 
 /// Why an operation inside [`SqliteStore::call`] failed.

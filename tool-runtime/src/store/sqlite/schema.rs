@@ -1,12 +1,15 @@
 //! The file's schema: one script per version, the header that marks a file as a toolwright
 //! store, and the migration that brings a file up to date.
 
+use std::collections::BTreeSet;
+
 use rusqlite::{Connection, TransactionBehavior, params};
+use toolwright_core::Principal;
 
 use super::{Failure, backend};
 use crate::record::{TaskRecord, TurnRecord};
-use crate::store::StoreError;
 use crate::store::rows::{clamp, decode};
+use crate::store::{StoreError, UNKNOWN_REQUESTER, requester_key};
 
 /// `PRAGMA application_id` of a toolwright store (ASCII `TWst`), so that opening some other
 /// application's SQLite file is refused instead of adding tables to it.
@@ -14,7 +17,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
 
 /// Version 1.
 ///
@@ -107,6 +110,21 @@ CREATE TABLE pins (
 );
 ";
 
+/// Version 5: `once` grants per requester (`grants` replaces `approvals`, whose rows the
+/// migration carries over: see [`carry_grants`]), and what the last write of a turn or task
+/// indexed of its requests (`indexed`, see `rows::requests_to_index`), so that a write indexes
+/// only the requests it adds.
+const SCHEMA_V5: &str = "
+CREATE TABLE grants (
+    session_id TEXT NOT NULL,
+    requester  TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    PRIMARY KEY (session_id, requester, key)
+) WITHOUT ROWID;
+ALTER TABLE turns ADD COLUMN indexed TEXT;
+ALTER TABLE tasks ADD COLUMN indexed TEXT;
+";
+
 /// The file's schema version, after checking the file is a toolwright store this build can use.
 pub(super) fn schema_version(conn: &Connection, place: &str) -> Result<usize, StoreError> {
     let fail = |error: rusqlite::Error| backend(place, "cannot read the file header", &error);
@@ -159,11 +177,15 @@ pub(super) fn migrate(conn: &mut Connection, place: &str) -> Result<(), StoreErr
     for script in &MIGRATIONS[from..] {
         tx.execute_batch(script).map_err(fail)?;
     }
+    let failed = |error| match error {
+        Failure::Sqlite(error) => fail(error),
+        Failure::Store(error) => error,
+    };
     if (1..3).contains(&from) {
-        backfill_wake_at(&tx).map_err(|error| match error {
-            Failure::Sqlite(error) => fail(error),
-            Failure::Store(error) => error,
-        })?;
+        backfill_wake_at(&tx).map_err(failed)?;
+    }
+    if from < 5 {
+        carry_grants(&tx).map_err(failed)?;
     }
     // Both pragmas write the file header inside the transaction: the schema and its version
     // commit together or not at all.
@@ -172,6 +194,51 @@ pub(super) fn migrate(conn: &mut Connection, place: &str) -> Result<(), StoreErr
     tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
         .map_err(fail)?;
     tx.commit().map_err(fail)
+}
+
+/// Version 5 remembers `once` grants per requester. A grant remembered before had none: in a
+/// session whose turns were all taken on behalf of one requester, it was given for that
+/// requester's calls and stays theirs; in any other session it goes to
+/// [`UNKNOWN_REQUESTER`], which matches no call (each requester is asked again, once). A turn
+/// whose record cannot be read counts as a requester of its own: when in doubt, ask.
+fn carry_grants(tx: &rusqlite::Transaction<'_>) -> Result<(), Failure> {
+    let sessions: Vec<String> = tx
+        .prepare("SELECT DISTINCT session_id FROM approvals")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for session in sessions {
+        let records: Vec<String> = tx
+            .prepare("SELECT json FROM turns WHERE session_id = ?1")?
+            .query_map([&session], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        let acted: BTreeSet<String> = records
+            .iter()
+            .map(|json| {
+                serde_json::from_str::<serde_json::Value>(json)
+                    .ok()
+                    .and_then(|turn| {
+                        let current = turn.get("current").cloned().unwrap_or_default();
+                        serde_json::from_value::<Option<Principal>>(current).ok()
+                    })
+                    .map_or_else(
+                        || UNKNOWN_REQUESTER.to_owned(),
+                        |current| requester_key(current.as_ref()),
+                    )
+            })
+            .collect();
+        let requester = match acted.into_iter().collect::<Vec<_>>().as_slice() {
+            [one] => one.clone(),
+            _ => UNKNOWN_REQUESTER.to_owned(),
+        };
+        tx.execute(
+            "INSERT INTO grants (session_id, requester, key) \
+             SELECT session_id, ?2, key FROM approvals WHERE session_id = ?1 \
+             ON CONFLICT DO NOTHING",
+            params![session, requester],
+        )?;
+    }
+    tx.execute_batch("DROP TABLE approvals;")?;
+    Ok(())
 }
 
 /// Version 3 indexes due timers in `wake_at`: set it for the turns waiting and the tasks
