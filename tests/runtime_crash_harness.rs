@@ -4,39 +4,55 @@
 //! Each run starts one turn with two calls in one step: `ship`, a workflow (`workflow =
 //! execute`) with four steps, one `ctx.ask` and one `ctx.sleep`, and `provision`, a durable plain
 //! tool with three steps. Every step appends `<step> <pid>` to a shared effects file (its side
-//! effect) and returns `<step>@<pid>`, so the recorded value names the process whose run was
-//! recorded. A seeded xorshift picks the crash points of each run, and every child process gets
-//! the ones not yet reached:
+//! effect, one `write`) and returns `<step>@<pid>`, so the recorded value names the process whose
+//! run was recorded. A seeded xorshift picks the crash points of each run, and every child
+//! process gets the ones not yet reached:
 //!
 //! - `inside:<step>`: `process::exit(9)` after the step's side effect, before its record;
 //! - `after:<step>`: exit right after the step returned (recorded);
-//! - `kill:<step>`: the step writes a marker file, sleeps a few ms around its side effect, and
-//!   the parent SIGKILLs the child (`Child::kill`) at a random delay after seeing the marker;
 //! - `parked:ask` / `parked:sleep`: exit once the child's action parked the turn on the question
 //!   or the timer;
 //! - `journal:sleep`: exit right after the sleep's end was journaled, before the turn parks;
 //! - `journal:answer`: exit right after an answer was journaled, before the turn records it;
 //! - `claim:answer` / `claim:wake`: exit right after answering or waking claimed the turn
-//!   (`running`), before the body runs again.
+//!   (`running`), before the body runs again;
+//! - `closed`: exit right after the store write that closed the resumed step, before the child
+//!   hands its results on;
+//! - kill points (at most one per run, about one crash in five): `kill:before:<step>`,
+//!   `kill:inside:<step>` and `kill:after:<step>` (before the step's side effect, between it and
+//!   the record, right after the record while later steps run), `kill:parked:ask`,
+//!   `kill:parked:sleep` and `kill:closed`. The child records the point, says so on its stdout
+//!   and waits there; the parent SIGKILLs it (`Child::kill`) while it waits
+//!   (`support::crash::run_child`). The RNG picks where a kill lands, never when: it lands
+//!   exactly at its point however busy the machine is.
+//!
+//! Every point is recorded by the child (written beside its file, then renamed) before it exits
+//! or waits: the parent reads a kill point's record once the child says it waits there, and
+//! everything else (exit records, the effects file, the store) once the child is gone. A child
+//! that does not reach a point leaves it armed for the next child.
 //!
 //! A child does one thing, chosen from the store: start the turn, `recover()` it when it was left
 //! `running`, answer the pending question (`respond`), or `wake_due()` it with its manual clock
 //! (kept in a file: each child is a new process with a new `Runtime` on the same SQLite file).
 //!
-//! After every child the parent reads the effects file and the journals, and after the last one
-//! it checks the run: the call ended with the expected output; every step's side effect happened
-//! once, plus once for every crash that fell between that step's side effect and its record (and
-//! only then); every recorded value stayed as recorded and reached the output; the journals hold
-//! every step once. It prints the counts: crashes by kind, where the SIGKILLs landed, the steps
-//! run twice and why, and the anomalies (there must be none). `TOOLWRIGHT_CRASH_RUNS` sets the
-//! number of runs (default 200), `TOOLWRIGHT_CRASH_SEED` the seed, `TOOLWRIGHT_CRASH_JOBS` how
-//! many runs go at once (default 2).
+//! After every child the parent reads the effects file, the turn record and the journals: a
+//! crash before, inside or after a step left it unrun, run and unrecorded, or recorded; a crash
+//! elsewhere left the turn where that point is (parked, claimed, closed); a side effect without
+//! a record comes only from a crash inside its step, or inside the other call's while it was in
+//! that window. Once the store closed the step (the last child reported the results, or died
+//! right after the close) it checks the run: every step's side effect happened once, plus once
+//! for every crash that fell between that step's side effect and its record; every recorded
+//! value stayed as recorded; the results kept in the turn record (`Turn::last_results`) and
+//! those the last child reported, if it lived to, carry the recorded values; the journals hold
+//! every step once; every planned point was reached. It prints the counts: crashes by kind, where
+//! the SIGKILLs landed, the steps run twice and why, the runs whose last child died right after
+//! the close, and the anomalies (there must be none). `TOOLWRIGHT_CRASH_RUNS` sets the number of
+//! runs (default 200), `TOOLWRIGHT_CRASH_SEED` the seed, `TOOLWRIGHT_CRASH_JOBS` how many runs go
+//! at once (default 2).
 //!
-//! A SIGKILL that lands after a resumed step closed in the store, before its child handed the
-//! results on, loses those results; such runs are counted apart. The last two tests arm two
-//! windows on purpose, and both show a runtime defect: `closed` (exit right after the store write
-//! that closed a resumed step: its results are gone) and `journal:answer` followed by a different
-//! answer (the question stays pending and the body never resumes).
+//! The last two tests arm two windows on their own, as regression tests of the runtime: `closed`
+//! (the closed step's results stay in the turn record) and `journal:answer` followed by a
+//! different answer (the answer on record settles the question and the body resumes with it).
 
 #![cfg(unix)]
 
@@ -1138,7 +1154,7 @@ fn runs_survive_crashes_at_randomized_points() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Crash points the randomized runs leave out: each shows a runtime defect deterministically.
+// Two windows armed on their own: each was a runtime defect, and each test keeps it fixed.
 
 fn store_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -1156,11 +1172,10 @@ fn park(dir: &Path) -> Value {
     }
 }
 
-/// A child that answers or wakes a turn dies right after the store write that closed the step,
-/// before it handed the results to anyone. Nothing in the store holds them any more: the parked
-/// step (with the `provision` result it had kept) is gone, the turn is `active`, and neither
-/// `recover` nor `wake_due` has anything to do. The randomized runs meet the same window when a
-/// SIGKILL lands late (they count those runs apart); this test arms it on purpose.
+/// A child that wakes a turn dies right after the store write that closed the step, before it
+/// handed the results to anyone. The turn record keeps them with the close (`last_step`): a
+/// host restarted here hands them to the model through `Turn::last_results`. The randomized runs
+/// arm the same window (`closed`, `kill:closed`) among their points.
 #[test]
 fn a_step_closed_just_before_a_crash_keeps_its_results() {
     if std::env::var_os(CHILD).is_some() {
@@ -1187,37 +1202,31 @@ fn a_step_closed_just_before_a_crash_keeps_its_results() {
         assert_eq!(seen.count(step), 1, "{step}");
         assert!(seen.recorded(step).is_some(), "{step}");
     }
-    let turn_id = std::fs::read_to_string(dir.join("turn")).unwrap();
-    let stored = store_rt.block_on(async {
-        let store = SqliteStore::open(dir.join("db")).unwrap();
-        let (record, _) = store.turn(&turn_id).await.unwrap().unwrap();
-        serde_json::to_string(&record).unwrap()
+    // A fresh runtime on the same file, as a restarted host has.
+    let crash = Arc::new(Crash::new(dir.to_path_buf(), Vec::new(), "check"));
+    let last = store_rt.block_on(async {
+        let rt = runtime(
+            SqliteStore::open(dir.join("db")).unwrap(),
+            crash,
+            read_clock(dir),
+        );
+        let turn_id = std::fs::read_to_string(dir.join("turn")).unwrap();
+        let turn = rt.turn(&turn_id).await.unwrap();
+        turn.last_results().await.unwrap()
     });
-    // What the model is owed: `ship`'s output ends with the recorded `verify` value, and
-    // `provision`'s (kept in the parked step until it closed) with `welcome`'s.
-    let owed = ["verify", "welcome"].map(|step| {
-        seen.recorded(step)
-            .unwrap()
-            .value
-            .as_str()
-            .unwrap()
-            .to_owned()
-    });
-    assert!(
-        owed.iter().all(|value| stored.contains(value.as_str())),
-        "the process died right after the store closed the resumed step, and the results it \
-         owed the model ({owed:?}) are nowhere in the store: the turn record is {stored}. \
-         `Runtime::resume` (tool-runtime/src/pipeline.rs) sets `turn.pending = None` and writes \
-         the turn before returning the results, which then live only in the returned \
-         `StepOutcome` and in broadcast events; a host restarted here cannot give the model \
-         the `ship` and `provision` results, although every step is recorded"
+    // What the model is owed: both calls' outputs, made of the recorded values.
+    let owed = expected_results(&seen);
+    assert_eq!(
+        last.map(|step| results_json(&step.results)),
+        Some(owed),
+        "the process died right after the store closed the resumed step: the turn record must \
+         keep the results it owed the model"
     );
 }
 
 /// A child dies right after it journaled an answer (`go`), before it settled the question in
-/// the turn. Whoever answers next, differently (`stop`), is dropped, since the journal already
-/// holds an answer; but the question stays pending in the turn and nothing resumes the body:
-/// the run only goes on if someone happens to give the very answer the dead process recorded.
+/// the turn. Whoever answers next, differently (`stop`), does not change it: the answer on
+/// record settles the question and the body resumes with `go`, whatever answer comes next.
 #[test]
 fn an_answer_journaled_by_a_process_that_died_still_settles_its_question() {
     if std::env::var_os(CHILD).is_some() {
@@ -1262,9 +1271,8 @@ fn an_answer_journaled_by_a_process_that_died_still_settles_its_question() {
     assert!(
         pending_question(&record).as_deref() != Some(question.as_str()),
         "the answer `go` is journaled, yet the question is still pending after a second answer \
-         came back {outcome:?} and the turn is {:?}: `settle` (tool-runtime/src/pipeline.rs) \
-         drops an answer that differs from the journaled one without settling the request \
-         with the journaled answer, so the body never resumes",
+         came back {outcome:?} and the turn is {:?}: an answer that differs from the journaled \
+         one must settle the request with the journaled answer, or the body never resumes",
         record.status
     );
     // The first answer on record wins: the body went on with `go`.

@@ -10,14 +10,26 @@
 //! answer the question; or cancel the task. It then waits for the task to park or end.
 //!
 //! Crash points: `inside:<step>` (exit after the side effect, before its record), `after:<step>`
-//! (exit after the record), `kill:<step>` (a real SIGKILL at a random delay around the side
-//! effect), `parked:ask`, `claim:answer` (exit right after an answer is claimed on the task),
-//! `journal:answer` (right after it is journaled), `claim:cancel` (right after a cancel of the
-//! parked task is recorded). After the last child the parent checks: the task ended as planned
-//! (finished with the applied output, or cancelled), its result reached the turn once, every
-//! planned step ran once — or more, by at most the crashes that fell between its side effect and
-//! its record — and no unplanned step ran. `TOOLWRIGHT_TASK_CRASH_RUNS` sets the number of runs
-//! (default 200).
+//! (exit after the record), `parked:ask`, `claim:answer` (exit right after an answer is claimed
+//! on the task), `journal:answer` (right after it is journaled), `claim:cancel` (right after a
+//! cancel of the parked task is recorded), and the kill points `kill:before:<step>`,
+//! `kill:inside:<step>`, `kill:after:<step>` (before the side effect, between it and the record,
+//! after the record) and `kill:parked:ask`: there the child records the point, says so on its
+//! stdout and waits, and the parent SIGKILLs it while it waits (`support::crash::run_child`).
+//! The seeded RNG picks where a kill lands, never when, so it lands exactly at its point however
+//! busy the machine is. Every point is recorded by the child (written beside its file, then
+//! renamed) before it exits or waits, and read by the parent only when the child says it waits
+//! there or is gone; a child that does not reach a point leaves it armed for the next one, and
+//! a point no child reaches is passed.
+//!
+//! After every child, once it is gone, the parent reads the effects file, the task and its
+//! journal: a crash before, inside or after a step left it unrun, run and unrecorded, or
+//! recorded; a crash while parked or right after a claim left the task there; a side effect
+//! without a record comes only from a crash inside its step. After the last child it checks:
+//! the task ended as planned (finished with the applied output, or cancelled), its result
+//! reached the turn once, every planned step ran exactly once plus once per crash inside it, and
+//! no unplanned step ran. `TOOLWRIGHT_TASK_CRASH_RUNS` sets the number of runs (default 200),
+//! `TOOLWRIGHT_TASK_CRASH_JOBS` how many go at once (default 2).
 
 #![cfg(unix)]
 
