@@ -1,22 +1,40 @@
 //! The crash points of the crash harnesses (`runtime_crash_harness.rs`, `runtime_task_crashes.rs`),
-//! and [`CrashStore`], the store wrapper that dies at them between the runtime's writes.
+//! [`CrashStore`], the store wrapper that reaches them between the runtime's writes, and
+//! [`run_child`], which runs one child process and SIGKILLs it where it waits.
+//!
+//! A child is armed with a plan of points. At an exit point ([`Crash::point`]) it records the
+//! point and exits at once. At a kill point ([`Crash::hold`]) it records the point, tells the
+//! parent on its stdout and then waits there, never going on; the parent, told, SIGKILLs it
+//! while it waits. Either way the kill or exit happens exactly at the point, however busy the
+//! machine is, and the record (written beside its final name, then renamed) is whole whenever
+//! the parent reads it.
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::path::PathBuf;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use toolwright::runtime::{
     Claim, JournalEntry, Lease, LeaseKind, PinRecord, SessionRecord, Store, StoreError, TaskRecord,
     TurnRecord, Written,
 };
 
+/// The file an exit point's child records the point in before it exits.
+const FIRED: &str = "fired";
+/// The file a kill point's child records the point in before it waits.
+const HELD: &str = "held";
+/// The line a child prints once it waits at a kill point (after recording it in [`HELD`]).
+const HOLDING: &str = "CRASH-HARNESS-HOLDING";
+
 /// The crash points a child process is armed with, and what it is doing.
 #[derive(Debug)]
 pub(crate) struct Crash {
-    /// The run's directory: the `fired` file names the point the process died at.
+    /// The run's directory, where the child records the point it died at.
     pub(crate) dir: PathBuf,
     plan: Vec<String>,
     action: Mutex<&'static str>,
@@ -45,20 +63,38 @@ impl Crash {
         self.plan.iter().any(|p| p == point)
     }
 
-    /// Tells the parent that `kill:` step `step` runs. The marker file appears whole (written
-    /// beside it, then renamed), so a parent that sees it never reads it half written and
-    /// attributes its SIGKILL to the step that was running.
-    pub(crate) fn mark(&self, step: &str) -> std::io::Result<()> {
-        let partial = self.dir.join("marker.partial");
-        std::fs::write(&partial, step)?;
-        std::fs::rename(partial, self.dir.join("marker"))
+    /// Writes `point` to file `name` of the run's directory atomically: beside it, then renamed.
+    fn record(&self, name: &str, point: &str) {
+        let partial = self.dir.join(format!("{name}.partial"));
+        std::fs::write(&partial, point).expect("the crash record is written");
+        std::fs::rename(partial, self.dir.join(name)).expect("the crash record is renamed");
     }
 
-    /// Dies here if armed with `point`: no destructor runs, nothing else is flushed.
+    /// Exits here if armed with `point`, after recording it: no destructor runs, nothing else is
+    /// flushed.
     pub(crate) fn point(&self, point: &str) {
         if self.armed(point) {
-            let _ = std::fs::write(self.dir.join("fired"), point);
+            self.record(FIRED, point);
             std::process::exit(9);
+        }
+    }
+
+    /// Waits here for the parent's SIGKILL if armed with kill point `point`: records the point,
+    /// tells the parent, then blocks the thread for good. The child's runtime runs on this one
+    /// thread, so nothing of the child goes on (a store write already handed to a blocking
+    /// thread may still finish).
+    pub(crate) fn hold(&self, point: &str) {
+        if self.armed(point) {
+            self.record(HELD, point);
+            {
+                let mut stdout = std::io::stdout().lock();
+                // On a line of its own: libtest may have printed the test's name without one.
+                let _ = write!(stdout, "\n{HOLDING}\n");
+                let _ = stdout.flush();
+            }
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
         }
     }
 
@@ -71,8 +107,97 @@ impl Crash {
     }
 }
 
+/// How a child process ended.
+#[derive(Debug)]
+pub(crate) enum ChildEnd {
+    /// It exited with status 0; its stdout.
+    Normal(String),
+    /// It exited at this exit point.
+    Exited(String),
+    /// It waited at this kill point, and the parent SIGKILLed it there.
+    Killed(String),
+    /// Anything else (a panic, an unexpected status, a child stuck for `limit`): what was seen.
+    Failed(String),
+}
+
+/// Runs `command`, a child armed in run directory `dir`, to its end: SIGKILLs it when it waits
+/// at a kill point, and after `limit` when it is stuck (then it [`ChildEnd::Failed`]). The
+/// parent learns of the wait from the child's stdout and of the point from the record the child
+/// renamed into place before saying so; the exit point is read once the child is gone.
+pub(crate) fn run_child(dir: &Path, command: &mut Command, limit: Duration) -> ChildEnd {
+    let _ = std::fs::remove_file(dir.join(FIRED));
+    let _ = std::fs::remove_file(dir.join(HELD));
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the child starts");
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (lines, from_child) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + limit;
+    let mut out = String::new();
+    let mut killed_at = None;
+    let mut stuck = false;
+    loop {
+        match from_child.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line == HOLDING => {
+                let point = std::fs::read_to_string(dir.join(HELD))
+                    .expect("a holding child recorded its kill point first");
+                child.kill().expect("the child waits at its kill point");
+                killed_at = Some(point);
+                break;
+            }
+            Ok(line) => {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                stuck = true;
+                break;
+            }
+        }
+    }
+    // The child is gone or going: its stdout ends.
+    for line in from_child.iter() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    reader.join().unwrap();
+    let status: ExitStatus = child.wait().expect("the child is waited for");
+    let stderr = stderr.join().unwrap();
+    let seen = || format!("{status}:\n{out}\n{stderr}");
+    if stuck {
+        return ChildEnd::Failed(format!("stuck for {limit:?} and killed: {}", seen()));
+    }
+    match (killed_at, status.code(), status.signal()) {
+        (Some(point), None, Some(9)) => ChildEnd::Killed(point),
+        (None, Some(0), _) => ChildEnd::Normal(out),
+        (None, Some(9), _) => match std::fs::read_to_string(dir.join(FIRED)) {
+            Ok(point) => ChildEnd::Exited(point),
+            Err(_) => ChildEnd::Failed(format!("exit 9 without a crash point: {}", seen())),
+        },
+        _ => ChildEnd::Failed(seen()),
+    }
+}
+
 /// Where a [`CrashStore`] may die: each hook runs after the inner store's write succeeded and
-/// calls [`Crash::point`] for the points that write reaches.
+/// calls [`Crash::point`] (or [`Crash::hold`]) for the points that write reaches.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CrashPoints {
     /// After `write_turn` (and so `put_turn`).

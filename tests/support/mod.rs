@@ -1,7 +1,7 @@
 //! The set-up the integration tests share: principals, runtimes, sessions and turns, unpacking
 //! step outcomes, draining events, a clock the test moves ([`clock`]), a side-effect log
-//! ([`effects`]), the crash-point store of the crash harnesses ([`crash`]) and the programs the
-//! tests start ([`programs`]).
+//! ([`effects`]), the crash points, crash store and child runner of the crash harnesses
+//! ([`crash`], Unix only) and the programs the tests start ([`programs`]).
 //!
 //! Every test binary includes this module (`mod support;`, or `#[path = "../support/mod.rs"]`
 //! from `tests/it/`). It defines no `#[tool]`: the binaries that call `Registry::collect()` would
@@ -13,6 +13,8 @@
 )]
 
 pub(crate) mod clock;
+// Unix only, like the crash harnesses: a child is SIGKILLed.
+#[cfg(unix)]
 pub(crate) mod crash;
 pub(crate) mod effects;
 pub(crate) mod programs;
