@@ -391,8 +391,9 @@ impl PendingStep {
                     Outcome::Ignored => (
                         ErrorCode::Denied,
                         format!(
-                            "`{}` was not approved: the user sent a new message instead ({text:?})",
-                            call.tool
+                            "`{}` was not approved: the user sent a new message instead ({:?})",
+                            call.tool,
+                            toolwright_core::error::quoted_prefix(text)
                         ),
                     ),
                     _ => (

@@ -342,6 +342,26 @@ fn a_message_revokes_pending_requests_and_fails_their_calls_only() {
 }
 
 #[test]
+fn revoking_quotes_a_bounded_prefix_of_the_users_message() {
+    let mut turn = turn();
+    let request = approval(&turn, "c1", None);
+    let id = request.request_id.clone();
+    turn.begin_step(
+        vec![PendingCall::waiting("c1", "pay", json!({}), &id)],
+        vec![request],
+    );
+    let long = "x".repeat(100_000);
+    let step = turn.pending.as_mut().unwrap();
+    assert_eq!(step.revoke(Outcome::Ignored, &long), vec![id]);
+    let CallState::Finished { result } = state(&turn, "c1") else {
+        panic!("not finished");
+    };
+    let message = result.error.unwrap().message().to_owned();
+    assert!(message.len() < 400, "{} bytes", message.len());
+    assert!(message.contains("99800 more characters"), "{message}");
+}
+
+#[test]
 fn once_grants_are_written_only_when_no_request_for_the_key_is_pending() {
     let mut turn = turn();
     let first = approval(&turn, "c1", Some("pay"));
