@@ -150,7 +150,8 @@ pub mod runtime {
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
         JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
-        SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
+        SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
+        TurnStatus,
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{DefinitionChange, PinRecord};

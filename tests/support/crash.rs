@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use toolwright::runtime::{
-    Claim, JournalEntry, Lease, LeaseKind, PinRecord, SessionRecord, Store, StoreError, TaskRecord,
-    TurnRecord, Written,
+    Claim, JournalEntry, Lease, LeaseKind, PinRecord, SessionRecord, StepPatch, Store, StoreError,
+    TaskRecord, TurnRecord, Written,
 };
 
 /// The file an exit point's child records the point in before it exits.
@@ -266,6 +266,15 @@ impl<S: Store> Store for CrashStore<S> {
             (self.points.write_turn)(&self.crash, record);
             Ok(written)
         })
+    }
+
+    fn settle_request<'a>(
+        &'a self,
+        turn_id: &'a str,
+        patch: &'a StepPatch,
+        expected: u64,
+    ) -> StoreFuture<'a, u64> {
+        self.inner.settle_request(turn_id, patch, expected)
     }
 
     fn turn_of_request(&self, request_id: &str) -> StoreFuture<'_, Option<String>> {

@@ -56,8 +56,8 @@ pub use options::{Clock, Options, SystemClock};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, Decision, DefinitionChange, EntryKind,
     InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, PinRecord,
-    RequestKind, RequestStatus, SessionRecord, TaskCall, TaskRecord, TaskResult, TaskStatus,
-    TurnRecord, TurnStatus,
+    RequestKind, RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult,
+    TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{Runtime, RuntimeBuilder};
 pub use sandbox::LocalSandbox;

@@ -160,6 +160,46 @@ impl TurnRecord {
     }
 }
 
+/// What answering one request changes in a parked step: the request as settled and the calls it
+/// gated, in their new states. A store keeps it beside the turn
+/// ([`Store::settle_request`](crate::Store::settle_request)) instead of writing the whole turn
+/// again, so answering one request of a step costs the same however many the step holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepPatch {
+    /// The index of the step it changes.
+    pub step: u32,
+    /// The request, in its new status.
+    pub request: InputRequest,
+    /// The calls the request gated, in their new states.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<PendingCall>,
+}
+
+impl TurnRecord {
+    /// Applies `patch` to the parked step: its request and calls replace those with the same
+    /// ids. Returns `false`, changing nothing, when the turn holds no step `patch.step` or the
+    /// step no such request (a patch written for another step is never applied to this one).
+    pub fn apply(&mut self, patch: &StepPatch) -> bool {
+        let Some(step) = self.pending.as_mut().filter(|s| s.index == patch.step) else {
+            return false;
+        };
+        let Some(request) = step
+            .requests
+            .iter_mut()
+            .find(|r| r.request_id == patch.request.request_id)
+        else {
+            return false;
+        };
+        request.clone_from(&patch.request);
+        for call in &patch.calls {
+            if let Some(held) = step.calls.iter_mut().find(|c| c.call_id == call.call_id) {
+                held.clone_from(call);
+            }
+        }
+        true
+    }
+}
+
 /// The calls of one step, with the requests some of them wait on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingStep {

@@ -3,6 +3,7 @@
 //! to this module, so the compiler shows which parts a fn uses.
 
 pub(crate) mod cache;
+pub(crate) mod parked;
 pub(crate) mod work;
 
 use std::collections::BTreeSet;
@@ -21,6 +22,7 @@ use crate::services::States;
 use crate::store::{Claim, Lease, Store, StoreError, requester_key};
 use crate::toolset::Toolsets;
 use cache::ResultCache;
+use parked::ParkedTurns;
 use work::WorkTracker;
 
 /// The shared state of one runtime.
@@ -40,6 +42,8 @@ pub(crate) struct Engine {
     cache: ResultCache,
     /// The work running here and its leases.
     work: Arc<WorkTracker>,
+    /// Parked turns as the answer path last wrote them.
+    parked: ParkedTurns,
     /// How many calls run at once.
     calls: tokio::sync::Semaphore,
     /// Whether some tool's policy (`once` or custom) reads the session's approvals.
@@ -82,6 +86,7 @@ impl Engine {
             toolsets: parts.toolsets,
             cache: parts.cache,
             work,
+            parked: ParkedTurns::default(),
             reads_approvals: parts.reads_approvals,
             runs_tasks: parts.runs_tasks,
         })
@@ -117,6 +122,10 @@ impl Engine {
 
     pub(crate) fn cache(&self) -> &ResultCache {
         &self.cache
+    }
+
+    pub(crate) fn parked(&self) -> &ParkedTurns {
+        &self.parked
     }
 
     pub(crate) fn work(&self) -> &Arc<WorkTracker> {

@@ -8,16 +8,17 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolwright_core::{AskAnswer, ResponseVerdict};
 
-use super::resume::{resume, write};
+use super::resume::{Resumption, resume, write};
 use crate::call::{InputResponse, RespondOutcome};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CandidateStatus, Event};
 use crate::exec::context::session_info;
 use crate::record::{
-    Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind, TurnRecord, TurnStatus,
+    Approver, Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind, TurnRecord,
+    TurnStatus,
 };
-use crate::store::{Claim, StoreError};
+use crate::store::StoreError;
 use crate::transition::answer::{
     answer_text, decision_of, question_answer, response_verdict, workflow_answer,
 };
@@ -49,11 +50,21 @@ async fn settle(
         };
     };
     loop {
-        let (mut turn, version) = engine.turn(&turn_id).await?;
-        let (session, _) = engine.session(&turn.session_id).await?;
+        // The copy the last answer to this turn wrote, if this process made it; else the store's.
+        let kept = engine.parked().take(&turn_id);
+        let from_memory = kept.is_some();
+        let (mut turn, version) = match kept {
+            Some(kept) => kept,
+            None => engine.turn(&turn_id).await?,
+        };
         let Some(request) = pending_request(&turn, &response.request_id) else {
+            // A copy may be older than a step parked since: only the store can say "no".
+            if from_memory {
+                continue;
+            }
             return Ok(RespondOutcome::Dropped);
         };
+        let (session, _) = engine.session(&turn.session_id).await?;
         let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
         let registry = engine.registry();
         let tool = request.tool.as_deref().and_then(|name| registry.get(name));
@@ -69,12 +80,16 @@ async fn settle(
                 status: CandidateStatus::Rejected,
                 reason: Some(reason.clone()),
             });
+            engine.parked().keep(turn, version);
             return Ok(RespondOutcome::Rejected { reason });
         }
         let decision = decision_of(response.decision);
         let answer = match answer(engine, &turn, &request, &response).await? {
             Answer::Given(answer) => answer,
-            Answer::Rejected(reason) => return Ok(RespondOutcome::Rejected { reason }),
+            Answer::Rejected(reason) => {
+                engine.parked().keep(turn, version);
+                return Ok(RespondOutcome::Rejected { reason });
+            }
             Answer::Dropped => return Ok(RespondOutcome::Dropped),
         };
         let Some(step) = turn.pending.as_mut() else {
@@ -105,14 +120,8 @@ async fn settle(
         let pending = step.pending_requests();
         // A sleeping workflow call holds the step until its timer is due.
         let claim = pending.is_empty() && !step.is_sleeping();
-        let claimed = if claim { turn.claim_step() } else { Vec::new() };
-        let taking = if claim {
-            engine.claim_here()
-        } else {
-            Claim::None
-        };
-        let resumption = match write(engine, &turn, version, taking).await {
-            Ok(resumption) => resumption,
+        let written = match record(engine, &mut turn, version, &response.request_id, claim).await {
+            Ok(written) => written,
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error.into()),
         };
@@ -122,12 +131,57 @@ async fn settle(
                 .await?;
         }
         announce_settled(engine, &turn, &request, &response, decision);
-        if !claim {
-            return Ok(RespondOutcome::Settled { pending });
-        }
-        let outcome = resume(engine, session, turn, claimed, resumption).await?;
-        return Ok(RespondOutcome::Resumed(outcome));
+        return match written {
+            Recorded::Patched(version) => {
+                engine.parked().keep(turn, version);
+                Ok(RespondOutcome::Settled { pending })
+            }
+            Recorded::Claimed(claimed, resumption) => {
+                let outcome = resume(engine, session, turn, claimed, resumption).await?;
+                Ok(RespondOutcome::Resumed(outcome))
+            }
+        };
     }
+}
+
+/// What recording an answer did.
+enum Recorded {
+    /// The answer's patch went beside the turn, which is now at this version.
+    Patched(u64),
+    /// The answer settled the step's last request: the whole turn was written, claiming these
+    /// calls to run here.
+    Claimed(Vec<(String, Option<Approver>)>, Resumption),
+}
+
+/// Records the answer to `request_id`, settled in `turn` (read at `version`). While requests
+/// stay pending, only what the answer changed is written
+/// ([`crate::Store::settle_request`]): an answer costs the same however big the step is. The
+/// answer that settles the last one (`claim`) writes the whole turn and claims its calls.
+async fn record(
+    engine: &Engine,
+    turn: &mut TurnRecord,
+    version: u64,
+    request_id: &str,
+    claim: bool,
+) -> Result<Recorded, StoreError> {
+    if claim {
+        let claimed = turn.claim_step();
+        let resumption = write(engine, turn, version, engine.claim_here()).await?;
+        return Ok(Recorded::Claimed(claimed, resumption));
+    }
+    let patch = turn
+        .pending
+        .as_ref()
+        .and_then(|step| step.patch(request_id))
+        .ok_or_else(|| StoreError::Corrupt {
+            id: turn.id.clone(),
+            error: format!("the settled request `{request_id}` is not in the parked step"),
+        })?;
+    let version = engine
+        .store()
+        .settle_request(&turn.id, &patch, version)
+        .await?;
+    Ok(Recorded::Patched(version))
 }
 
 /// The request `request_id` of `turn`, if the turn waits on it.

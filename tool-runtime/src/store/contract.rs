@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 
 use toolwright_core::{Principal, PrincipalType};
 
-use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
 
 /// The requester of calls made on behalf of nobody in particular (a turn without a `current`
 /// principal): such calls share their grants with each other, and with nobody else.
@@ -91,6 +91,18 @@ pub enum StoreError {
         /// The decoder's message.
         error: String,
     },
+}
+
+/// The error for a patch that does not fit the turn it was written for: no parked step of its
+/// index, or no such request in it.
+pub(crate) fn unpatchable(turn_id: &str, patch: &StepPatch) -> StoreError {
+    StoreError::Corrupt {
+        id: turn_id.to_owned(),
+        error: format!(
+            "the answer to request `{}` belongs to step {}, which the turn does not hold parked",
+            patch.request.request_id, patch.step
+        ),
+    }
 }
 
 /// What a lease covers: the running work of a turn or of a workflow task.
@@ -213,6 +225,38 @@ pub trait Store: Send + Sync + 'static {
                 .write_turn(record, expected, Claim::None)
                 .await?
                 .version)
+        })
+    }
+
+    /// Records what answering one request changed in turn `turn_id`'s parked step, if the turn
+    /// is still at version `expected`: the store keeps `patch` beside the turn and gives the
+    /// turn version `expected + 1` (and a new place in the write order of
+    /// [`Store::waiting_turns`]) without writing the turn again, so the cost of an answer does
+    /// not grow with the step. A turn at another version, or none, is a
+    /// [`StoreError::Conflict`] and nothing changes.
+    ///
+    /// Reading the turn ([`Store::turn`]) returns it with its patches applied
+    /// ([`TurnRecord::apply`]) in the order they were recorded; the next [`Store::write_turn`]
+    /// replaces the turn with a record that holds them, and the patches are dropped in the same
+    /// transaction. The default reads the turn, applies the patch and writes it back: correct,
+    /// and as costly as the step is big.
+    fn settle_request<'a>(
+        &'a self,
+        turn_id: &'a str,
+        patch: &'a StepPatch,
+        expected: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let Some((mut turn, version)) = self.turn(turn_id).await? else {
+                return Err(StoreError::Conflict(turn_id.to_owned()));
+            };
+            if version != expected {
+                return Err(StoreError::Conflict(turn_id.to_owned()));
+            }
+            if !turn.apply(patch) {
+                return Err(unpatchable(turn_id, patch));
+            }
+            self.put_turn(&turn, Some(expected)).await
         })
     }
 

@@ -4,7 +4,7 @@
 use serde::de::DeserializeOwned;
 
 use super::{Lease, StoreError};
-use crate::record::{TaskStatus, TurnStatus};
+use crate::record::{StepPatch, TaskStatus, TurnRecord, TurnStatus};
 
 /// The column value of a turn status. It is part of both schemas (their partial indexes name
 /// `waiting` and `running`), so it is spelt here rather than borrowed from the JSON encoding.
@@ -68,6 +68,28 @@ pub(super) fn decode<T: DeserializeOwned>(
         .map_err(|_| corrupt(format!("the stored version {version} is negative")))?;
     let record = serde_json::from_str(json).map_err(|error| corrupt(error.to_string()))?;
     Ok((record, version))
+}
+
+/// Turn `id` as stored (`json`, `version`) with the patches recorded beside it since
+/// (`patches`, oldest first) applied: what [`super::Store::turn`] returns.
+pub(super) fn decode_turn(
+    id: &str,
+    json: &str,
+    version: i64,
+    patches: &[String],
+) -> Result<(TurnRecord, u64), StoreError> {
+    let (mut turn, version): (TurnRecord, u64) = decode(id, json, version)?;
+    for patch in patches {
+        let patch: StepPatch =
+            serde_json::from_str(patch).map_err(|error| StoreError::Corrupt {
+                id: id.to_owned(),
+                error: format!("an answer stored beside the turn: {error}"),
+            })?;
+        if !turn.apply(&patch) {
+            return Err(super::contract::unpatchable(id, &patch));
+        }
+    }
+    Ok((turn, version))
 }
 
 /// A time in Unix milliseconds as a 64-bit SQL integer (saturating).

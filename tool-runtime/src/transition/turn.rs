@@ -8,7 +8,7 @@ use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
 use super::{Parked, Suspension};
 use crate::record::{
     Approver, CallResult, CallState, ClosedStep, Decision, InputRequest, Outcome, PendingCall,
-    PendingStep, RequestKind, RequestStatus, TurnRecord, TurnStatus,
+    PendingStep, RequestKind, RequestStatus, StepPatch, TurnRecord, TurnStatus,
 };
 use crate::store::requester_key;
 
@@ -374,6 +374,24 @@ impl PendingStep {
             };
         }
         true
+    }
+
+    /// What settling request `request_id` changed in the step (see [`PendingStep::settle`]):
+    /// the request and the calls it gates, as they are now. A store keeps it beside the turn
+    /// instead of the whole step ([`crate::Store::settle_request`]).
+    pub(crate) fn patch(&self, request_id: &str) -> Option<StepPatch> {
+        let request = self.request(request_id)?;
+        let calls = self
+            .calls
+            .iter()
+            .filter(|c| request.call_id.as_deref() == Some(c.call_id.as_str()))
+            .cloned()
+            .collect();
+        Some(StepPatch {
+            step: self.index,
+            request: request.clone(),
+            calls,
+        })
     }
 
     /// Revokes every pending request with `outcome` (`ignored`: a message that answers none of

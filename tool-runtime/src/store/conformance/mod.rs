@@ -23,12 +23,14 @@
 //!   not the order of waiting turns;
 //! - a request id belongs to the turn whose write last added it (a write need not index again
 //!   the requests its turn held already), and stays resolvable to it after the turn drops it;
-//! - `waiting_turns` lists turns least recently written first;
+//! - `waiting_turns` lists turns least recently written first (an answer recorded with
+//!   `settle_request` is a write);
 //! - approvals need no session record, and are kept per session and per requester;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
 
+mod answers;
 mod approvals;
 mod fixtures;
 mod leases;
@@ -43,6 +45,7 @@ mod timers;
 mod turns;
 mod waiting;
 
+pub use answers::answers;
 pub use approvals::approvals;
 pub use leases::leases;
 pub use pins::pins;
@@ -59,6 +62,7 @@ pub use waiting::waiting;
 pub async fn run(store: &dyn Store) {
     sessions(store).await;
     turns(store).await;
+    answers(store).await;
     requests(store).await;
     waiting(store).await;
     approvals(store).await;

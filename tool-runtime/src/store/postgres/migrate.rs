@@ -25,6 +25,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "grants",
         include_str!("../../../migrations/postgres/0003_grants.sql"),
     ),
+    (
+        4,
+        "turn patches",
+        include_str!("../../../migrations/postgres/0004_turn_patches.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application

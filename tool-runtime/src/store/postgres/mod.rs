@@ -23,7 +23,7 @@ use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
 /// rather than `now()`: `now()` is the start of the transaction, which may have waited for a row
@@ -249,9 +249,7 @@ impl Store for PostgresStore {
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>> {
         let id = id.to_owned();
         Box::pin(async move {
-            let result = self
-                .read_record("SELECT json, version FROM turns WHERE id = $1", &id)
-                .await;
+            let result = self.read_turn(&id).await;
             self.finish(result, || format!("reading turn `{id}`"))
         })
     }
@@ -276,6 +274,23 @@ impl Store for PostgresStore {
             }
             .await;
             self.finish(result, || format!("writing turn `{}`", record.id))
+        })
+    }
+
+    fn settle_request<'a>(
+        &'a self,
+        turn_id: &'a str,
+        patch: &'a StepPatch,
+        expected: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let result = self.settle_turn_request(turn_id, patch, expected).await;
+            self.finish(result, || {
+                format!(
+                    "recording the answer to request `{}` of turn `{turn_id}`",
+                    patch.request.request_id
+                )
+            })
         })
     }
 

@@ -4,12 +4,14 @@
 use std::collections::BTreeSet;
 
 use sqlx_core::query::query;
+use sqlx_core::query_as::query_as;
 use sqlx_core::query_scalar::query_scalar;
 
 use super::claims::{check_claim, take_lease};
 use super::tables::RecordSql;
 use super::{CHANNEL, Failure, PostgresStore};
-use crate::store::rows::{requests_to_index, stored_versions, written};
+use crate::record::{StepPatch, TurnRecord};
+use crate::store::rows::{decode_turn, encode, requests_to_index, stored_versions, written};
 use crate::store::{Claim, LeaseKind, Written};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; the id in it is for people reading the
@@ -63,6 +65,9 @@ impl PostgresStore {
                     .execute(&mut *tx)
                     .await?;
                 written(updated.rows_affected(), id)?;
+                if let Some(absorbed) = sql.absorbed {
+                    query(absorbed).bind(id).execute(&mut *tx).await?;
+                }
                 expected + 1
             }
         };
@@ -92,6 +97,59 @@ impl PostgresStore {
             .await?;
         tx.commit().await?;
         Ok(Written { version, lease })
+    }
+}
+
+impl PostgresStore {
+    /// Turn `id` with the answers recorded beside it applied, read in one statement (one
+    /// snapshot: a write cannot fall between the record and its patches).
+    pub(super) async fn read_turn(&self, id: &str) -> Result<Option<(TurnRecord, u64)>, Failure> {
+        let row: Option<(String, i64, Vec<String>)> = query_as(
+            "SELECT t.json, t.version, coalesce((SELECT array_agg(p.json ORDER BY p.seq) \
+             FROM turn_patches p WHERE p.turn_id = t.id), '{}') FROM turns t WHERE t.id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row
+            .map(|(json, version, patches)| decode_turn(id, &json, version, &patches))
+            .transpose()?)
+    }
+
+    /// Records an answer's patch beside turn `id` at version `expected` (see
+    /// [`crate::Store::settle_request`]), and wakes the other instances' waiters.
+    pub(super) async fn settle_turn_request(
+        &self,
+        id: &str,
+        patch: &StepPatch,
+        expected: u64,
+    ) -> Result<u64, Failure> {
+        let json = encode(id, patch)?;
+        let (stored, next) = stored_versions(id, expected)?;
+        let mut tx = self.pool.begin().await?;
+        let updated = query(
+            "UPDATE turns SET version = $2, updated = nextval('turns_updated') \
+             WHERE id = $1 AND version = $3",
+        )
+        .bind(id)
+        .bind(next)
+        .bind(stored)
+        .execute(&mut *tx)
+        .await?;
+        written(updated.rows_affected(), id)?;
+        query("INSERT INTO turn_patches (turn_id, seq, json) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(next)
+            .bind(&json)
+            .execute(&mut *tx)
+            .await?;
+        query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(payload(LeaseKind::Turn, id))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(expected + 1)
     }
 }
 

@@ -18,6 +18,8 @@ pub(super) struct RecordSql {
     pub(super) marker: &'static str,
     /// Stores the `indexed` marker of this write: `$1 id, $2 marker`.
     pub(super) mark: &'static str,
+    /// Drops what was recorded beside the record and the update has taken in: `$1 id`.
+    pub(super) absorbed: Option<&'static str>,
 }
 
 pub(super) const TURNS: RecordSql = RecordSql {
@@ -41,6 +43,7 @@ pub(super) const TURNS: RecordSql = RecordSql {
             ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
     marker: "SELECT indexed FROM turns WHERE id = $1",
     mark: "UPDATE turns SET indexed = $2 WHERE id = $1",
+    absorbed: Some("DELETE FROM turn_patches WHERE turn_id = $1"),
 };
 
 pub(super) const TASKS: RecordSql = RecordSql {
@@ -65,4 +68,5 @@ pub(super) const TASKS: RecordSql = RecordSql {
             ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
     marker: "SELECT indexed FROM tasks WHERE id = $1",
     mark: "UPDATE tasks SET indexed = $2 WHERE id = $1",
+    absorbed: None,
 };

@@ -14,14 +14,15 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::rows::{
-    clamp, decode, decode_pins, encode, requests_to_index, status_name, stored_versions,
-    task_status_name, written,
+    clamp, decode, decode_pins, encode, requests_to_index, stored_versions, task_status_name,
+    written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
 
 mod claims;
 mod schema;
+mod turns;
 
 use claims::{OwnedClaim, check_claim, check_token, expiry, now_ms, take_lease};
 use schema::{migrate, schema_version};
@@ -203,13 +204,7 @@ impl Store for SqliteStore {
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading turn `{id}`"), move |conn| {
-            let row = conn
-                .prepare_cached("SELECT json, version FROM turns WHERE id = ?1")?
-                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            Ok(row
-                .map(|(json, version): (String, i64)| decode(&id, &json, version))
-                .transpose()?)
+            turns::read(conn, &id)
         })
     }
 
@@ -219,60 +214,33 @@ impl Store for SqliteStore {
         expected: Option<u64>,
         claim: Claim<'a>,
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
-        let json = match encode(&record.id, record) {
+        let write = match turns::TurnWrite::new(record, expected, claim) {
+            Ok(write) => write,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
+        };
+        self.call(format!("writing turn `{}`", record.id), move |conn| {
+            turns::write(conn, &write)
+        })
+    }
+
+    fn settle_request<'a>(
+        &'a self,
+        turn_id: &'a str,
+        patch: &'a StepPatch,
+        expected: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let json = match encode(turn_id, patch) {
             Ok(json) => json,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
-        let id = record.id.clone();
-        let session_id = record.session_id.clone();
-        let status = status_name(record.status);
-        let wake_at = record.wake_at().map(clamp);
-        let requests: Vec<String> = record
-            .request_ids()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let claim = OwnedClaim::from(claim);
-        self.call(format!("writing turn `{id}`"), move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let now = now_ms();
-            check_claim(&tx, LeaseKind::Turn, &id, &claim, now)?;
-            let stored_marker = indexed_marker(&tx, LeaseKind::Turn, &id, expected)?;
-            let sequence: i64 = tx
-                .prepare_cached("SELECT coalesce(max(updated), 0) + 1 FROM turns")?
-                .query_row([], |row| row.get(0))?;
-            let version = match expected {
-                None => {
-                    let inserted = tx
-                        .prepare_cached(
-                            "INSERT INTO turns (id, session_id, status, version, json, updated, \
-                             wake_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
-                        )?
-                        .execute(params![id, session_id, status, json, sequence, wake_at])?;
-                    written(inserted, &id)?;
-                    1
-                }
-                Some(expected) => {
-                    let (stored, next) = stored_versions(&id, expected)?;
-                    let updated = tx
-                        .prepare_cached(
-                            "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
-                             json = ?5, updated = ?6, wake_at = ?8 WHERE id = ?1 AND version = ?7",
-                        )?
-                        .execute(params![
-                            id, session_id, status, next, json, sequence, stored, wake_at
-                        ])?;
-                    written(updated, &id)?;
-                    expected + 1
-                }
-            };
-            let lease = take_lease(&tx, LeaseKind::Turn, &id, &claim, now)?;
-            // The index only grows: a request of a closed step still resolves to its turn, so a
-            // late answer is recognised as an answer to a settled request, not an unknown one.
-            index_requests(&tx, LeaseKind::Turn, &id, &requests, stored_marker)?;
-            tx.commit()?;
-            Ok(Written { version, lease })
-        })
+        let id = turn_id.to_owned();
+        self.call(
+            format!(
+                "recording the answer to request `{}` of turn `{id}`",
+                patch.request.request_id
+            ),
+            move |conn| turns::settle(conn, &id, &json, expected),
+        )
     }
 
     fn turn_of_request(

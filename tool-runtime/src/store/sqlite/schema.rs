@@ -17,7 +17,9 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+const MIGRATIONS: &[&str] = &[
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+];
 
 /// Version 1.
 ///
@@ -123,6 +125,19 @@ CREATE TABLE grants (
 ) WITHOUT ROWID;
 ALTER TABLE turns ADD COLUMN indexed TEXT;
 ALTER TABLE tasks ADD COLUMN indexed TEXT;
+";
+
+/// Version 6: answers recorded beside their turn (`turn_patches`, one
+/// [`StepPatch`](crate::record::StepPatch) per answer, `seq` the turn version it made) until the
+/// next write of the whole turn takes them in, so that answering one request of a big parked
+/// step does not write the step again.
+const SCHEMA_V6: &str = "
+CREATE TABLE turn_patches (
+    turn_id TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    json    TEXT NOT NULL,
+    PRIMARY KEY (turn_id, seq)
+) WITHOUT ROWID;
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.

@@ -531,3 +531,37 @@ fn cancelling_a_running_turn_leaves_its_calls_to_finish() {
     assert_eq!(turn.status, TurnStatus::Cancelled);
     assert_eq!(state(&turn, "c1"), CallState::Running);
 }
+
+#[test]
+fn an_answers_patch_turns_the_step_before_it_into_the_step_after_it() {
+    let mut before = turn();
+    let (a, b) = (
+        approval(&before, "c1", Some("pay")),
+        approval(&before, "c2", None),
+    );
+    let (a_id, b_id) = (a.request_id.clone(), b.request_id.clone());
+    before.begin_step(
+        vec![
+            PendingCall::waiting("c1", "pay", json!({ "cents": 1 }), &a_id),
+            PendingCall::waiting("c2", "pay", json!({ "cents": 2 }), &b_id),
+            PendingCall::finished(ok("c3", "read")),
+        ],
+        vec![a, b],
+    );
+    before.park(&[], Vec::new()).unwrap();
+    for (id, decision) in [(&a_id, Decision::Approved), (&b_id, Decision::Cancelled)] {
+        let mut after = before.clone();
+        let step = after.pending.as_mut().unwrap();
+        assert!(step.settle(id, &settlement(decision)));
+        let patch = step.patch(id).unwrap();
+        assert_eq!(patch.calls.len(), 1, "only the gated call: {patch:?}");
+        let mut patched = before.clone();
+        assert!(patched.apply(&patch));
+        assert_eq!(patched, after, "{decision:?}");
+    }
+    assert!(before.pending.as_ref().unwrap().patch("nope").is_none());
+    let mut other_step = before.clone();
+    other_step.pending.as_mut().unwrap().index = 7;
+    let patch = before.pending.as_ref().unwrap().patch(&a_id).unwrap();
+    assert!(!other_step.apply(&patch), "a patch of step 0 does not apply to step 7");
+}
