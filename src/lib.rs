@@ -38,8 +38,26 @@
 //! ```
 //!
 //! See the README for the attribute table, the compile-time rules and the quick start.
+//!
+//! ## Features
+//!
+//! Without default features (`default-features = false`) toolwright is the lean core: `#[tool]`,
+//! the registry, schemas, validation with defaults, the provider exports and direct calls like
+//! the one above, with no async runtime, database or server. The features add the rest:
+//!
+//! | feature | what it adds | default |
+//! |---|---|---|
+//! | `runtime` | [`runtime`]: sessions, turns, approvals, durable steps, the embedded SQLite store (tokio) | yes |
+//! | `mcp` | [`mcp`]: serving tools over MCP (stdio, streamable HTTP) and remote MCP servers' tools (rmcp, axum); implies `runtime` | yes |
+//! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
+//! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
+//! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
+//!
+//! The default is what the README's quick start needs (the example MCP server on the embedded
+//! SQLite store); PostgreSQL is for deployments that run several instances.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(inline)]
 pub use toolwright_macros::ToolInput;
@@ -141,6 +159,7 @@ pub mod names {
 
 /// The runtime: sessions, turns, the call pipeline, approvals and the stores that let a parked
 /// turn outlive its process.
+#[cfg(feature = "runtime")]
 pub mod runtime {
     #[doc(inline)]
     pub use toolwright_core::remote::{
@@ -194,11 +213,13 @@ pub mod sandbox {
     pub use toolwright_core::sandbox_tools::{
         BASH_MAX_TIMEOUT, EDIT_MAX_BYTES, FIND_MAX, READ_MAX_BYTES, READ_MAX_LINES,
     };
+    #[cfg(feature = "sandbox")]
     #[doc(inline)]
     pub use toolwright_runtime::LocalSandbox;
 }
 
 /// Serving the runtime over the Model Context Protocol (stdio and streamable HTTP), through rmcp.
+#[cfg(feature = "mcp")]
 pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
@@ -225,6 +246,7 @@ pub mod __private {
     pub use toolwright_core::private::*;
 }
 
-#[cfg(doctest)]
+// The README's examples use the runtime, MCP, the sandbox and PostgreSQL.
+#[cfg(all(doctest, feature = "mcp", feature = "sandbox", feature = "postgres"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -238,7 +238,7 @@ impl McpConnector {
             Transport::Http { url, auth } => {
                 let last_error = Arc::new(std::sync::Mutex::new(None));
                 let client = AuthClient {
-                    inner: reqwest::Client::new(),
+                    inner: http_client()?,
                     auth: auth.clone(),
                     last_error: Arc::clone(&last_error),
                 };
@@ -765,4 +765,18 @@ impl StreamableHttpClient for AuthClient {
             .await;
         self.note(result)
     }
+}
+
+/// The HTTP client of a remote connection. With `tls`, reqwest is built without a crypto
+/// provider of its own (its default would build aws-lc-sys): ring is installed as the process's
+/// default unless the application installed one first.
+fn http_client() -> Result<reqwest::Client, String> {
+    #[cfg(feature = "tls")]
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+        .build()
+        .map_err(|error| format!("cannot build the HTTP client: {error}"))
 }

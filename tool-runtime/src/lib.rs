@@ -8,8 +8,8 @@
 //!
 //! - leaves: ids, errors, [`Options`], the [`Decider`], the host's services, what hosts hand in
 //!   and get back ([`ToolCall`], [`StepOutcome`], [`InputResponse`], [`RespondOutcome`]),
-//!   [`event`], [`record`], [`store`], [`sandbox`] and the declarations of [`remote`]
-//!   connections;
+//!   [`event`], [`record`], [`store`], the local sandbox (feature `sandbox`) and the declarations
+//!   of [`remote`] connections;
 //! - `transition`: every change of a turn's, call's, request's or task's state, as pure fns
 //!   with the transition tables in their docs;
 //! - components with state of their own: the work running here and its leases, the UI's result
@@ -22,6 +22,7 @@
 //!   interface ([`Invoked`]).
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod call;
 mod decider;
@@ -38,6 +39,7 @@ pub mod record;
 mod recovery;
 pub mod remote;
 mod runtime;
+#[cfg(feature = "sandbox")]
 pub mod sandbox;
 mod services;
 mod session;
@@ -60,6 +62,7 @@ pub use record::{
     TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{Runtime, RuntimeBuilder};
+#[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};
 pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};

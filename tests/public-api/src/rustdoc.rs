@@ -15,11 +15,10 @@ pub(crate) const PACKAGES: &[(&str, &str)] = &[
     ("toolwright-macros", "toolwright_macros"),
 ];
 
-/// The facade's features the surface is listed with: the defaults, less `tls`. `tls` only turns
-/// on rmcp's HTTPS client (rustls and aws-lc, whose C build would dominate the check's cold run)
-/// and gates no item; `postgres` gates `runtime::PostgresStore` and friends. A feature that starts
-/// gating items belongs here.
-pub(crate) const FEATURES: &str = "toolwright/postgres";
+/// The facade's features the surface is listed with: every feature that gates items (`runtime`,
+/// `mcp`, `sandbox`, `postgres`), less `tls`, which only turns on rmcp's HTTPS client and gates
+/// no item. A feature that starts gating items belongs here.
+pub(crate) const FEATURES: &str = "toolwright/mcp,toolwright/sandbox,toolwright/postgres";
 
 /// Variables that cargo sets for the test or build it runs (or that a user sets for the main
 /// build) and that must not steer the nested cargo: its own target directory and flags keep its
