@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use toolwright::Caller;
 use toolwright::prelude::*;
 use toolwright::registry::{Audience, Format, ToolDescriptor};
-use toolwright::runtime::{Runtime, SessionSpec, ToolCall};
+use toolwright::runtime::{Runtime, SessionSpec, SqliteStore, ToolCall};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct ReadLogs {
@@ -221,7 +221,10 @@ fn rmcp_router(n: usize) -> ToolRouter<RmcpServer> {
 fn dispatch(c: &mut Criterion) {
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     let registry = Registry::from_tools([read_logs::TOOL]).expect("registry");
-    let runtime = Runtime::builder(registry.clone()).build().expect("runtime");
+    let runtime = Runtime::builder(registry.clone())
+        .store(SqliteStore::in_memory().expect("store"))
+        .build()
+        .expect("runtime");
     let turn = tokio.block_on(async {
         runtime
             .open_session(SessionSpec::new("bench"))

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolwright::prelude::*;
 use toolwright::registry::Audience;
-use toolwright::runtime::{Invoked, Runtime, SessionSpec, Toolset};
+use toolwright::runtime::{Invoked, Runtime, SessionSpec, SqliteStore, Toolset};
 use toolwright::{Caller, Principal, Services};
 
 /// The device's catalog of native UI components (a host service).
@@ -85,6 +85,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         today::TOOL,
         start::TOOL,
     ])?)
+    // A demo of one run: nothing parks, so a store in memory (gone at exit) is enough.
+    .store(SqliteStore::in_memory()?)
     .state(Components(vec!["chart", "timer", "map"]))
     .state(Arc::clone(&log))
     .toolset(

@@ -16,8 +16,8 @@ use toolwright::approval::RequestPolicy;
 use toolwright::mcp::McpConnector;
 use toolwright::registry::Format;
 use toolwright::runtime::{
-    Connection, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
-    ToolOverride,
+    Connection, InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore, StepOutcome,
+    ToolCall, ToolOverride,
 };
 use toolwright::{Caller, Effect, Principal, Registry};
 
@@ -49,7 +49,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .untrusted(false)
                 .approval(RequestPolicy::Never),
         );
+    // The approval below is answered in this run: a store in memory (gone at exit) is enough.
     let runtime = Runtime::builder(Registry::from_tools([])?)
+        .store(SqliteStore::in_memory()?)
         .connection(connection)
         .build()?;
     runtime.connect().await?;

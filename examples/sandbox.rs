@@ -9,7 +9,8 @@
 
 use serde_json::{Value, json};
 use toolwright::runtime::{
-    CallResult, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
+    CallResult, InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore, StepOutcome,
+    ToolCall, Turn,
 };
 use toolwright::sandbox::LocalSandbox;
 use toolwright::{Caller, ModelOutput, Principal, Registry};
@@ -55,7 +56,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("sandbox root: {}\n", root.display());
 
     // No `#[tool]`s of our own: the sandbox brings `read`, `write`, `edit`, `bash`, `grep`, `glob`.
+    // The `bash` approval is answered in this run: a store in memory (gone at exit) is enough.
     let runtime = Runtime::builder(Registry::from_tools([])?)
+        .store(SqliteStore::in_memory()?)
         .sandbox(LocalSandbox::open(&root)?)
         .build()?;
     let you = Principal::user("local", "you");

@@ -17,7 +17,7 @@ use toolwright::runtime::{
     EntryKind, JournalEntry, Runtime, SessionSpec, SqliteStore, StepOutcome, Store, ToolCall,
     TurnStatus,
 };
-use toolwright::{Caller, ErrorCode, Registry};
+use toolwright::{Caller, ErrorCode};
 
 mod support;
 
@@ -442,9 +442,7 @@ async fn flaky(args: FlakyArgs, ctx: DurableContext) -> Result<u32, ToolError> {
 
 #[tokio::test]
 async fn a_step_is_retried_per_its_policy_and_a_fatal_error_is_not() {
-    let rt = Runtime::builder(Registry::from_tools([flaky::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let rt = builder([flaky::TOOL]).build().unwrap();
     let session = rt.open_session(SessionSpec::new("retry")).await.unwrap();
     let turn = session.begin_turn(None, Caller::Model).await.unwrap();
     let StepOutcome::Completed { results, .. } = turn

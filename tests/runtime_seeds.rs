@@ -21,13 +21,13 @@ use seed::ops::OpsBackend;
 use seed::release::Releases;
 use seed::treehole::Treehole;
 use seed::wallet::Wallet;
-use support::{call, code, drain, model_text};
+use support::{builder_over, call, code, drain, model_text};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
 fn runtime() -> Runtime {
-    Runtime::builder(Registry::collect().expect("the seed tools collect"))
+    builder_over(Registry::collect().expect("the seed tools collect"))
         .state(OpsBackend::default())
         .state(Releases::default())
         .state(Treehole::default())

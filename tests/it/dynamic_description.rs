@@ -291,8 +291,10 @@ fn description_fns_that_return_nothing_or_panic_are_refused_by_name() {
 
 #[tokio::test]
 async fn a_runtime_describes_its_tools_with_the_services_it_was_given() {
-    use toolwright::runtime::{Runtime, RuntimeError, SessionSpec};
-    let runtime = Runtime::builder(registry())
+    use toolwright::runtime::{RuntimeError, SessionSpec};
+
+    use crate::support::{builder, builder_over};
+    let runtime = builder_over(registry())
         .state(Catalog {
             components: vec!["card", "map"],
         })
@@ -313,13 +315,13 @@ async fn a_runtime_describes_its_tools_with_the_services_it_was_given() {
     let list = turn.tool_list(Format::Anthropic).await.unwrap();
     assert!(list.contains("Components:\\n- card\\n- map"), "{list}");
     // Without the service, the fallback text.
-    let bare = Runtime::builder(registry()).build().unwrap();
+    let bare = builder_over(registry()).build().unwrap();
     assert_eq!(
         bare.registry().get("show_ui").unwrap().description(),
         FALLBACK
     );
     // A description fn that fails on the host's services fails the build, naming the tool.
-    let error = Runtime::builder(Registry::from_tools([fragile_ui::TOOL]).unwrap())
+    let error = builder([fragile_ui::TOOL])
         .state(Catalog {
             components: vec!["card"],
         })

@@ -22,7 +22,9 @@ use toolwright::runtime::{
 use toolwright::{ApprovalDecision, Caller, Effect, ErrorCode, Registry};
 
 use crate::support::programs::{python, root};
-use crate::support::{alice, builder, call, code, completed, open_turn, resumed, text, waiting};
+use crate::support::{
+    alice, builder, builder_over, call, code, completed, open_turn, resumed, text, waiting,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The servers.
@@ -1149,7 +1151,7 @@ mod local {
 fn declarations_that_cannot_work_are_refused_when_the_runtime_is_built() {
     let registry = || Registry::from_tools([local::lookup::TOOL]).unwrap();
     let refused = |connections: Vec<Connection>| {
-        let mut builder = Runtime::builder(registry());
+        let mut builder = builder_over(registry());
         for connection in connections {
             builder = builder.connection(connection);
         }

@@ -6,11 +6,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Event, InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall,
+    Event, InputResponse, RespondOutcome, SessionSpec, StepOutcome, ToolCall,
 };
 use toolwright::{Caller, Principal, Registry};
 
-use crate::support::alice;
+use crate::support::{alice, builder_over};
 
 static RESTARTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -39,7 +39,7 @@ async fn restart(args: RestartArgs) -> Restarted {
 #[tokio::test]
 async fn always_parks_then_runs_once_after_approval() {
     let registry = Registry::from_tools([restart::TOOL]).unwrap();
-    let runtime = Runtime::builder(registry).build().unwrap();
+    let runtime = builder_over(registry).build().unwrap();
     let mut events = runtime.subscribe();
     let session = runtime
         .open_session(SessionSpec::new("s1").initiator(alice()))
@@ -135,7 +135,7 @@ async fn wait_forever(_: NoInput, ctx: ToolContext) -> Result<(), ToolError> {
 #[tokio::test]
 async fn cancelling_through_another_handle_reaches_running_calls() {
     let registry = Registry::from_tools([wait_forever::TOOL]).unwrap();
-    let runtime = Runtime::builder(registry).build().unwrap();
+    let runtime = builder_over(registry).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("s-cancel"))
         .await
@@ -181,7 +181,7 @@ async fn cancelling_through_another_handle_reaches_running_calls() {
 #[tokio::test]
 async fn a_note_sent_with_an_approval_reaches_the_model() {
     let registry = Registry::from_tools([restart::TOOL]).unwrap();
-    let runtime = Runtime::builder(registry).build().unwrap();
+    let runtime = builder_over(registry).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("s-note").initiator(alice()))
         .await

@@ -17,7 +17,9 @@ use toolwright::runtime::{
 };
 use toolwright::{Caller, ContentPart, ErrorCode, Principal};
 
-use crate::support::{alice, call, code, completed_ending, drain, model_text, runtime, turn_in};
+use crate::support::{
+    alice, builder, builder_over, call, code, completed_ending, drain, model_text, runtime, turn_in,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -407,7 +409,7 @@ async fn a_file_over_3_mib_for_the_model_raises_a_warning() {
 #[tokio::test]
 async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled() {
     let hang = Hang::default();
-    let rt = Runtime::builder(Registry::from_tools([wait_forever::TOOL]).unwrap())
+    let rt = builder([wait_forever::TOOL])
         .state(hang.clone())
         .options(Options {
             call_timeout: Duration::from_millis(50),
@@ -435,7 +437,7 @@ async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled
 #[tokio::test]
 async fn cancelling_a_running_step_cancels_its_calls() {
     let hang = Hang::default();
-    let rt = Runtime::builder(Registry::from_tools([wait_forever::TOOL]).unwrap())
+    let rt = builder([wait_forever::TOOL])
         .state(hang.clone())
         .build()
         .unwrap();
@@ -730,6 +732,20 @@ async fn partials_and_logs_become_events_with_labels() {
     );
 }
 
+#[test]
+fn a_build_without_a_store_fails_naming_both_choices() {
+    let registry = Registry::from_tools([ledger_balance::TOOL]).unwrap();
+    // Refused before anything else is checked: the missing state would fail the build too.
+    let error = Runtime::builder(registry).build().unwrap_err();
+    assert!(matches!(error, RuntimeError::NoStore), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("SqliteStore::open(") && message.contains("SqliteStore::in_memory()"),
+        "{message}"
+    );
+    assert!(message.contains("lost when the process exits"), "{message}");
+}
+
 #[derive(Debug)]
 struct Ledger {
     balance_cents: u64,
@@ -744,7 +760,7 @@ async fn ledger_balance(_: NoInput, ledger: State<Ledger>) -> u64 {
 #[tokio::test]
 async fn typed_state_reaches_the_tool_and_a_missing_one_fails_the_build() {
     let registry = Registry::from_tools([ledger_balance::TOOL]).unwrap();
-    let error = Runtime::builder(registry.clone()).build().unwrap_err();
+    let error = builder_over(registry.clone()).build().unwrap_err();
     let RuntimeError::MissingState { tool, type_name } = &error else {
         panic!("expected MissingState, got {error:?}")
     };
@@ -756,7 +772,7 @@ async fn typed_state_reaches_the_tool_and_a_missing_one_fails_the_build() {
         "{message}"
     );
 
-    let rt = Runtime::builder(registry)
+    let rt = builder_over(registry)
         .state(Ledger {
             balance_cents: 5_230,
         })
@@ -1063,7 +1079,7 @@ async fn finish_job(_: NoInput, runs: State<Runs>) -> bool {
 #[tokio::test]
 async fn an_approved_ending_call_ends_the_turn_when_it_resumes() {
     let runs = Runs::default();
-    let rt = Runtime::builder(Registry::from_tools([finish_job::TOOL]).unwrap())
+    let rt = builder([finish_job::TOOL])
         .state(runs.clone())
         .build()
         .unwrap();

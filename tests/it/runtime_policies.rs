@@ -23,7 +23,7 @@ use toolwright::runtime::{
 use toolwright::{Caller, Effect, ErrorCode, Principal};
 
 use crate::support::{
-    alice, bob, call, code, completed, drain, model_text, resumed, turn_in, waiting,
+    alice, bob, builder_over, call, code, completed, drain, model_text, resumed, turn_in, waiting,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -68,10 +68,7 @@ fn tools() -> Registry {
 
 fn runtime() -> (Runtime, Runs) {
     let runs = Runs::default();
-    let rt = Runtime::builder(tools())
-        .state(runs.clone())
-        .build()
-        .unwrap();
+    let rt = builder_over(tools()).state(runs.clone()).build().unwrap();
     (rt, runs)
 }
 
@@ -647,9 +644,7 @@ impl Decider for ScriptedDecider {
 
 fn auto_runtime(decider: Option<ScriptedDecider>, options: Options) -> (Runtime, Runs) {
     let runs = Runs::default();
-    let mut builder = Runtime::builder(tools())
-        .state(runs.clone())
-        .options(options);
+    let mut builder = builder_over(tools()).state(runs.clone()).options(options);
     if let Some(decider) = decider {
         builder = builder.decider(decider);
     }

@@ -9,11 +9,11 @@ use serde::Deserialize;
 use serde_json::json;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    InputResponse, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, TurnStatus,
+    InputResponse, RespondOutcome, SessionSpec, StepOutcome, ToolCall, TurnStatus,
 };
 use toolwright::{Caller, ErrorCode, Registry};
 
-use crate::support::alice;
+use crate::support::{alice, builder};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Ratio {
@@ -38,9 +38,7 @@ async fn divide(args: Ratio) -> i64 {
 
 #[tokio::test]
 async fn a_policy_that_panics_denies_the_call_and_the_runtime_goes_on() {
-    let runtime = Runtime::builder(Registry::from_tools([divide::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let runtime = builder([divide::TOOL]).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("panic"))
         .await
@@ -89,9 +87,7 @@ async fn limited(args: Limited) -> u32 {
 
 #[tokio::test]
 async fn strict_mode_nulls_for_optional_fields_mean_absent() {
-    let runtime = Runtime::builder(Registry::from_tools([limited::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let runtime = builder([limited::TOOL]).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("strict"))
         .await
@@ -145,9 +141,7 @@ async fn slow(_: NoInput) -> &'static str {
 
 #[tokio::test]
 async fn a_caller_that_stops_waiting_does_not_strand_the_turn() {
-    let runtime = Runtime::builder(Registry::from_tools([slow::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let runtime = builder([slow::TOOL]).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("impatient").initiator(alice()))
         .await
@@ -197,9 +191,7 @@ async fn ping(args: Target) -> String {
 
 #[tokio::test]
 async fn a_once_grant_survives_a_message_that_revokes_its_sibling() {
-    let runtime = Runtime::builder(Registry::from_tools([ping::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let runtime = builder([ping::TOOL]).build().unwrap();
     let session = runtime
         .open_session(SessionSpec::new("once").initiator(alice()))
         .await
@@ -279,11 +271,9 @@ async fn sign_off(_: NoInput) -> &'static str {
 
 #[tokio::test]
 async fn alternating_user_and_model_turns_do_not_announce_tools_twice() {
-    let runtime = Runtime::builder(
-        Registry::from_tools([publish::TOOL, notes::TOOL, sign_off::TOOL]).unwrap(),
-    )
-    .build()
-    .unwrap();
+    let runtime = builder([publish::TOOL, notes::TOOL, sign_off::TOOL])
+        .build()
+        .unwrap();
     let session = runtime
         .open_session(SessionSpec::new("audiences").initiator(alice()))
         .await

@@ -91,9 +91,7 @@ async fn run(turn: &Turn, name: &str, arguments: Value) -> CallResult {
 
 #[tokio::test]
 async fn the_builtin_tools_are_offered_only_with_a_sandbox() {
-    let plain = Runtime::builder(Registry::from_tools([count_lines::TOOL]).unwrap())
-        .build()
-        .unwrap();
+    let plain = builder([count_lines::TOOL]).build().unwrap();
     let list = turn(&plain)
         .await
         .tool_list(Format::Anthropic)
@@ -145,7 +143,7 @@ async fn the_builtin_tools_are_offered_only_with_a_sandbox() {
     );
 
     // Approvals name built-in tools only.
-    let error = Runtime::builder(Registry::from_tools([]).unwrap())
+    let error = builder([])
         .sandbox(LocalSandbox::open(dir.path()).unwrap())
         .sandbox_approval("rm", RequestPolicy::Always)
         .build()
@@ -384,7 +382,7 @@ async fn bash_reports_exit_code_output_and_timeout_and_asks_as_the_host_set() {
     assert_eq!(results[0].output["timed_out"], true);
 
     // A policy the host sets keeps the prompt that shows what the call does.
-    let rt = Runtime::builder(Registry::from_tools([]).unwrap())
+    let rt = builder([])
         .sandbox(LocalSandbox::open(dir.path()).unwrap())
         .sandbox_approval("write", RequestPolicy::Always)
         .build()

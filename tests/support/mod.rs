@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 use toolwright::registry::ToolDescriptor;
 use toolwright::runtime::{
     CallResult, Event, InputRequest, RespondOutcome, Runtime, RuntimeBuilder, SessionSpec,
-    StepOutcome, ToolCall, Turn,
+    SqliteStore, StepOutcome, ToolCall, Turn,
 };
 use toolwright::{Caller, ErrorCode, ModelOutput, Principal, Registry};
 
@@ -46,9 +46,15 @@ pub(crate) fn dana() -> Principal {
 // ---------------------------------------------------------------------------------------------
 // Runtimes, sessions, turns.
 
-/// A runtime builder over a registry of `tools`, for the state, store and options a test adds.
+/// A runtime builder over a registry of `tools`, on a store in memory, for the state, options
+/// and other store (`.store(...)` replaces this one) a test adds.
 pub(crate) fn builder(tools: impl IntoIterator<Item = &'static ToolDescriptor>) -> RuntimeBuilder {
-    Runtime::builder(Registry::from_tools(tools).expect("valid tools"))
+    builder_over(Registry::from_tools(tools).expect("valid tools"))
+}
+
+/// A runtime builder over `registry`, on a store in memory, as [`builder`].
+pub(crate) fn builder_over(registry: Registry) -> RuntimeBuilder {
+    Runtime::builder(registry).store(SqliteStore::in_memory().expect("a memory store"))
 }
 
 /// A runtime of `tools` that need no state, on the in-memory store.

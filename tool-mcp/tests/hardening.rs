@@ -15,7 +15,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolwright::prelude::*;
-use toolwright::runtime::{Decision, Event, Runtime};
+use toolwright::runtime::{Decision, Event, Runtime, SqliteStore};
 use toolwright::{Principal, Registry};
 use toolwright_mcp::{McpHttp, McpServer, TokenVerifier};
 
@@ -73,7 +73,10 @@ fn runtime() -> Runtime {
         release_notes::TOOL,
     ])
     .unwrap();
-    Runtime::builder(registry).build().unwrap()
+    Runtime::builder(registry)
+        .store(SqliteStore::in_memory().unwrap())
+        .build()
+        .unwrap()
 }
 
 /// A client that declares elicitation and, when `hang` is set, never answers: it says it was

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolwright::prelude::*;
-use toolwright::runtime::Runtime;
+use toolwright::runtime::{Runtime, SqliteStore};
 use toolwright::{Principal, Registry};
 use toolwright_mcp::{McpHttp, McpServer, TokenVerifier};
 
@@ -168,7 +168,10 @@ fn runtime() -> Runtime {
         toolwright::registry::ask_question(),
     ])
     .unwrap();
-    Runtime::builder(registry).build().unwrap()
+    Runtime::builder(registry)
+        .store(SqliteStore::in_memory().unwrap())
+        .build()
+        .unwrap()
 }
 
 /// Progress notifications a client received: progress and message.

@@ -10,6 +10,13 @@ pub enum RuntimeError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The runtime was built without a store. There is no default: a store in memory would
+    /// lose parked turns, journals and approvals when the process exits, so the host says
+    /// which it wants.
+    #[error(
+        "no store: call `.store(SqliteStore::open(\"toolwright.db\")?)` on the runtime builder to keep parked turns across restarts, or `.store(SqliteStore::in_memory()?)` to keep them in memory only (lost when the process exits)"
+    )]
+    NoStore,
     /// A tool needs application state that was not registered.
     #[error(
         "tool `{tool}` needs the state `{type_name}`, which is not registered; add `.state(...)` with a `{type_name}` to the runtime builder"

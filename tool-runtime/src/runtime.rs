@@ -23,7 +23,7 @@ use crate::remote::connections::Remote;
 use crate::remote::{ConnectError, Connection, ConnectionStatus};
 use crate::services::States;
 use crate::session::{Session, SessionSpec};
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::toolset::{Toolset, Toolsets};
 use crate::turn::Turn;
 
@@ -40,7 +40,8 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A builder over `registry`.
+    /// A builder over `registry`. Give it a store ([`RuntimeBuilder::store`]) before
+    /// [`RuntimeBuilder::build`]: there is no default.
     pub fn builder(registry: Registry) -> RuntimeBuilder {
         RuntimeBuilder::new(registry)
     }
@@ -341,8 +342,13 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The store of sessions, parked turns and approval memory (default: an in-memory SQLite
-    /// database, which does not survive the process).
+    /// The store of sessions, parked turns, journals and approval memory. Required, with no
+    /// default, so that losing them is a choice: [`SqliteStore::open`] keeps them in a file
+    /// across restarts, [`SqliteStore::in_memory`] only until the process exits (for tests and
+    /// demos), and `PostgresStore` shares them between instances.
+    ///
+    /// [`SqliteStore::open`]: crate::SqliteStore::open
+    /// [`SqliteStore::in_memory`]: crate::SqliteStore::in_memory
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
         self
@@ -402,9 +408,25 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The runtime. Fails when a tool needs state that was not registered, or a sandbox
-    /// setting, a connection or a toolset cannot be used as declared.
+    /// The runtime. Fails with [`RuntimeError::NoStore`] when no [`RuntimeBuilder::store`] was
+    /// set, and when a tool needs state that was not registered, or a sandbox setting, a
+    /// connection or a toolset cannot be used as declared.
+    ///
+    /// ```
+    /// use toolwright_runtime::{Registry, Runtime, RuntimeError, SqliteStore};
+    ///
+    /// let registry = Registry::from_tools([]).unwrap();
+    /// let error = Runtime::builder(registry.clone()).build().unwrap_err();
+    /// assert!(matches!(error, RuntimeError::NoStore));
+    /// // In memory: gone when the process exits. `SqliteStore::open(path)` keeps a file.
+    /// let runtime = Runtime::builder(registry).store(SqliteStore::in_memory()?).build()?;
+    /// # let _ = runtime;
+    /// # Ok::<(), RuntimeError>(())
+    /// ```
     pub fn build(mut self) -> Result<Runtime, RuntimeError> {
+        let Some(store) = self.store.take() else {
+            return Err(RuntimeError::NoStore);
+        };
         self.add_sandbox_tools()?;
         // Descriptions computed from host services are computed now, once; the lists built
         // from this registry are cached as any list is.
@@ -423,10 +445,6 @@ impl RuntimeBuilder {
         let toolsets = Toolsets::new(self.toolsets, &self.registry, &audiences)
             .map_err(RuntimeError::Toolset)?;
         let cache = ResultCache::new(&self.registry, &names);
-        let store = match self.store {
-            Some(store) => store,
-            None => Arc::new(SqliteStore::in_memory()?),
-        };
         let (events, _) = broadcast::channel(1024);
         let remote = Remote::new(
             self.registry.clone(),

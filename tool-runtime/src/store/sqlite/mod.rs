@@ -100,7 +100,8 @@ impl SqliteStore {
         Ok(SqliteStore::from_connection(conn, place))
     }
 
-    /// A private store in memory, gone when dropped: for tests.
+    /// A private store in memory, gone when dropped (at the latest when the process exits): for
+    /// tests and demos. [`SqliteStore::open`] keeps a file.
     pub fn in_memory() -> Result<SqliteStore, StoreError> {
         let place = ":memory:".to_owned();
         let mut conn = Connection::open_in_memory()
