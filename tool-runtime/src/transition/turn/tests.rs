@@ -563,5 +563,8 @@ fn an_answers_patch_turns_the_step_before_it_into_the_step_after_it() {
     let mut other_step = before.clone();
     other_step.pending.as_mut().unwrap().index = 7;
     let patch = before.pending.as_ref().unwrap().patch(&a_id).unwrap();
-    assert!(!other_step.apply(&patch), "a patch of step 0 does not apply to step 7");
+    assert!(
+        !other_step.apply(&patch),
+        "a patch of step 0 does not apply to step 7"
+    );
 }
