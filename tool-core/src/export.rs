@@ -136,9 +136,9 @@ pub fn mcp(tool: &Tool) -> Value {
         "description".into(),
         json!(tool.description_for(Audience::User)),
     );
-    object.insert("inputSchema".into(), tool.input_schema().clone());
+    object.insert("inputSchema".into(), portable_formats(tool.input_schema()));
     if let Some(output) = tool.output_schema() {
-        object.insert("outputSchema".into(), output.clone());
+        object.insert("outputSchema".into(), portable_formats(output));
     }
     let mut annotations = serde_json::to_value(tool.annotations()).unwrap_or(json!({}));
     if let (Some(title), Some(map)) = (tool.title(), annotations.as_object_mut()) {
@@ -146,6 +146,59 @@ pub fn mcp(tool: &Tool) -> Value {
     }
     object.insert("annotations".into(), annotations);
     Value::Object(object)
+}
+
+/// `schema` with the integer formats schemars writes and JSON Schema validators do not know
+/// (`uint8` … `uint64`, `uint`, `int8`, `int16`, `int`, and the 128-bit ones) replaced by the
+/// bounds they mean: the official TypeScript SDK prints `unknown format "uint64" ignored` for
+/// each of them, while `minimum`/`maximum` every validator checks. The formats its validator
+/// knows (`int32`, `int64`, `float`, `double`) stay. Bounds the schema already has are kept;
+/// 64-bit and wider types keep only their sign bound (their maximum is not exact as a JSON
+/// number).
+pub fn portable_formats(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            // Values (defaults, examples, constants) are data, not schemas: left as they are.
+            let mut out: Map<String, Value> = map
+                .iter()
+                .map(|(key, value)| match key.as_str() {
+                    "default" | "examples" | "const" | "enum" => (key.clone(), value.clone()),
+                    _ => (key.clone(), portable_formats(value)),
+                })
+                .collect();
+            let bounds = out
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(integer_bounds);
+            if let Some((minimum, maximum)) = bounds {
+                out.remove("format");
+                for (key, bound) in [("minimum", minimum), ("maximum", maximum)] {
+                    if let Some(bound) = bound {
+                        out.entry(key).or_insert(bound);
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(portable_formats).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The `minimum` and `maximum` an integer format validators do not know means (`None`: a
+/// format to keep).
+fn integer_bounds(format: &str) -> Option<(Option<Value>, Option<Value>)> {
+    let bounds = |minimum: Value, maximum: Value| (Some(minimum), Some(maximum));
+    Some(match format {
+        "uint8" => bounds(json!(0), json!(u8::MAX)),
+        "uint16" => bounds(json!(0), json!(u16::MAX)),
+        "uint32" => bounds(json!(0), json!(u32::MAX)),
+        "uint64" | "uint" | "uint128" => (Some(json!(0)), None),
+        "int8" => bounds(json!(i8::MIN), json!(i8::MAX)),
+        "int16" => bounds(json!(i16::MIN), json!(i16::MAX)),
+        "int" | "int128" => (None, None),
+        _ => return None,
+    })
 }
 
 /// `tool_search` and `tool_call` in `format`, for audiences with deferred tools.
@@ -728,6 +781,43 @@ fn accepts_null(root: &Value, schema: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn integer_formats_validators_do_not_know_become_bounds() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "a": { "type": "integer", "format": "uint8", "minimum": 0 },
+                "b": { "type": "integer", "format": "uint64", "minimum": 0 },
+                "c": { "type": ["integer", "null"], "format": "int16" },
+                "d": { "type": "integer", "format": "int32" },
+                "e": { "type": "number", "format": "double" },
+                "f": { "type": "array", "items": { "type": "integer", "format": "uint32" } },
+                "g": { "type": "integer", "format": "uint16", "maximum": 10 },
+                "h": { "type": "string", "format": "date-time" },
+                "i": { "type": "object", "default": { "format": "uint8" } }
+            },
+            "$defs": { "N": { "type": "integer", "format": "int" } }
+        });
+        assert_eq!(
+            portable_formats(&schema),
+            json!({
+                "type": "object",
+                "properties": {
+                    "a": { "type": "integer", "minimum": 0, "maximum": 255 },
+                    "b": { "type": "integer", "minimum": 0 },
+                    "c": { "type": ["integer", "null"], "minimum": -32768, "maximum": 32767 },
+                    "d": { "type": "integer", "format": "int32" },
+                    "e": { "type": "number", "format": "double" },
+                    "f": { "type": "array", "items": { "type": "integer", "minimum": 0, "maximum": 4294967295u32 } },
+                    "g": { "type": "integer", "minimum": 0, "maximum": 10 },
+                    "h": { "type": "string", "format": "date-time" },
+                    "i": { "type": "object", "default": { "format": "uint8" } }
+                },
+                "$defs": { "N": { "type": "integer" } }
+            })
+        );
+    }
     use super::*;
 
     #[test]

@@ -6,6 +6,7 @@
 //! | what | status |
 //! |---|---|
 //! | a `Host` that is not an allowed host, or whose port is not a number | `403` |
+//! | an `Origin` that is neither the server's own (the request's `Host`) nor allowed | `403` |
 //! | no valid bearer token (with a verifier) | `401` |
 //! | a body over 4 MiB | `413` |
 //! | a `Toolwright-Session` header that is not 1–128 visible ASCII characters | `400` |
@@ -32,6 +33,8 @@ pub(crate) struct Guard {
     pub(crate) verifier: Option<Arc<dyn TokenVerifier>>,
     /// Host names (or `host:port`) accepted in `Host`, loopback names included.
     pub(crate) hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) accepted besides the server's own.
+    pub(crate) origins: Vec<String>,
     pub(crate) limits: Arc<Limits>,
     pub(crate) bindings: Arc<Bindings>,
 }
@@ -47,6 +50,12 @@ pub(crate) async fn guard(
         return plain(
             http::StatusCode::FORBIDDEN,
             "Forbidden: Host header is not allowed",
+        );
+    }
+    if !origin_allowed(request.headers(), &guard.origins) {
+        return plain(
+            http::StatusCode::FORBIDDEN,
+            "Forbidden: Origin header is not allowed",
         );
     }
     let principal = match authenticate(guard.verifier.as_deref(), request.headers()).await {
@@ -189,6 +198,38 @@ pub(crate) fn host_allowed(headers: &http::HeaderMap, allowed: &[String]) -> boo
     })
 }
 
+/// Whether the request's `Origin` is allowed. A request without one (a client that is not a
+/// browser) passes. A browser's request passes when its origin is the server's own, `http` or
+/// `https` with the request's `Host` as authority (which [`host_allowed`] has checked), or one of
+/// `allowed` (case-insensitive, a trailing `/` ignored); anything else, `null` included, is
+/// refused: a web page elsewhere must not reach tools on this machine (the transport's DNS
+/// rebinding rule).
+pub(crate) fn origin_allowed(headers: &http::HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return true;
+    };
+    let Some(origin) = origin.to_str().ok().map(|o| o.trim_end_matches('/')) else {
+        return false;
+    };
+    if allowed
+        .iter()
+        .any(|entry| entry.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    let lower = origin.to_ascii_lowercase();
+    let Some(authority) = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|host| host.to_str().ok());
+    split_host(authority).is_some() && host.is_some_and(|host| host.eq_ignore_ascii_case(authority))
+}
+
 /// `host[:port]` split strictly: a bracketed IPv6 literal or a name of letters, digits, `-`, `.`
 /// and `_`, then optionally `:` and 1 to 5 digits naming a port up to 65535.
 fn split_host(authority: &str) -> Option<(&str, Option<u16>)> {
@@ -240,6 +281,40 @@ mod tests {
         headers.insert(http::header::HOST, host.parse().unwrap());
         let hosts = ["localhost", "127.0.0.1", "::1", "mcp.example:8443"].map(str::to_owned);
         host_allowed(&headers, &hosts)
+    }
+
+    fn origin(origin: Option<&str>, host: &str) -> bool {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::HOST, host.parse().unwrap());
+        if let Some(origin) = origin {
+            headers.insert(http::header::ORIGIN, origin.parse().unwrap());
+        }
+        origin_allowed(&headers, &["https://App.example/".to_owned()])
+    }
+
+    #[test]
+    fn the_servers_own_origin_an_allowed_one_or_none_passes() {
+        assert!(origin(None, "127.0.0.1:8765"), "not a browser");
+        assert!(origin(Some("http://127.0.0.1:8765"), "127.0.0.1:8765"));
+        assert!(origin(Some("HTTP://LOCALHOST:8765"), "localhost:8765"));
+        assert!(origin(Some("https://[::1]:8765"), "[::1]:8765"));
+        assert!(origin(Some("https://app.example"), "127.0.0.1:8765"));
+    }
+
+    #[test]
+    fn other_origins_are_refused() {
+        for other in [
+            "https://evil.example",
+            "http://127.0.0.1:3000",
+            "http://localhost:8765",
+            "null",
+            "file://",
+            "http://127.0.0.1:8765.evil.example",
+            "https://app.example.evil",
+            "ftp://127.0.0.1:8765",
+        ] {
+            assert!(!origin(Some(other), "127.0.0.1:8765"), "{other}");
+        }
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub struct McpHttp {
     addr: SocketAddr,
     verifier: Option<Arc<dyn TokenVerifier>>,
     allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
     max_sessions: usize,
     max_sessions_per_principal: usize,
     idle_timeout: Duration,
@@ -76,6 +77,7 @@ impl std::fmt::Debug for McpHttp {
             .field("addr", &self.addr)
             .field("verifier", &self.verifier.is_some())
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
             .field("max_sessions", &self.max_sessions)
             .field(
                 "max_sessions_per_principal",
@@ -95,6 +97,7 @@ impl McpHttp {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             verifier: None,
             allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -125,6 +128,17 @@ impl McpHttp {
     #[must_use]
     pub fn allow_host(mut self, host: impl Into<String>) -> Self {
         self.allowed_hosts.push(host.into());
+        self
+    }
+
+    /// Also accepts browser requests from `origin` (`scheme://host[:port]`, e.g.
+    /// `https://app.example`), as a web app that calls the tools would send in `Origin`.
+    /// Requests without `Origin` (clients that are not browsers) always pass, and so do those
+    /// from the server's own origin (`http` or `https` with the request's `Host`); any other
+    /// `Origin` is refused with `403`, so that a web page elsewhere cannot reach the tools.
+    #[must_use]
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
         self
     }
 
@@ -202,6 +216,7 @@ impl McpHttp {
         let guard = Arc::new(Guard {
             verifier: self.verifier,
             hosts,
+            origins: self.allowed_origins,
             limits: Arc::clone(&limits),
             bindings: Arc::clone(&bindings),
         });

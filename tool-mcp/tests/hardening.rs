@@ -345,6 +345,34 @@ async fn over_http_hosts_raw_arguments_and_params_are_checked() {
         );
     }
 
+    // A browser's request from another origin: 403; from the server's own, or without `Origin`
+    // (not a browser), it goes on to rmcp (which answers this empty body itself).
+    let own = format!("http://127.0.0.1:{port}");
+    for origin in [
+        "https://evil.example",
+        "null",
+        &format!("http://localhost:{port}"),
+    ] {
+        let refused = raw
+            .post("alice", None, &json!({}))
+            .header("Origin", origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 403, "{origin}");
+        assert_eq!(
+            refused.text().await.unwrap(),
+            "Forbidden: Origin header is not allowed"
+        );
+    }
+    let passed = raw
+        .post("alice", None, &json!({}))
+        .header("Origin", &own)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(passed.status(), 403, "the server's own origin");
+
     // A `Toolwright-Session` header that is not 1-128 visible ASCII characters: 400.
     let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {} });
     for conversation in ["two words", &"x".repeat(129)] {
@@ -391,6 +419,44 @@ async fn over_http_hosts_raw_arguments_and_params_are_checked() {
     // A well-formed call still runs.
     let ran = Raw::message(call(4, "{}").send().await.unwrap()).await;
     assert_eq!(ran["result"]["content"][0]["text"], "noted", "{ran}");
+    handle.shutdown().await;
+}
+
+/// A browser (a request with `Origin`) opens a session from the server's own origin or an
+/// allowed one, and from no other.
+#[tokio::test]
+async fn a_browser_opens_a_session_only_from_an_allowed_origin() {
+    let handle = McpHttp::new(McpServer::new(runtime()))
+        .verifier(AnyUser)
+        .allow_origin("https://app.example")
+        .start()
+        .await
+        .unwrap();
+    let from = |origin: &str| {
+        let headers = [(reqwest::header::ORIGIN, origin.parse().unwrap())]
+            .into_iter()
+            .collect();
+        Raw {
+            http: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .unwrap(),
+            url: format!("http://{}/mcp", handle.addr()),
+        }
+    };
+    let own = format!("http://{}", handle.addr());
+    for origin in ["https://app.example", own.as_str()] {
+        let opened = from(origin).open("alice").await;
+        assert!(opened.is_ok(), "{origin}: {opened:?}");
+    }
+    let (status, _, message) = from("https://evil.example")
+        .open("alice")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (status, message.as_str()),
+        (403, "Forbidden: Origin header is not allowed")
+    );
     handle.shutdown().await;
 }
 
