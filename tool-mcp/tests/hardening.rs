@@ -322,7 +322,7 @@ async fn over_http_hosts_raw_arguments_and_params_are_checked() {
         .unwrap();
     let port = handle.addr().port();
     let raw = Raw {
-        http: reqwest::Client::new(),
+        http: http_client().build().unwrap(),
         url: format!("http://{}/mcp", handle.addr()),
     };
 
@@ -437,10 +437,7 @@ async fn a_browser_opens_a_session_only_from_an_allowed_origin() {
             .into_iter()
             .collect();
         Raw {
-            http: reqwest::Client::builder()
-                .default_headers(headers)
-                .build()
-                .unwrap(),
+            http: http_client().default_headers(headers).build().unwrap(),
             url: format!("http://{}/mcp", handle.addr()),
         }
     };
@@ -484,7 +481,7 @@ async fn session_caps_hold_under_a_burst_and_every_refusal_says_why() {
         .await
         .unwrap();
     let raw = Raw {
-        http: reqwest::Client::new(),
+        http: http_client().build().unwrap(),
         url: format!("http://{}/mcp", handle.addr()),
     };
     let full = (
@@ -554,4 +551,11 @@ async fn session_caps_hold_under_a_burst_and_every_refusal_says_why() {
     assert!(refused.iter().all(|r| *r == full), "{refused:?}");
     assert_eq!(handle.open_sessions(), 20);
     handle.shutdown().await;
+}
+
+/// A client for raw HTTP requests. With `tls`, reqwest is built without a crypto provider of its
+/// own (see `http_client` in `src/client.rs`): install ring's first, as the MCP client does.
+fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
 }

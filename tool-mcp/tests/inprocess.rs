@@ -612,7 +612,9 @@ async fn over_http_the_bearer_token_names_the_caller_and_a_session_cannot_be_bor
     let url = format!("http://{}/mcp", handle.addr());
     assert!(handle.addr().ip().is_loopback(), "loopback by default");
 
-    // With rmcp's HTTP client and a valid token: the principal is the caller.
+    // With rmcp's HTTP client and a valid token: the principal is the caller. (rmcp builds its
+    // reqwest client itself: the crypto provider must be there first.)
+    let _ = http_client();
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let transport = StreamableHttpClientTransport::from_config(
@@ -629,7 +631,7 @@ async fn over_http_the_bearer_token_names_the_caller_and_a_session_cannot_be_bor
     assert_eq!(result.structured_content.unwrap()["caller"], "alice");
 
     // Without a token, or with a bad one: 401.
-    let http = reqwest::Client::new();
+    let http = http_client().build().unwrap();
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "raw", "version": "1" } }
@@ -1009,4 +1011,11 @@ async fn task_tools_become_mcp_tasks_for_clients_of_the_tasks_extension() {
         "{}",
         text(&receipt)
     );
+}
+
+/// A client for raw HTTP requests. With `tls`, reqwest is built without a crypto provider of its
+/// own (see `http_client` in `src/client.rs`): install ring's first, as the MCP client does.
+fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
 }
