@@ -19,7 +19,10 @@ use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use toolwright_core::Caller;
 use toolwright_runtime::store::{Claim, conformance};
-use toolwright_runtime::{PostgresStore, Store, StoreError, TurnRecord, TurnStatus};
+use toolwright_runtime::{
+    Decision, InputRequest, PendingStep, PostgresStore, RequestKind, RequestStatus, StepPatch,
+    Store, StoreError, TurnRecord, TurnStatus,
+};
 
 /// The test server's URL. Without one the tests pass with a notice, except in CI (`CI` set),
 /// where a missing server must not pass unnoticed.
@@ -74,6 +77,50 @@ fn turn(id: &str, status: TurnStatus) -> TurnRecord {
     }
 }
 
+/// A turn parked on one request, `request-of-<id>`.
+fn parked(id: &str) -> TurnRecord {
+    let request = InputRequest {
+        request_id: format!("request-of-{id}"),
+        kind: RequestKind::Question,
+        session_id: "s1".to_owned(),
+        turn_id: id.to_owned(),
+        call_id: None,
+        tool: None,
+        input: None,
+        prompt: "Which account?".to_owned(),
+        reasons: Vec::new(),
+        requester: None,
+        approval_key: None,
+        journal_position: None,
+        task_id: None,
+        definition_change: None,
+        status: RequestStatus::Pending,
+    };
+    TurnRecord {
+        pending: Some(PendingStep {
+            index: 0,
+            calls: Vec::new(),
+            requests: vec![request],
+        }),
+        ..turn(id, TurnStatus::Waiting)
+    }
+}
+
+/// The answer to the request of [`parked`] turn `turn`.
+fn answer(turn: &TurnRecord) -> StepPatch {
+    let mut request = turn.pending.as_ref().unwrap().requests[0].clone();
+    request.status = RequestStatus::Settled {
+        decision: Decision::Approved,
+        responder: None,
+        note: Some("the main one".to_owned()),
+    };
+    StepPatch {
+        step: 0,
+        request,
+        calls: Vec::new(),
+    }
+}
+
 /// A database of its own for one test, dropped afterwards (also when the test fails).
 async fn with_scratch_database<F, Fut>(url: &str, test: F)
 where
@@ -125,6 +172,12 @@ async fn schema_snapshot(url: &str) -> (Vec<i64>, Vec<String>) {
 /// How long `b.changed(30 s)` waits while `a` writes a turn every 100 ms (the first call starts
 /// the listener, which may miss a write made before its `LISTEN`; a repeated write is seen).
 async fn wait_for_a_write(a: &PostgresStore, b: &Arc<PostgresStore>) -> Duration {
+    wait_for(a, b, false).await
+}
+
+/// [`wait_for_a_write`] where `a` keeps answering a request of a parked turn
+/// (`settle_request`, `answers`) instead of writing the whole turn.
+async fn wait_for(a: &PostgresStore, b: &Arc<PostgresStore>, answers: bool) -> Duration {
     let waiter = {
         let b = Arc::clone(b);
         tokio::spawn(async move {
@@ -134,19 +187,19 @@ async fn wait_for_a_write(a: &PostgresStore, b: &Arc<PostgresStore>) -> Duration
         })
     };
     let id = unique("notify");
-    let mut version = a
-        .put_turn(&turn(&id, TurnStatus::Waiting), None)
-        .await
-        .unwrap();
+    let parked = parked(&id);
+    let mut version = a.put_turn(&parked, None).await.unwrap();
     for _ in 0..150 {
         if waiter.is_finished() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        version = a
-            .put_turn(&turn(&id, TurnStatus::Waiting), Some(version))
-            .await
-            .unwrap();
+        version = if answers {
+            a.settle_request(&id, &answer(&parked), version).await
+        } else {
+            a.put_turn(&parked, Some(version)).await
+        }
+        .unwrap();
     }
     waiter.await.unwrap()
 }
@@ -409,6 +462,19 @@ async fn changed_wakes_when_another_store_writes() {
     assert!(
         waited < Duration::from_secs(20),
         "changed(30 s) returned after {waited:?}: the write's notification did not wake it"
+    );
+}
+
+/// `changed` on one store also returns early when another store records an answer beside a
+/// turn (`settle_request` notifies like a whole write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_wakes_when_another_store_records_an_answer() {
+    let Some(url) = server() else { return };
+    let (a, b) = (store(&url).await, Arc::new(store(&url).await));
+    let waited = wait_for(&a, &b, true).await;
+    assert!(
+        waited < Duration::from_secs(20),
+        "changed(30 s) returned after {waited:?}: the answer's notification did not wake it"
     );
 }
 
