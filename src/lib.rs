@@ -224,7 +224,7 @@ pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
         AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, SESSION_HEADER,
-        TokenVerifier, serve_io, serve_stdio,
+        TokenVerifier, rmcp, serve_io, serve_stdio,
     };
 }
 

@@ -13,7 +13,8 @@ pub enum ModelOutput {
     Text(String),
     /// A JSON value.
     Json(Value),
-    /// A list of content parts (text and base64 files such as images).
+    /// A list of content parts (text, base64 files such as images and audio, embedded
+    /// resources).
     Content(Vec<ContentPart>),
 }
 
@@ -35,8 +36,8 @@ impl ModelOutput {
 
     /// This output as one text, for a message: [`Text`](ModelOutput::Text) as it is,
     /// [`Json`](ModelOutput::Json) as compact JSON, and [`Content`](ModelOutput::Content) as
-    /// its parts one per line, a text part as its text and a file part as `[<media type> file]`
-    /// (the data is not text).
+    /// its parts one per line, a text part as its text, a file part as `[<media type> file]`
+    /// (the data is not text) and a resource as its URI, then its text if it has one.
     ///
     /// ```
     /// use toolwright_core::{ContentPart, ModelOutput};
@@ -55,6 +56,10 @@ impl ModelOutput {
                 .map(|part| match part {
                     ContentPart::Text { text } => text.clone(),
                     ContentPart::File { media_type, .. } => format!("[{media_type} file]"),
+                    ContentPart::Resource { uri, text, .. } => match text {
+                        Some(text) => format!("[resource {uri}]\n{text}"),
+                        None => format!("[resource {uri}]"),
+                    },
                 })
                 .collect::<Vec<_>>()
                 .join("\n"),
@@ -83,13 +88,30 @@ pub enum ContentPart {
         /// The text.
         text: String,
     },
-    /// A file, base64-encoded (raw bytes do not cross the durable JSON boundary).
+    /// A file, base64-encoded (raw bytes do not cross the durable JSON boundary). Over MCP an
+    /// `image/*` file is an image block and an `audio/*` file an audio block.
     File {
         /// The base64 data.
         data: String,
         /// The media type, e.g. `image/png`.
         #[serde(rename = "mediaType")]
         media_type: String,
+    },
+    /// A resource embedded in the output (MCP's `resource` block): its URI and its contents,
+    /// as text or as base64 data. Build it with [`ContentPart::resource_text`] or
+    /// [`ContentPart::resource_data`].
+    Resource {
+        /// The resource's URI.
+        uri: String,
+        /// The media type, e.g. `application/json`.
+        #[serde(rename = "mediaType", default, skip_serializing_if = "Option::is_none")]
+        media_type: Option<String>,
+        /// The contents as text, for a text resource.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// The contents as base64 data, for a binary resource.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<String>,
     },
 }
 
@@ -104,6 +126,40 @@ impl ContentPart {
         ContentPart::File {
             data: data.into(),
             media_type: media_type.into(),
+        }
+    }
+
+    /// An embedded text resource: `text` at `uri`, of `media_type`.
+    ///
+    /// ```
+    /// use toolwright_core::{ContentPart, ModelOutput};
+    /// let part = ContentPart::resource_text("test://report", "application/json", r#"{"ok":true}"#);
+    /// assert_eq!(ModelOutput::content([part]).to_text(), "[resource test://report]\n{\"ok\":true}");
+    /// ```
+    pub fn resource_text(
+        uri: impl Into<String>,
+        media_type: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        ContentPart::Resource {
+            uri: uri.into(),
+            media_type: Some(media_type.into()),
+            text: Some(text.into()),
+            data: None,
+        }
+    }
+
+    /// An embedded binary resource: base64 `data` at `uri`, of `media_type`.
+    pub fn resource_data(
+        uri: impl Into<String>,
+        media_type: impl Into<String>,
+        data: impl Into<String>,
+    ) -> Self {
+        ContentPart::Resource {
+            uri: uri.into(),
+            media_type: Some(media_type.into()),
+            text: None,
+            data: Some(data.into()),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Workflow vocabulary: entry points and the `ask` request/answer.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// How a workflow tool is entered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -104,6 +105,12 @@ pub struct AskRequest {
     /// Whether the person may type an answer instead of choosing.
     #[serde(default)]
     pub allow_freeform: bool,
+    /// A form to fill in instead of one answer: a JSON Schema object whose properties are flat
+    /// strings, numbers, integers, booleans and enums (what MCP elicitation shows; `default`s,
+    /// titled `oneOf` enums and multi-select arrays included). The answer is
+    /// [`AskAnswer::Filled`], checked against this schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<Value>,
 }
 
 impl AskRequest {
@@ -114,7 +121,26 @@ impl AskRequest {
             display: None,
             options: Vec::new(),
             allow_freeform: false,
+            form: None,
         }
+    }
+
+    /// `self` as a form: the person fills in the fields of `schema` (see [`AskRequest::form`]
+    /// for the schemas a person can be shown), and the answer is [`AskAnswer::Filled`].
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolwright_core::AskRequest;
+    /// let ask = AskRequest::new("Who should we notify?").with_form(json!({
+    ///     "type": "object",
+    ///     "properties": { "email": { "type": "string", "format": "email" } },
+    ///     "required": ["email"],
+    /// }));
+    /// assert!(ask.form.is_some());
+    /// ```
+    pub fn with_form(mut self, schema: Value) -> Self {
+        self.form = Some(schema);
+        self
     }
 
     /// `self` with a display hint.
@@ -149,7 +175,14 @@ pub enum AskAnswer {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
-    /// The question was withdrawn (cancelled call, aborted signal, `serve` already replied).
+    /// The person filled in the form of the question ([`AskRequest::with_form`]); the fields
+    /// passed its schema.
+    Filled {
+        /// The fields, a JSON object.
+        fields: Value,
+    },
+    /// The question was withdrawn (cancelled call, aborted signal, `serve` already replied), or
+    /// the person declined to answer.
     Cancelled,
     /// No person can be asked (a schedule). Do not retry: continue on the default path.
     Unavailable,
@@ -159,5 +192,13 @@ impl AskAnswer {
     /// Whether the person chose the option `id`.
     pub fn chose(&self, id: &str) -> bool {
         matches!(self, AskAnswer::Answered { option_id: Some(chosen), .. } if chosen == id)
+    }
+
+    /// The fields of a filled-in form, read as `T`; `None` for any other answer.
+    pub fn fields<T: serde::de::DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
+        match self {
+            AskAnswer::Filled { fields } => Some(serde_json::from_value(fields.clone())),
+            _ => None,
+        }
     }
 }

@@ -17,6 +17,7 @@ use toolwright_core::Principal;
 use toolwright_runtime::Turn;
 
 use crate::limits::{Limits, Owner, Refusal, Slot};
+use crate::notify::LogThreshold;
 
 /// The HTTP header a host sets to keep its conversations apart on the 2026-07-28 revision:
 /// requests of one principal with the same value (or none) share a toolwright session, its
@@ -38,6 +39,8 @@ pub(crate) struct Binding {
     /// Bound by principal over stateless HTTP: no peer outlives a request, so nothing watches
     /// for list changes.
     pub(crate) stateless: bool,
+    /// The lowest level of tools' log lines the client wants (`logging/setLevel`).
+    pub(crate) logs: Arc<LogThreshold>,
 }
 
 /// What a binding's calls change, one at a time.
@@ -71,6 +74,7 @@ impl Binding {
             taint: Mutex::new(None),
             touched: Mutex::new(Instant::now()),
             stateless,
+            logs: Arc::default(),
         }
     }
 

@@ -582,7 +582,7 @@ fn output(tool: &str, result: CallToolResult) -> Result<CallOutput, ToolError> {
             .iter()
             .filter_map(|p| match p {
                 ContentPart::Text { text } => Some(text.as_str()),
-                ContentPart::File { .. } => None,
+                _ => None,
             })
             .collect();
         let message = if text.is_empty() {
@@ -613,7 +613,7 @@ fn output(tool: &str, result: CallToolResult) -> Result<CallOutput, ToolError> {
 }
 
 /// One MCP content block as a part the model sees: text as text, images and audio as files,
-/// anything else (resource links, embedded resources) as its JSON.
+/// embedded resources as resources, anything else (resource links) as its JSON.
 fn content_part(block: &Value) -> ContentPart {
     let field = |name: &str| block.get(name).and_then(Value::as_str);
     match field("type") {
@@ -622,6 +622,18 @@ fn content_part(block: &Value) -> ContentPart {
             field("data").unwrap_or_default(),
             field("mimeType").unwrap_or("application/octet-stream"),
         ),
+        Some("resource") => match block.get("resource") {
+            Some(resource) => {
+                let field = |name: &str| resource.get(name).and_then(Value::as_str);
+                ContentPart::Resource {
+                    uri: field("uri").unwrap_or_default().to_owned(),
+                    media_type: field("mimeType").map(str::to_owned),
+                    text: field("text").map(str::to_owned),
+                    data: field("blob").map(str::to_owned),
+                }
+            }
+            None => ContentPart::text(block.to_string()),
+        },
         _ => ContentPart::text(block.to_string()),
     }
 }

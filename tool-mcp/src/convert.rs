@@ -3,7 +3,7 @@
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelTaskParams, ContentBlock, CustomRequest,
-    ErrorCode, GetTaskParams, PaginatedRequestParams, UpdateTaskParams,
+    ErrorCode, GetTaskParams, PaginatedRequestParams, ResourceContents, UpdateTaskParams,
 };
 use serde_json::Value;
 use toolwright_core::{ContentPart, ModelOutput};
@@ -95,17 +95,42 @@ fn content_of(model: &ModelOutput) -> Vec<ContentBlock> {
         // A string is its text, not a quoted JSON string.
         ModelOutput::Json(Value::String(text)) => vec![ContentBlock::text(text.clone())],
         ModelOutput::Json(value) => vec![ContentBlock::text(value.to_string())],
-        ModelOutput::Content(parts) => parts
-            .iter()
-            .map(|part| match part {
-                ContentPart::Text { text } => ContentBlock::text(text.clone()),
-                ContentPart::File { data, media_type } if media_type.starts_with("image/") => {
-                    ContentBlock::image(data.clone(), media_type.clone())
-                }
-                ContentPart::File { media_type, .. } => {
-                    ContentBlock::text(format!("[a {media_type} file]"))
-                }
-            })
-            .collect(),
+        ModelOutput::Content(parts) => parts.iter().map(block_of).collect(),
+    }
+}
+
+/// One content part as an MCP content block: images and audio as their blocks, embedded
+/// resources as `resource` blocks, other files named in a text block (MCP has no block for them).
+fn block_of(part: &ContentPart) -> ContentBlock {
+    match part {
+        ContentPart::Text { text } => ContentBlock::text(text.clone()),
+        ContentPart::File { data, media_type } if media_type.starts_with("image/") => {
+            ContentBlock::image(data.clone(), media_type.clone())
+        }
+        ContentPart::File { data, media_type } if media_type.starts_with("audio/") => {
+            ContentBlock::audio(data.clone(), media_type.clone())
+        }
+        ContentPart::File { media_type, .. } => {
+            ContentBlock::text(format!("[a {media_type} file]"))
+        }
+        ContentPart::Resource {
+            uri,
+            media_type,
+            text,
+            data,
+        } => ContentBlock::resource(match (text, data) {
+            (_, Some(blob)) => ResourceContents::BlobResourceContents {
+                uri: uri.clone(),
+                mime_type: media_type.clone(),
+                blob: blob.clone(),
+                meta: None,
+            },
+            (text, None) => ResourceContents::TextResourceContents {
+                uri: uri.clone(),
+                mime_type: media_type.clone(),
+                text: text.clone().unwrap_or_default(),
+                meta: None,
+            },
+        }),
     }
 }

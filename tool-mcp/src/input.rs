@@ -331,6 +331,10 @@ pub(crate) fn response_for(
 ) -> InputResponse {
     let id = &request.request_id;
     match answer.action {
+        ElicitationAction::Accept if form_of(request).is_some() => {
+            let fields = answer.content.unwrap_or_else(|| json!({}));
+            InputResponse::fill(id, principal, fields)
+        }
         ElicitationAction::Accept if request.kind == RequestKind::Question => {
             let text = answer
                 .content
@@ -398,9 +402,19 @@ fn consented_input(request: &InputRequest) -> Option<String> {
     ))
 }
 
+/// The form of a workflow body's form question (`AskRequest::with_form`), if it is one.
+fn form_of(request: &InputRequest) -> Option<&JsonObject> {
+    if request.kind != RequestKind::Question {
+        return None;
+    }
+    request.input.as_ref()?.get("form")?.as_object()
+}
+
 /// The message and form schema of a request.
 pub(crate) fn form_for(request: &InputRequest) -> (String, JsonObject) {
-    let schema = if request.kind == RequestKind::Question {
+    let schema = if let Some(form) = form_of(request) {
+        Value::Object(form.clone())
+    } else if request.kind == RequestKind::Question {
         let options = question_options(request);
         let mut answer = json!({ "type": "string", "title": "Answer" });
         let freeform = request

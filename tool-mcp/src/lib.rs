@@ -44,6 +44,7 @@
 
 mod binding;
 mod client;
+mod compose;
 mod convert;
 mod error;
 mod guard;
@@ -51,6 +52,7 @@ mod http_server;
 mod input;
 mod limits;
 mod listing;
+mod notify;
 mod raw;
 mod server;
 mod tasks;
@@ -60,4 +62,7 @@ pub use client::{AuthResolver, McpConnector};
 pub use error::McpError;
 pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
 pub use raw::serve_io;
+/// The `rmcp` crate this server is built on: its [`ServerHandler`](rmcp::ServerHandler) and
+/// model types, for handlers composed into [`McpServer::compose`].
+pub use rmcp;
 pub use server::{McpServer, serve_stdio};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, RequestStateCodec,
-    ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProtocolVersion, RequestStateCodec, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -17,6 +17,7 @@ use toolwright_runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Tur
 
 use crate::McpError;
 use crate::binding::{Binding, BindingState, SharedBinding};
+use crate::compose::{Composed, not_served};
 use crate::convert::{first, internal};
 use crate::input::modern;
 use crate::limits::identity;
@@ -48,6 +49,8 @@ pub struct McpServer {
     /// The binding of this MCP session (stdio, or an HTTP session of a 2025-11-25 client);
     /// stateless HTTP requests bring theirs (see `binding_of`).
     binding: Arc<Binding>,
+    /// The `rmcp` handler serving prompts, resources and completions beside the tools.
+    pub(crate) composed: Option<Arc<dyn Composed>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -86,6 +89,7 @@ impl McpServer {
             principal: None,
             name: "toolwright".to_owned(),
             binding: Arc::new(Binding::new(false)),
+            composed: None,
         }
     }
 
@@ -302,8 +306,10 @@ impl McpServer {
         let arguments = Value::Object(params.arguments.unwrap_or_default()).to_string();
         let call = ToolCall::new(&call_id, params.name.as_ref(), arguments);
 
-        // Partial snapshots become progress notifications when the client asked for them.
-        let progress = self.forward_progress(&cx, turn.id(), &call_id);
+        // Partial snapshots become progress notifications when the client asked for them, log
+        // lines become log messages (older peers: the 2026-07-28 revision has no logging).
+        let logs = (!modern(&cx)).then(|| Arc::clone(&binding.logs));
+        let progress = crate::notify::forward(&self.runtime, &cx, logs, turn.id(), &call_id);
 
         let stepped = tokio::select! {
             outcome = turn.step(vec![call]) => outcome,
@@ -311,7 +317,7 @@ impl McpServer {
                 // `notifications/cancelled`: the call's token fires with its turn.
                 // The next call replaces the cancelled turn, keeping its taint.
                 let _ = turn.cancel().await;
-                if let Some(task) = progress { task.abort(); }
+                if let Some(forwarding) = progress { forwarding.abort(); }
                 return Err(cancelled());
             }
         };
@@ -326,8 +332,8 @@ impl McpServer {
                     // Peers on 2026-07-28 get the question back in the result and answer it by
                     // calling again; older peers are asked through elicitation.
                     None if modern(&cx) => {
-                        if let Some(task) = progress {
-                            task.abort();
+                        if let Some(forwarding) = progress {
+                            forwarding.abort();
                         }
                         return self.input_required(turn.id(), principal, &requests, &call_id);
                     }
@@ -339,8 +345,9 @@ impl McpServer {
             }
             Err(error) => Err(internal(error)),
         };
-        if let Some(task) = progress {
-            task.abort();
+        if let Some(forwarding) = progress {
+            // Its progress and log lines reach the client before its result.
+            forwarding.finish().await;
         }
         binding.touch();
         if cx.ct.is_cancelled() {
@@ -362,62 +369,31 @@ impl McpServer {
         }
         Ok(self.to_mcp(&result).into())
     }
-
-    /// When the request carries a progress token: a task that sends the partial snapshots of
-    /// call `call_id` as progress notifications, until the call's result.
-    fn forward_progress(
-        &self,
-        cx: &RequestContext<RoleServer>,
-        turn_id: &str,
-        call_id: &str,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        let token = cx.meta.get_progress_token()?;
-        let mut events = self.runtime.subscribe();
-        let peer = cx.peer.clone();
-        let (turn_id, call_id) = (turn_id.to_owned(), call_id.to_owned());
-        Some(tokio::spawn(async move {
-            let mut count = 0.0;
-            while let Ok(event) = events.recv().await {
-                match event {
-                    Event::ActionPartial {
-                        turn_id: t,
-                        call_id: c,
-                        snapshot,
-                        label,
-                        ..
-                    } if t == turn_id && c == call_id => {
-                        count += 1.0;
-                        let mut param = ProgressNotificationParam::new(token.clone(), count);
-                        param.message = Some(label.unwrap_or_else(|| snapshot.to_string()));
-                        if peer.notify_progress(param).await.is_err() {
-                            break;
-                        }
-                    }
-                    Event::ActionResult {
-                        turn_id: t, result, ..
-                    } if t == turn_id && result.call_id == call_id => {
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-        }))
-    }
 }
 
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // logging: deprecated by 2026-07-28, served to older peers
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_tasks()
+            .enable_logging()
+            .build();
+        let mut instructions = None;
+        if let Some(composed) = &self.composed {
+            let theirs = composed.info();
+            capabilities.prompts = theirs.capabilities.prompts;
+            capabilities.resources = theirs.capabilities.resources;
+            capabilities.completions = theirs.capabilities.completions;
+            instructions = theirs.instructions;
+        }
+        let mut config = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             self.name.clone(),
             env!("CARGO_PKG_VERSION"),
-        ))
+        ));
+        config.instructions = instructions;
+        config
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -493,6 +469,107 @@ impl ServerHandler for McpServer {
         cx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.cancel_task_run(request, cx).await
+    }
+
+    /// `logging/setLevel`: the lowest level of the tools' log lines this MCP session is sent.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.binding_of(&cx).logs.set(request.level);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.complete(request, cx).await,
+            None => Err(not_served::<rmcp::model::CompleteRequestMethod>()),
+        }
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.get_prompt(request, cx).await,
+            None => Err(not_served::<rmcp::model::GetPromptRequestMethod>()),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.list_prompts(request, cx).await,
+            None => Err(not_served::<rmcp::model::ListPromptsRequestMethod>()),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.list_resources(request, cx).await,
+            None => Err(not_served::<rmcp::model::ListResourcesRequestMethod>()),
+        }
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.list_resource_templates(request, cx).await,
+            None => Err(not_served::<rmcp::model::ListResourceTemplatesRequestMethod>()),
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.read_resource(request, cx).await,
+            None => Err(not_served::<rmcp::model::ReadResourceRequestMethod>()),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.subscribe(request, cx).await,
+            None => Err(not_served::<rmcp::model::SubscribeRequestMethod>()),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.composed {
+            Some(composed) => composed.unsubscribe(request, cx).await,
+            None => Err(not_served::<rmcp::model::UnsubscribeRequestMethod>()),
+        }
     }
 
     /// rmcp parses a request whose params do not fit its method as a custom request: for the

@@ -101,6 +101,9 @@ pub struct InputResponse {
     pub option: Option<String>,
     /// For a question: the answer in the person's own words.
     pub text: Option<String>,
+    /// For a form question ([`AskRequest::with_form`](toolwright_core::AskRequest::with_form)):
+    /// the fields filled in, a JSON object checked against the form's schema.
+    pub fields: Option<serde_json::Value>,
 }
 
 impl InputResponse {
@@ -118,6 +121,22 @@ impl InputResponse {
             note: None,
             option: None,
             text: Some(text.into()),
+            fields: None,
+        }
+    }
+
+    /// Answers the form question `request_id` as `principal` with `fields` (a JSON object of
+    /// the form's fields; an answer the form's schema refuses is rejected and the question stays
+    /// pending).
+    pub fn fill(
+        request_id: impl Into<String>,
+        principal: Option<Principal>,
+        fields: serde_json::Value,
+    ) -> Self {
+        InputResponse {
+            fields: Some(fields),
+            text: None,
+            ..Self::answer(request_id, principal, "")
         }
     }
 
@@ -143,6 +162,7 @@ impl InputResponse {
             note: None,
             option: None,
             text: None,
+            fields: None,
         }
     }
 
@@ -155,6 +175,7 @@ impl InputResponse {
             note: None,
             option: None,
             text: None,
+            fields: None,
         }
     }
 

@@ -165,6 +165,7 @@ impl CallHost for RuntimeHost {
                     "only a `workflow` tool can ask a person from its body; give a plain tool an approval policy instead",
                 ));
             };
+            check_form(&request)?;
             let position = journal.next_position();
             let name = crate::ids::ask_name(position);
             if let Some(entry) = journal.recorded_at(position) {
@@ -314,4 +315,26 @@ impl CallHost for RuntimeHost {
         }
         let _ = task.replies.send((index, output));
     }
+}
+
+/// A form question's schema must be a JSON Schema object a person can fill in: refused before
+/// anything is recorded, since no answer could ever pass a broken form.
+fn check_form(request: &AskRequest) -> Result<(), ToolError> {
+    let Some(form) = &request.form else {
+        return Ok(());
+    };
+    if !toolwright_core::schema::is_object_schema(form) {
+        return Err(ToolError::with_code(
+            ErrorCode::InvalidInput,
+            "a form question's schema must be a JSON Schema of `type: object` with its fields as `properties`",
+        ));
+    }
+    toolwright_core::schema::InputValidator::compile(form)
+        .map(drop)
+        .map_err(|e| {
+            ToolError::with_code(
+                ErrorCode::InvalidInput,
+                format!("the form question's schema is not a valid JSON Schema: {e}"),
+            )
+        })
 }

@@ -22,6 +22,7 @@ pub(crate) fn decision_of(decision: ResponseDecision) -> Decision {
 pub(crate) fn answer_text(answer: &AskAnswer) -> Option<String> {
     match answer {
         AskAnswer::Answered { option_id, text } => option_id.clone().or_else(|| text.clone()),
+        AskAnswer::Filled { fields } => Some(fields.to_string()),
         _ => None,
     }
 }
@@ -71,6 +72,9 @@ pub(crate) fn workflow_answer(
         .clone()
         .and_then(|input| serde_json::from_value(input).ok())
         .ok_or_else(|| "the question's record cannot be read".to_owned())?;
+    if let Some(form) = &ask.form {
+        return form_answer(form, response);
+    }
     let pick = |wanted: &str| {
         ask.options
             .iter()
@@ -119,6 +123,41 @@ pub(crate) fn workflow_answer(
     ))
 }
 
+/// The answer to a form question: the fields, when the form's schema accepts them.
+fn form_answer(form: &Value, response: &InputResponse) -> Result<AskAnswer, String> {
+    let Some(fields) = &response.fields else {
+        return Err(
+            "this question is a form: answer with its fields (`InputResponse::fill`)".to_owned(),
+        );
+    };
+    let validator = toolwright_core::schema::InputValidator::compile(form)
+        .map_err(|e| format!("the question's form is not a valid JSON Schema: {e}"))?;
+    validator.check("form", fields).map_err(|e| {
+        let problems: Vec<String> = e
+            .problems
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    if p.pointer.is_empty() {
+                        "(the form)"
+                    } else {
+                        &p.pointer
+                    },
+                    p.message
+                )
+            })
+            .collect();
+        format!(
+            "the answer does not fit the form ({}); answer again with fields the form accepts",
+            problems.join("; ")
+        )
+    })?;
+    Ok(AskAnswer::Filled {
+        fields: fields.clone(),
+    })
+}
+
 /// The answer to question `request`: a chosen option (by label) or free text.
 pub(crate) fn question_answer(
     request: &InputRequest,
@@ -156,7 +195,9 @@ pub(crate) fn question_answer(
 pub(crate) fn with_note(model: &ModelOutput, note: &str) -> ModelOutput {
     let note = format!("Note from the approver: {note}");
     match model {
-        ModelOutput::Text(text) => ModelOutput::Text(format!("{text}\n\n{note}")),
+        ModelOutput::Text(text) | ModelOutput::Json(Value::String(text)) => {
+            ModelOutput::Text(format!("{text}\n\n{note}"))
+        }
         ModelOutput::Json(value) => ModelOutput::Content(vec![
             ContentPart::text(value.to_string()),
             ContentPart::text(note),
@@ -199,6 +240,41 @@ mod tests {
             .option(AskOption::new("no", "No"));
         ask.allow_freeform = freeform;
         InputRequest::workflow_ask(&turn, "c1", "deploy", 0, &ask)
+    }
+
+    #[test]
+    fn a_form_question_takes_fields_its_schema_accepts_and_refuses_the_rest() {
+        let turn = TurnRecord::begin("t1".into(), "s1".into(), alice(), Caller::Model, false);
+        let ask = AskRequest::new("Who?").with_form(serde_json::json!({
+            "type": "object",
+            "properties": { "age": { "type": "integer", "minimum": 0 } },
+            "required": ["age"],
+        }));
+        let request = InputRequest::workflow_ask(&turn, "c1", "who", 0, &ask);
+        let fill = |fields| InputResponse::fill(&request.request_id, alice(), fields);
+        assert_eq!(
+            workflow_answer(&request, &fill(serde_json::json!({ "age": 30 }))),
+            Ok(AskAnswer::Filled {
+                fields: serde_json::json!({ "age": 30 })
+            })
+        );
+        let refused = workflow_answer(&request, &fill(serde_json::json!({ "age": -1 })));
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("/age") && e.contains("does not fit the form")),
+            "{refused:?}"
+        );
+        let text = InputResponse::answer(&request.request_id, alice(), "thirty");
+        assert_eq!(
+            workflow_answer(&request, &text),
+            Err("this question is a form: answer with its fields (`InputResponse::fill`)".into())
+        );
+        let cancelled = InputResponse::cancel(&request.request_id, alice());
+        assert_eq!(
+            workflow_answer(&request, &cancelled),
+            Ok(AskAnswer::Cancelled)
+        );
     }
 
     #[test]

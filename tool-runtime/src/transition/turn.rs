@@ -316,11 +316,14 @@ impl PendingStep {
     /// The note an approver sent with the approval of call `call_id`, if any.
     pub(crate) fn approver_note(&self, call_id: &str) -> Option<&str> {
         self.requests.iter().find_map(|r| match &r.status {
+            // A question's answer is the call's to use, not a note for the model.
             RequestStatus::Settled {
                 decision: Decision::Approved,
                 note: Some(note),
                 ..
-            } if r.call_id.as_deref() == Some(call_id) => Some(note.as_str()),
+            } if r.call_id.as_deref() == Some(call_id) && r.kind != RequestKind::Question => {
+                Some(note.as_str())
+            }
             _ => None,
         })
     }

@@ -1,0 +1,318 @@
+//! What a call carries besides text, against rmcp's own client in process: image, audio and
+//! embedded-resource content blocks, a tool's log lines as `notifications/message` at the level
+//! the client set, form questions through elicitation, and an `rmcp` handler's prompts and
+//! resources composed beside the tools.
+
+// MCP logging is deprecated by the 2026-07-28 revision; it is served to older peers.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    ListPromptsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    Prompt, PromptMessage, Role, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolwright::context::LogLevel;
+use toolwright::prelude::*;
+use toolwright::runtime::{Runtime, SqliteStore};
+use toolwright::{Principal, Registry};
+use toolwright_mcp::McpServer;
+
+/// Shows content parts as they are.
+fn shown(output: &ModelOutput) -> ModelOutput {
+    output.clone()
+}
+
+/// Returns a chart, a clip and the data behind them.
+#[tool(effect = read, to_model_output = shown)]
+async fn chart(_: NoInput) -> ModelOutput {
+    ModelOutput::content([
+        ContentPart::text("The chart:"),
+        ContentPart::file("aGk=", "image/png"),
+        ContentPart::file("UklGRg==", "audio/wav"),
+        ContentPart::resource_text("data://rows", "application/json", "[1,2]"),
+        ContentPart::resource_data("data://raw", "application/octet-stream", "AAE="),
+        ContentPart::file("JVBERg==", "application/pdf"),
+    ])
+}
+
+/// Logs one line at each level.
+#[tool(effect = read)]
+async fn chatty(_: NoInput, ctx: ToolContext) -> String {
+    ctx.log(LogLevel::Debug, "debug line");
+    ctx.info("info line");
+    ctx.warn("warn line");
+    ctx.log(LogLevel::Error, "error line");
+    "done".into()
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct SignupArgs {
+    /// What to ask.
+    message: String,
+}
+
+/// Asks for a name and an age in one form.
+#[tool(effect = read, workflow = execute)]
+async fn signup(args: SignupArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
+    let form = json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "default": "Ada" },
+            "age": { "type": "integer", "minimum": 0 },
+        },
+        "required": ["name", "age"],
+    });
+    let answer = ctx
+        .ask(AskRequest::new(args.message).with_form(form))
+        .await?;
+    Ok(match answer.fields::<Value>() {
+        Some(fields) => format!("filled {}", fields.map_err(ToolError::from)?),
+        None => format!("not filled: {answer:?}"),
+    })
+}
+
+fn runtime() -> Runtime {
+    let registry = Registry::from_tools([chart::TOOL, chatty::TOOL, signup::TOOL]).unwrap();
+    Runtime::builder(registry)
+        .store(SqliteStore::in_memory().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// A client that answers elicitations with `answer` and records what it is sent.
+#[derive(Clone, Default)]
+struct Client {
+    answer: Option<Value>,
+    forms: Arc<Mutex<Vec<Value>>>,
+    logs: Arc<Mutex<Vec<(LoggingLevel, Value, Option<String>)>>>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        config.capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = &request
+        {
+            let schema = serde_json::to_value(requested_schema).unwrap();
+            self.forms.lock().unwrap().push(schema);
+        }
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = self.answer.clone();
+        Ok(result)
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.logs
+            .lock()
+            .unwrap()
+            .push((params.level, params.data, params.logger));
+    }
+}
+
+async fn connect(server: McpServer, client: Client) -> RunningService<RoleClient, Client> {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let running = server.serve(a).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    client.serve(b).await.unwrap()
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().unwrap().clone())
+}
+
+#[tokio::test]
+async fn content_parts_become_image_audio_and_resource_blocks() {
+    let client = connect(McpServer::new(runtime()), Client::default()).await;
+    let result = client.call_tool(call("chart", json!({}))).await.unwrap();
+    let blocks = serde_json::to_value(&result.content).unwrap();
+    assert_eq!(
+        blocks,
+        json!([
+            { "type": "text", "text": "The chart:" },
+            { "type": "image", "data": "aGk=", "mimeType": "image/png" },
+            { "type": "audio", "data": "UklGRg==", "mimeType": "audio/wav" },
+            { "type": "resource", "resource": {
+                "uri": "data://rows", "mimeType": "application/json", "text": "[1,2]" } },
+            { "type": "resource", "resource": {
+                "uri": "data://raw", "mimeType": "application/octet-stream", "blob": "AAE=" } },
+            { "type": "text", "text": "[a application/pdf file]" },
+        ])
+    );
+}
+
+#[tokio::test]
+async fn log_lines_reach_the_client_at_the_level_it_set_before_the_result() {
+    let watching = Client::default();
+    let logs = Arc::clone(&watching.logs);
+    let client = connect(McpServer::new(runtime()), watching).await;
+
+    // Before any `logging/setLevel`, every line is sent.
+    let result = client.call_tool(call("chatty", json!({}))).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap()[0]["text"],
+        "done"
+    );
+    let seen: Vec<_> = logs.lock().unwrap().drain(..).collect();
+    let levels: Vec<LoggingLevel> = seen.iter().map(|(level, ..)| *level).collect();
+    assert_eq!(
+        levels,
+        [
+            LoggingLevel::Debug,
+            LoggingLevel::Info,
+            LoggingLevel::Warning,
+            LoggingLevel::Error
+        ]
+    );
+    assert_eq!(seen[1].1, json!("info line"));
+    assert_eq!(
+        seen[1].2.as_deref(),
+        Some("chatty"),
+        "the logger is the tool"
+    );
+
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .unwrap();
+    client.call_tool(call("chatty", json!({}))).await.unwrap();
+    let seen: Vec<_> = logs.lock().unwrap().drain(..).collect();
+    let data: Vec<&Value> = seen.iter().map(|(_, data, _)| data).collect();
+    assert_eq!(data, [&json!("warn line"), &json!("error line")]);
+}
+
+#[tokio::test]
+async fn a_form_question_is_elicited_with_its_schema_and_answered_with_its_fields() {
+    let filling = Client {
+        answer: Some(json!({ "name": "Grace", "age": 85 })),
+        ..Client::default()
+    };
+    let forms = Arc::clone(&filling.forms);
+    let server = McpServer::new(runtime()).principal(Principal::user("local", "alice"));
+    let client = connect(server, filling).await;
+    let result = client
+        .call_tool(call("signup", json!({ "message": "Your details?" })))
+        .await
+        .unwrap();
+    let blocks = serde_json::to_value(&result.content).unwrap();
+    assert_eq!(
+        blocks.as_array().unwrap().len(),
+        1,
+        "the answer is no approver's note: {blocks}"
+    );
+    assert_eq!(
+        blocks[0]["text"],
+        json!(r#"filled {"age":85,"name":"Grace"}"#)
+    );
+    let form = forms.lock().unwrap()[0].clone();
+    assert_eq!(form["properties"]["name"]["default"], "Ada");
+    assert_eq!(form["required"], json!(["name", "age"]));
+}
+
+#[tokio::test]
+async fn an_answer_the_form_refuses_is_an_error_result_naming_the_field() {
+    let client = connect(
+        McpServer::new(runtime()).principal(Principal::user("local", "alice")),
+        Client {
+            answer: Some(json!({ "name": "Grace", "age": -1 })),
+            ..Client::default()
+        },
+    )
+    .await;
+    let result = client
+        .call_tool(call("signup", json!({ "message": "Your details?" })))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    let text = serde_json::to_value(&result.content).unwrap()[0]["text"].to_string();
+    assert!(
+        text.contains("/age") && text.contains("does not fit the form"),
+        "{text}"
+    );
+}
+
+/// An existing rmcp server's prompts.
+#[derive(Clone)]
+struct Prompts;
+
+impl ServerHandler for Prompts {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_prompts().build());
+        config.instructions = Some("Use the prompts.".into());
+        config
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "greet",
+            Some("Greets"),
+            None,
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let text = format!("Hello from {}", request.name);
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+}
+
+#[tokio::test]
+async fn a_composed_handler_serves_its_prompts_beside_the_tools() {
+    let client = connect(
+        McpServer::new(runtime()).compose(Prompts),
+        Client::default(),
+    )
+    .await;
+    let info = client.peer_info().unwrap();
+    assert!(info.capabilities.prompts.is_some());
+    assert!(info.capabilities.tools.is_some());
+    assert_eq!(info.instructions.as_deref(), Some("Use the prompts."));
+    let prompts = client.list_prompts(None).await.unwrap();
+    assert_eq!(prompts.prompts[0].name, "greet");
+    let got = client
+        .get_prompt(GetPromptRequestParams::new("greet"))
+        .await
+        .unwrap();
+    let got = serde_json::to_value(got).unwrap();
+    assert_eq!(got["messages"][0]["content"]["text"], "Hello from greet");
+    let tools = client.list_tools(None).await.unwrap();
+    assert_eq!(tools.tools.len(), 3);
+
+    // Without a composed handler, prompts are not served.
+    let plain = connect(McpServer::new(runtime()), Client::default()).await;
+    assert!(plain.peer_info().unwrap().capabilities.prompts.is_none());
+    let refused = plain.list_prompts(None).await.unwrap_err().to_string();
+    assert!(refused.contains("prompts/list"), "{refused}");
+}
