@@ -87,12 +87,15 @@ fn runtime() -> Runtime {
         .unwrap()
 }
 
+/// Log messages a client received: level, data and logger.
+type Logs = Arc<Mutex<Vec<(LoggingLevel, Value, Option<String>)>>>;
+
 /// A client that answers elicitations with `answer` and records what it is sent.
 #[derive(Clone, Default)]
 struct Client {
     answer: Option<Value>,
     forms: Arc<Mutex<Vec<Value>>>,
-    logs: Arc<Mutex<Vec<(LoggingLevel, Value, Option<String>)>>>,
+    logs: Logs,
 }
 
 impl ClientHandler for Client {
