@@ -224,8 +224,14 @@ pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
         AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, SESSION_HEADER,
-        TokenVerifier, rmcp, serve_io, serve_stdio,
+        TokenVerifier, serve_io, serve_stdio,
     };
+
+    /// `rmcp`, the MCP SDK the server is built on: the [`ServerHandler`](rmcp::ServerHandler)
+    /// a handler composed with [`McpServer::compose`] implements, the protocol's model types and
+    /// the request context, at the version the server uses.
+    #[doc(no_inline)]
+    pub use toolwright_mcp::rmcp;
 }
 
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.
