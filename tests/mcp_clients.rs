@@ -1,7 +1,8 @@
 //! Real MCP clients against the example server (`examples/mcp_server.rs`, the seeds' tools on a
-//! SQLite file): the official TypeScript SDK from npm over stdio and over streamable HTTP, and the
-//! official Python SDK from PyPI over streamable HTTP. `scripts/setup-clients` installs both
-//! (`scripts/test` runs it); a missing client fails these tests rather than skipping them.
+//! SQLite file): the official TypeScript SDKs (v1 and v2) from npm over stdio and over streamable
+//! HTTP, the official Python SDK from PyPI over stdio and HTTP, and the MCP Inspector's CLI mode
+//! on Node 22 over stdio and HTTP. `scripts/setup-clients` installs them (`scripts/test` runs it);
+//! a missing client fails these tests rather than skipping them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::programs::{example, python, root};
+use support::programs::{example, inspector_cli, python, root};
 
 /// The example server's binary.
 fn server_binary() -> PathBuf {
@@ -422,4 +423,214 @@ fn duplicate_keys_in_arguments_are_refused_over_stdio_as_in_process() {
             .contains("`arguments` must be a JSON object"),
         "{not_an_object}"
     );
+}
+
+#[test]
+fn taint_lasts_for_the_mcp_session_with_the_python_sdk_over_stdio_and_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(python())
+        .arg(root().join("tests/mcp-clients/python/client.py"))
+        .args(["stdio", "accept"])
+        .arg(server_binary())
+        .args(["--stdio", "--db"])
+        .arg(dir.path().join("stdio-db"))
+        .env("MCP_SCENARIO", "taint")
+        .output()
+        .unwrap();
+    let found = findings(&output);
+    assert_eq!(found["protocol"], "2025-11-25");
+    check_taint_findings(&found);
+
+    let server = HttpServer::start(&dir.path().join("http-db"), "py-t0ken");
+    let output = Command::new(python())
+        .arg(root().join("tests/mcp-clients/python/client.py"))
+        .args([&server.url, "py-t0ken", "accept"])
+        .env("MCP_SCENARIO", "taint")
+        .output()
+        .unwrap();
+    let found = findings(&output);
+    assert_eq!(found["protocol"], "2025-11-25");
+    check_taint_findings(&found);
+}
+
+/// What one run of the MCP Inspector's CLI printed: its exit code and its one JSON value.
+fn inspect(home: &Path, target: &[&str], method: &[&str]) -> (i32, Value) {
+    let output = inspector_cli(home)
+        .args(target)
+        .args(["--method"])
+        .args(method)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the Inspector printed no JSON ({e}, {}):\n{stdout}\n{stderr}",
+            output.status
+        )
+    });
+    (output.status.code().unwrap_or(-1), value)
+}
+
+/// The Inspector's `tools/list` and `tools/call` of the main job, over one transport.
+fn check_inspector(home: &Path, target: &[&str]) {
+    // `--strict`: a schema problem the Inspector rates an error (not a portability warning)
+    // exits 6.
+    let (code, listed) = inspect(home, target, &["tools/list", "--strict"]);
+    assert_eq!(code, 0, "{listed}");
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in the Inspector's list"))
+    };
+    for name in [
+        "restart_service",
+        "treehole__read",
+        "wallet__recharge",
+        "tool_search",
+    ] {
+        tool(name);
+    }
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["name"] != "freeze_deploys_user_only")
+    );
+    let status = tool("get_service_status");
+    assert_eq!(status["title"], "Service status");
+    assert_eq!(status["annotations"]["readOnlyHint"], true);
+    assert_eq!(status["inputSchema"]["type"], "object");
+    assert_eq!(
+        status["inputSchema"]["required"],
+        serde_json::json!(["service"])
+    );
+    assert_eq!(
+        status["inputSchema"]["properties"]["service"]["type"],
+        "string"
+    );
+    assert_eq!(status["outputSchema"]["type"], "object");
+
+    let (code, called) = inspect(
+        home,
+        target,
+        &[
+            "tools/call",
+            "--tool-name",
+            "get_service_status",
+            "--tool-arg",
+            "service=payment-api",
+        ],
+    );
+    assert_eq!(code, 0, "{called}");
+    let result = &called["result"];
+    assert_eq!(result["isError"], false, "{called}");
+    assert_eq!(result["structuredContent"]["service"], "payment-api");
+    assert_eq!(result["structuredContent"]["status"], "degraded");
+
+    // The Inspector's CLI declares no elicitation: a call that needs the user's approval is
+    // refused with the reason, and nothing runs (the CLI exits 5 on an error result).
+    let (code, refused) = inspect(
+        home,
+        target,
+        &[
+            "tools/call",
+            "--tool-name",
+            "restart_service",
+            "--tool-arg",
+            "service=payment-api",
+            "reason=memory leak after the 2.3 deploy",
+        ],
+    );
+    assert_eq!(code, 5, "{refused}");
+    let message = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains("supports no elicitation") && message.contains("nothing ran"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_tools_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_binary();
+    let db = dir.path().join("db");
+    let target = [
+        server.to_str().unwrap(),
+        "--stdio",
+        "--db",
+        db.to_str().unwrap(),
+    ];
+    check_inspector(dir.path(), &target);
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_tools_over_streamable_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(&dir.path().join("db"), "insp3ctor");
+    let target = [
+        server.url.as_str(),
+        "--header",
+        "Authorization: Bearer insp3ctor",
+    ];
+    check_inspector(dir.path(), &target);
+}
+
+/// Each run of the Inspector's CLI is an MCP session of its own, so on 2025-11-25 taint cannot
+/// carry from one run to the next; on 2026-07-28 its requests join the binding of their
+/// principal and `Toolwright-Session`, which the v2 SDK's requests share.
+#[test]
+fn the_mcp_inspector_cli_is_one_session_a_run_and_joins_the_2026_07_28_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(&dir.path().join("db"), "t0ken");
+    let auth = "Authorization: Bearer t0ken";
+    let read = ["tools/call", "--tool-name", "treehole__read"];
+    let write = ["tools/call", "--tool-name", "treehole__send_code"];
+
+    // 2025-11-25: the untrusted read's session ends with the run; the next run starts clean.
+    let (code, found) = inspect(dir.path(), &[&server.url, "--header", auth], &read);
+    assert_eq!(
+        (code, &found["result"]["isError"]),
+        (0, &Value::Bool(false))
+    );
+    let (code, found) = inspect(dir.path(), &[&server.url, "--header", auth], &write);
+    assert_eq!(code, 0, "a new MCP session is not tainted: {found}");
+    assert_eq!(found["result"]["structuredContent"]["sent"], true);
+
+    // 2026-07-28: the Inspector's untrusted read taints the conversation `chat-1`, and the v2
+    // SDK's write in it asks the user; `chat-2` is clean.
+    let modern = [
+        server.url.as_str(),
+        "--protocol-era",
+        "modern",
+        "--header",
+        auth,
+        "--header",
+        "Toolwright-Session: chat-1",
+    ];
+    let (code, found) = inspect(dir.path(), &modern, &read);
+    assert_eq!(
+        (code, &found["result"]["isError"]),
+        (0, &Value::Bool(false))
+    );
+    let v2_write = |conversation: &str| {
+        let output = Command::new("node")
+            .arg(v2_client())
+            .args(["http", &server.url, "t0ken", conversation])
+            .env("MCP_SCENARIO", "write")
+            .output()
+            .unwrap();
+        findings(&output)
+    };
+    let tainted = v2_write("chat-1");
+    let asked = tainted["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{tainted:?}");
+    assert!(
+        asked[0].as_str().unwrap().contains("treehole__read"),
+        "{asked:?}"
+    );
+    assert_eq!(tainted["write"]["isError"], false);
+    let clean = v2_write("chat-2");
+    assert_eq!(clean["asked"].as_array().unwrap().len(), 0, "{clean:?}");
 }
