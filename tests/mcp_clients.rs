@@ -633,4 +633,14 @@ fn the_mcp_inspector_cli_is_one_session_a_run_and_joins_the_2026_07_28_binding()
     assert_eq!(tainted["write"]["isError"], false);
     let clean = v2_write("chat-2");
     assert_eq!(clean["asked"].as_array().unwrap().len(), 0, "{clean:?}");
+
+    // The approval covered one call, not the taint: the Inspector's own write in `chat-1` needs
+    // the user too, and the Inspector declares no elicitation, so it is told so and nothing runs.
+    let (code, refused) = inspect(dir.path(), &modern, &write);
+    assert_eq!(code, 5, "{refused}");
+    let message = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains("supports no elicitation") && message.contains("treehole__read"),
+        "{message}"
+    );
 }

@@ -193,10 +193,7 @@ impl McpServer {
         mut requests: Vec<InputRequest>,
         call_id: &str,
     ) -> Result<CallResult, ErrorData> {
-        let can_elicit = cx
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some();
+        let can_elicit = can_elicit(cx);
         loop {
             let Some(request) = requests.into_iter().find(InputRequest::is_pending) else {
                 return Err(ErrorData::internal_error(
@@ -356,6 +353,14 @@ pub(crate) fn response_for(
         // Cancel, and any action a newer protocol adds: nothing was granted.
         _ => InputResponse::cancel(id, principal).note("the user dismissed the request"),
     }
+}
+
+/// Whether the request's client declared elicitation (per request on 2026-07-28, at
+/// `initialize` before).
+pub(crate) fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
+    cx.client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some()
 }
 
 /// Whether the request's peer speaks 2026-07-28 or later (no server-to-client requests; input

@@ -19,7 +19,7 @@ use crate::McpError;
 use crate::binding::{Binding, BindingState, SharedBinding};
 use crate::compose::{Composed, not_served};
 use crate::convert::{first, internal};
-use crate::input::modern;
+use crate::input::{can_elicit, modern};
 use crate::limits::identity;
 use crate::listing::{Listing, current_listing};
 
@@ -330,8 +330,10 @@ impl McpServer {
                 match done {
                     Some(result) => Ok(result),
                     // Peers on 2026-07-28 get the question back in the result and answer it by
-                    // calling again; older peers are asked through elicitation.
-                    None if modern(&cx) => {
+                    // calling again; older peers are asked through elicitation. A peer that
+                    // declared no elicitation is told it cannot be asked (in `ask_person`),
+                    // rather than sent a question it cannot show.
+                    None if modern(&cx) && can_elicit(&cx) => {
                         if let Some(forwarding) = progress {
                             forwarding.abort();
                         }

@@ -559,3 +559,33 @@ fn http_client() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
 }
+
+#[tokio::test]
+async fn a_2026_07_28_client_without_elicitation_is_told_it_cannot_be_asked() {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let server = McpServer::new(runtime()).principal(Principal::user("local", "alice"));
+    tokio::spawn(async move {
+        let running = server.serve(a).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = rmcp::service::serve_client_with_lifecycle(
+        Client::default(),
+        b,
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap();
+    let before = RESTARTS.load(Ordering::SeqCst);
+    let params = CallToolRequestParams::new("restart")
+        .with_arguments(json!({ "service": "api" }).as_object().unwrap().clone());
+    let result = client.call_tool(params).await.unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(
+        text(&result).contains("supports no elicitation"),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(RESTARTS.load(Ordering::SeqCst), before, "nothing ran");
+}

@@ -866,7 +866,13 @@ async fn peers_on_2026_07_28_answer_through_input_required_results() {
         .principal(alice.clone())
         .request_state_key(key)
         .unwrap();
-    let alices = connect_modern(shared.clone(), Client::default()).await;
+    // Clients that declare elicitation: a 2026-07-28 client without it is told it cannot be
+    // asked instead (tool-mcp/tests/hardening.rs).
+    let asking = || Client {
+        elicit: Some((ElicitationAction::Accept, None)),
+        ..Client::default()
+    };
+    let alices = connect_modern(shared.clone(), asking()).await;
     let response = alices
         .call_tool_once(
             CallToolRequestParams::new("restart").with_arguments(args(json!({ "service": "dns" }))),
@@ -881,7 +887,7 @@ async fn peers_on_2026_07_28_answer_through_input_required_results() {
             .principal(Principal::user("local", "bob"))
             .request_state_key(key)
             .unwrap(),
-        Client::default(),
+        asking(),
     )
     .await;
     let stolen = bobs
