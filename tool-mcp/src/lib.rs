@@ -25,7 +25,10 @@
 //!   request is settled as cancelled.
 //! - Identity: over stdio, the principal given to [`McpServer::principal`]; over HTTP, the
 //!   principal a [`TokenVerifier`] returns for the request's bearer token. An MCP session is bound
-//!   to the principal that opened it: a request from another principal is refused.
+//!   to the principal that opened it: a request from another principal is refused. A server
+//!   declared a [`ProtectedResource`] is an OAuth 2.1 resource server as the MCP authorization
+//!   spec describes: it publishes its RFC 9728 metadata, points clients at it in every `401`,
+//!   and accepts only tokens issued for it.
 //! - Limits over HTTP: sessions are capped in all and per principal and closed when idle (see
 //!   [`McpHttp`]); `tools/call` arguments are parsed strictly, as in process (duplicate keys are
 //!   refused with the in-process error result, over stdio too).
@@ -51,6 +54,7 @@ mod http_server;
 mod input;
 mod limits;
 mod listing;
+mod oauth;
 mod raw;
 mod server;
 mod tasks;
@@ -58,6 +62,9 @@ mod tasks;
 pub use binding::SESSION_HEADER;
 pub use client::{AuthResolver, McpConnector};
 pub use error::McpError;
-pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
+pub use http_server::{HttpHandle, McpHttp};
+pub use oauth::{
+    IntrospectionVerifier, ProtectedResource, TokenError, TokenVerifier, VerifiedToken,
+};
 pub use raw::serve_io;
 pub use server::{McpServer, serve_stdio};
