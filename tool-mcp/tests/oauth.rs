@@ -524,3 +524,35 @@ async fn the_resource_may_be_a_public_name_whose_host_the_server_accepts() {
     assert_eq!(metadata["resource"], "https://mcp.test/mcp");
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_that_cannot_be_checked_is_a_503_not_a_401() {
+    // The resource server's credentials are wrong: the authorization server refuses to answer.
+    // Clients must retry, not send their user to authorize again.
+    let auth = AuthorizationServer::start().await;
+    let handle = McpHttp::new(server())
+        .protected_resource(ProtectedResource::new(auth.issuer()))
+        .verifier(
+            IntrospectionVerifier::new(auth.introspection_endpoint())
+                .client_credentials("toolwright-mcp", "wrong"),
+        )
+        .start()
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.addr());
+    let token = token_for(&auth, &url, "tools").await;
+    let response = http()
+        .post(&url)
+        .bearer_auth(token)
+        .header("Content-Type", "application/json")
+        .body(INITIALIZE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    assert!(!response.headers().contains_key("www-authenticate"));
+    let body = response.text().await.unwrap();
+    assert_eq!(body, "the token could not be checked now; retry in 5 s");
+    handle.shutdown().await;
+}

@@ -6,7 +6,7 @@
 //! | no bearer token | `401` | `resource_metadata`, `scope` (no `error`: nothing was presented) |
 //! | a token the verifier refused, or issued for another resource | `401` | the same, `error="invalid_token"` |
 //! | a token without a required scope | `403` | the same, `error="insufficient_scope"` |
-//! | the verifier could not check the token now | `503`, `Retry-After` | none |
+//! | the verifier could not check the token now | `503`, `Retry-After` (the reason is logged) | none |
 //!
 //! (`resource_metadata` and `scope` appear for a protected resource, `scope` when it requires
 //! scopes.)
@@ -57,9 +57,10 @@ impl Bearer {
                 return Err(Refusal::Invalid(format!("the token was refused: {reason}")));
             }
             Err(TokenError::Unavailable(reason)) => {
+                // The reason stays in the server's log: it may name internal endpoints.
                 tracing::warn!("a bearer token could not be checked: {reason}");
                 return Err(Refusal::Unavailable(format!(
-                    "the token could not be checked now ({reason}); retry in {RETRY_AFTER_SECS} s"
+                    "the token could not be checked now; retry in {RETRY_AFTER_SECS} s"
                 )));
             }
         };

@@ -154,7 +154,7 @@ pub enum TokenError {
     Invalid(String),
     /// The token could not be checked now (the authorization server did not answer, or answered
     /// with an error). The client gets `503` with `Retry-After`, not a `401` that would send it
-    /// to authorize again.
+    /// to authorize again; the reason goes to the server's log (`tracing`), not to the client.
     #[error("{0}")]
     Unavailable(String),
 }
