@@ -4,6 +4,10 @@
 //! cargo run --example mcp_server                      # streamable HTTP at http://127.0.0.1:8765/mcp
 //! cargo run --example mcp_server -- --stdio           # stdio, for desktop assistants and IDEs
 //! cargo run --example mcp_server -- --token s3cret    # require `Authorization: Bearer s3cret`
+//! # an OAuth protected resource of an authorization server, tokens checked by introspection:
+//! cargo run --example mcp_server -- --authorization-server https://auth.example.com \
+//!     --introspection https://auth.example.com/oauth2/introspect \
+//!     --introspection-client mcp-server:its-secret --scope mcp:tools
 //! ```
 //!
 //! Point any MCP client at it (the MCP Inspector, a desktop assistant): the tools keep their
@@ -15,7 +19,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use toolwright::mcp::{McpHttp, McpServer, TokenVerifier};
+use toolwright::mcp::{
+    IntrospectionVerifier, McpHttp, McpServer, ProtectedResource, TokenVerifier,
+};
 use toolwright::runtime::{Runtime, SqliteStore};
 use toolwright::{Principal, Registry};
 
@@ -32,8 +38,24 @@ struct Cli {
     #[arg(long, default_value = "127.0.0.1:8765")]
     addr: SocketAddr,
     /// Require this bearer token; its holder acts as the user `mcp-user`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "authorization_server")]
     token: Option<String>,
+    /// Act as an OAuth protected resource whose tokens this authorization server issues (its
+    /// issuer URL): clients find it through `/.well-known/oauth-protected-resource`.
+    #[arg(long, requires = "introspection")]
+    authorization_server: Option<String>,
+    /// The authorization server's token introspection endpoint (RFC 7662), which checks tokens.
+    #[arg(long, requires = "authorization_server")]
+    introspection: Option<String>,
+    /// This server's credentials at the introspection endpoint, `client_id:client_secret`.
+    #[arg(long, requires = "introspection")]
+    introspection_client: Option<String>,
+    /// The MCP endpoint's URL as clients reach it (default `http://<addr>/mcp`).
+    #[arg(long, requires = "authorization_server")]
+    resource: Option<String>,
+    /// A scope every token must grant (repeat for several).
+    #[arg(long = "scope", requires = "authorization_server")]
+    scopes: Vec<String>,
     /// The SQLite file holding sessions, parked calls and journals.
     #[arg(long, default_value = "toolwright-mcp.db")]
     db: PathBuf,
@@ -85,6 +107,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max_sessions_per_principal(cli.max_sessions_per_principal);
     if let Some(token) = cli.token {
         http = http.verifier(FixedToken(token));
+    }
+    if let (Some(issuer), Some(endpoint)) = (cli.authorization_server, cli.introspection) {
+        let mut resource = ProtectedResource::new(issuer)
+            .required_scopes(cli.scopes)
+            .resource_name("toolwright seed tools");
+        if let Some(uri) = cli.resource {
+            resource = resource.resource(uri);
+        }
+        let mut verifier = IntrospectionVerifier::new(endpoint);
+        if let Some(client) = cli.introspection_client {
+            let (id, secret) = client
+                .split_once(':')
+                .ok_or("--introspection-client takes `client_id:client_secret`")?;
+            verifier = verifier.client_credentials(id, secret);
+        }
+        http = http.protected_resource(resource).verifier(verifier);
     }
     let handle = http.start().await?;
     println!(

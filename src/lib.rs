@@ -223,8 +223,9 @@ pub mod sandbox {
 pub mod mcp {
     #[doc(inline)]
     pub use toolwright_mcp::{
-        AuthResolver, HttpHandle, McpConnector, McpError, McpHttp, McpServer, SESSION_HEADER,
-        TokenVerifier, serve_io, serve_stdio,
+        AuthResolver, HttpHandle, IntrospectionVerifier, McpConnector, McpError, McpHttp,
+        McpServer, ProtectedResource, SESSION_HEADER, TokenError, TokenVerifier, VerifiedToken,
+        serve_io, serve_stdio,
     };
 
     /// `rmcp`, the MCP SDK the server is built on: the [`ServerHandler`](rmcp::ServerHandler)

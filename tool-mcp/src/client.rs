@@ -529,7 +529,7 @@ impl Drop for Forget<'_> {
 
 /// An error with its causes (rmcp's transport errors wrap the one that says what happened, e.g.
 /// a refused connection or a failed TLS handshake).
-fn chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -782,7 +782,7 @@ impl StreamableHttpClient for AuthClient {
 /// The HTTP client of a remote connection. With `tls`, reqwest is built without a crypto
 /// provider of its own (its default would build aws-lc-sys): ring is installed as the process's
 /// default unless the application installed one first.
-fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     #[cfg(feature = "tls")]
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing a race with another installer is fine: a provider is installed either way.

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | a `Host` that is not an allowed host, or whose port is not a number | `403` |
 //! | an `Origin` that is neither the server's own (the request's `Host`) nor allowed | `403` |
-//! | no valid bearer token (with a verifier) | `401` |
+//! | no valid bearer token (with a verifier) | `401`; `403` without a required scope (`oauth/bearer.rs`) |
 //! | a body over 4 MiB | `413` |
 //! | a `Toolwright-Session` header that is not 1–128 visible ASCII characters | `400` |
 //! | a `tools/call` whose raw `arguments` the strict parser refuses | `200`, an `isError` result (as in process) |
@@ -18,11 +18,10 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::response::Response;
-use toolwright_core::Principal;
 
-use crate::TokenVerifier;
 use crate::binding::{BindingKey, Bindings, MAX_SESSION_HEADER, SESSION_HEADER, SharedBinding};
 use crate::limits::{ADMITTED, Limits, Owner};
+use crate::oauth::Bearer;
 use crate::raw::inspect;
 
 /// The largest request body accepted (as rmcp's own default).
@@ -30,7 +29,8 @@ pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// What the guard checks requests against.
 pub(crate) struct Guard {
-    pub(crate) verifier: Option<Arc<dyn TokenVerifier>>,
+    /// The bearer token check, with a verifier.
+    pub(crate) bearer: Option<Bearer>,
     /// Host names (or `host:port`) accepted in `Host`, loopback names included.
     pub(crate) hosts: Vec<String>,
     /// Origins (`scheme://host[:port]`) accepted besides the server's own.
@@ -58,9 +58,12 @@ pub(crate) async fn guard(
             "Forbidden: Origin header is not allowed",
         );
     }
-    let principal = match authenticate(guard.verifier.as_deref(), request.headers()).await {
-        Ok(principal) => principal,
-        Err(response) => return *response,
+    let principal = match &guard.bearer {
+        None => None,
+        Some(bearer) => match bearer.authenticate(request.headers()).await {
+            Ok(principal) => Some(principal),
+            Err(response) => return *response,
+        },
     };
     if let Some(principal) = &principal {
         request.extensions_mut().insert(principal.clone());
@@ -123,39 +126,6 @@ fn plain(status: http::StatusCode, message: &str) -> Response {
         .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(Body::from(message.to_owned()))
         .unwrap_or_default()
-}
-
-/// The principal of a request's bearer token; `None` without a verifier. Refused (`401`)
-/// without a valid token.
-async fn authenticate(
-    verifier: Option<&dyn TokenVerifier>,
-    headers: &http::HeaderMap,
-) -> Result<Option<Principal>, Box<Response>> {
-    let Some(verifier) = verifier else {
-        return Ok(None);
-    };
-    let refused = |reason: String| {
-        Box::new(
-            Response::builder()
-                .status(http::StatusCode::UNAUTHORIZED)
-                .header(http::header::WWW_AUTHENTICATE, "Bearer")
-                .body(Body::from(reason))
-                .unwrap_or_default(),
-        )
-    };
-    let token = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let Some(token) = token else {
-        return Err(refused(
-            "an `Authorization: Bearer <token>` header is required".into(),
-        ));
-    };
-    match verifier.verify(token).await {
-        Ok(principal) => Ok(Some(principal)),
-        Err(reason) => Err(refused(format!("the token was refused: {reason}"))),
-    }
 }
 
 /// The `Toolwright-Session` header: absent, or 1 to 128 visible ASCII characters.

@@ -5,10 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
-use toolwright_core::Principal;
 
 use crate::binding::Bindings;
 use crate::guard::{self, Guard};
@@ -16,17 +14,11 @@ use crate::limits::{
     BoundedSessions, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, Limits,
 };
-use crate::{McpError, McpServer};
+use crate::oauth::{Bearer, Resource};
+use crate::{McpError, McpServer, ProtectedResource, TokenVerifier};
 
 /// The listening socket's backlog by default.
 const DEFAULT_BACKLOG: u32 = 1_024;
-
-/// Checks a request's bearer token and says who it belongs to. Return `Err` with a reason to
-/// refuse the request (the client gets `401`).
-pub trait TokenVerifier: Send + Sync + 'static {
-    /// The principal `token` authenticates.
-    fn verify<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, String>>;
-}
 
 /// Serving `McpServer` over streamable HTTP.
 ///
@@ -41,7 +33,8 @@ pub trait TokenVerifier: Send + Sync + 'static {
 /// ([`McpHttp::backlog`], default 1,024) absorbs bursts of connections.
 ///
 /// Other refusals: `403` for a `Host` that is not allowed (or whose port is not a number),
-/// `401` without a valid bearer token when there is a verifier, `413` for a body over 4 MiB,
+/// `401` without a valid bearer token when there is a verifier (see [`ProtectedResource`] for what
+/// an OAuth protected resource adds), `413` for a body over 4 MiB,
 /// `400` for a malformed `Toolwright-Session` header, and an `isError` result (as in process)
 /// for a `tools/call` whose raw `arguments` the strict parser refuses (duplicate keys, numbers
 /// that would change).
@@ -63,6 +56,7 @@ pub struct McpHttp {
     server: McpServer,
     addr: SocketAddr,
     verifier: Option<Arc<dyn TokenVerifier>>,
+    protected_resource: Option<ProtectedResource>,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     max_sessions: usize,
@@ -76,6 +70,7 @@ impl std::fmt::Debug for McpHttp {
         f.debug_struct("McpHttp")
             .field("addr", &self.addr)
             .field("verifier", &self.verifier.is_some())
+            .field("protected_resource", &self.protected_resource)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("max_sessions", &self.max_sessions)
@@ -96,6 +91,7 @@ impl McpHttp {
             server,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             verifier: None,
+            protected_resource: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_sessions: DEFAULT_MAX_SESSIONS,
@@ -114,11 +110,24 @@ impl McpHttp {
         self
     }
 
-    /// Checks every request's `Authorization: Bearer` token; the principal it returns is the
-    /// caller of the request's calls.
+    /// Checks every request's `Authorization: Bearer` token (through
+    /// [`TokenVerifier::verify_token`]); the principal it returns is the caller of the request's
+    /// calls.
     #[must_use]
     pub fn verifier(mut self, verifier: impl TokenVerifier) -> Self {
         self.verifier = Some(Arc::new(verifier));
+        self
+    }
+
+    /// Declares the server an OAuth 2.1 protected resource (the MCP authorization spec): it
+    /// publishes its RFC 9728 metadata at `/.well-known/oauth-protected-resource` (and the
+    /// path-suffixed form), every `401` names that document in `WWW-Authenticate`, and only
+    /// tokens issued for this resource with the required scopes pass (see
+    /// [`ProtectedResource`]). Needs a [`McpHttp::verifier`] that reports tokens' audiences, such
+    /// as [`IntrospectionVerifier`](crate::IntrospectionVerifier).
+    #[must_use]
+    pub fn protected_resource(mut self, resource: ProtectedResource) -> Self {
+        self.protected_resource = Some(resource);
         self
     }
 
@@ -178,12 +187,24 @@ impl McpHttp {
         self
     }
 
-    /// Binds and serves on a task of its own until the handle is shut down.
+    /// Binds and serves on a task of its own until the handle is shut down. Fails with
+    /// [`McpError::Config`] when the [`ProtectedResource`] is not valid or has no verifier.
     pub async fn start(self) -> Result<HttpHandle, McpError> {
         let listener = listen(self.addr, self.backlog)?;
         let addr = listener
             .local_addr()
             .map_err(|e| McpError::Transport(e.to_string()))?;
+        let resource = match self.protected_resource {
+            Some(_) if self.verifier.is_none() => {
+                return Err(McpError::Config(
+                    "a protected resource checks tokens: give `McpHttp::verifier` a token \
+                     verifier (e.g. `IntrospectionVerifier`)"
+                        .into(),
+                ));
+            }
+            Some(declared) => Some(Arc::new(Resource::resolve(declared, addr)?)),
+            None => None,
+        };
         if !addr.ip().is_loopback() {
             tracing::warn!(
                 %addr,
@@ -199,6 +220,8 @@ impl McpHttp {
             "::1".to_owned(),
         ];
         hosts.extend(self.allowed_hosts);
+        // The protected resource's own name is the server's: clients send it in `Host`.
+        hosts.extend(resource.as_ref().map(|resource| resource.host.clone()));
         let config = StreamableHttpServerConfig::default()
             .with_cancellation_token(shutdown.child_token())
             .with_allowed_hosts(hosts.clone());
@@ -214,18 +237,24 @@ impl McpHttp {
             config,
         );
         let guard = Arc::new(Guard {
-            verifier: self.verifier,
+            bearer: self.verifier.map(|verifier| Bearer {
+                verifier,
+                resource: resource.clone(),
+            }),
             hosts,
             origins: self.allowed_origins,
             limits: Arc::clone(&limits),
             bindings: Arc::clone(&bindings),
         });
-        let router =
+        let mut router =
             axum::Router::new()
                 .nest_service("/mcp", service)
                 .layer(axum::middleware::from_fn(move |request, next| {
                     guard::guard(Arc::clone(&guard), request, next)
                 }));
+        if let Some(resource) = &resource {
+            router = router.merge(resource.routes());
+        }
         let sweeper = tokio::spawn(sweep(bindings, self.idle_timeout, shutdown.clone()));
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {

@@ -25,7 +25,10 @@
 //!   request is settled as cancelled.
 //! - Identity: over stdio, the principal given to [`McpServer::principal`]; over HTTP, the
 //!   principal a [`TokenVerifier`] returns for the request's bearer token. An MCP session is bound
-//!   to the principal that opened it: a request from another principal is refused.
+//!   to the principal that opened it: a request from another principal is refused. A server
+//!   declared a [`ProtectedResource`] is an OAuth 2.1 resource server as the MCP authorization
+//!   spec describes: it publishes its RFC 9728 metadata, points clients at it in every `401`,
+//!   and accepts only tokens issued for it.
 //! - Limits over HTTP: sessions are capped in all and per principal and closed when idle (see
 //!   [`McpHttp`]); `tools/call` arguments are parsed strictly, as in process (duplicate keys are
 //!   refused with the in-process error result, over stdio too).
@@ -53,6 +56,7 @@ mod input;
 mod limits;
 mod listing;
 mod notify;
+mod oauth;
 mod raw;
 mod server;
 mod tasks;
@@ -60,7 +64,10 @@ mod tasks;
 pub use binding::SESSION_HEADER;
 pub use client::{AuthResolver, McpConnector};
 pub use error::McpError;
-pub use http_server::{HttpHandle, McpHttp, TokenVerifier};
+pub use http_server::{HttpHandle, McpHttp};
+pub use oauth::{
+    IntrospectionVerifier, ProtectedResource, TokenError, TokenVerifier, VerifiedToken,
+};
 pub use raw::serve_io;
 /// The `rmcp` crate this server is built on: its [`ServerHandler`](rmcp::ServerHandler) and
 /// model types, for handlers composed into [`McpServer::compose`].
