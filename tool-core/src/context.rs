@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
+use crate::model::{ModelBackend, ModelHandle};
 use crate::output::CallOutput;
 use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
@@ -100,6 +101,11 @@ pub trait CallHost: Send + Sync + 'static {
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         None
     }
+    /// The model this call's `ctx.model()` asks, if any (see [`ModelBackend`]). The default
+    /// has none.
+    fn model(&self) -> Option<Arc<dyn ModelBackend>> {
+        None
+    }
 }
 
 /// One call delivered to a `serve` task.
@@ -128,6 +134,8 @@ struct Scope {
     caller: Caller,
     approval: Option<ApprovalGrant>,
     host: Arc<dyn CallHost>,
+    /// How many times the call asked the model so far: names its journal steps.
+    model_calls: AtomicU64,
 }
 
 /// The untyped context of one call, built by the runtime (or [`CallContext::builder`]) and turned
@@ -222,6 +230,7 @@ impl CallContextBuilder {
             host: self
                 .host
                 .unwrap_or_else(|| Arc::new(DetachedHost::default())),
+            model_calls: AtomicU64::new(0),
         }))
     }
 }
@@ -276,6 +285,12 @@ impl CallContext {
         format!("{}:{}", self.0.session.id, self.0.call_id)
     }
 
+    /// The ordinal (from 1) of the call's next ask of the model: deterministic on every run of
+    /// the body, so it names the ask's journal step.
+    pub(crate) fn next_model_call(&self) -> u64 {
+        self.0.model_calls.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, ToolError> {
         let any = self.0.host.state(TypeId::of::<T>()).ok_or_else(|| {
             ToolError::with_code(
@@ -321,7 +336,7 @@ impl CallContext {
         })
     }
 
-    async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
+    pub(crate) async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
     where
         T: Serialize + DeserializeOwned + Send,
         F: Future<Output = Result<T, ToolError>> + Send,
@@ -567,6 +582,13 @@ impl ToolContext {
         &self.cx
     }
 
+    /// The model handle: `ctx.model().prompt(..).text().await` asks the model the host
+    /// installed (the MCP client's through sampling, or the runtime's). Answers are not
+    /// journaled here; a `durable` tool's are (see [`DurableContext::model`]).
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.cx.clone(), false)
+    }
+
     /// The sandbox the host installed: files and commands in one confined place. An error when
     /// the runtime has none. (A `durable` tool reaches it too; a workflow body does not: run
     /// commands through a plain tool.)
@@ -611,6 +633,13 @@ impl DurableContext {
         T: DeserializeOwned,
     {
         self.tool.cx.step_in_store(name.as_ref(), work).await
+    }
+
+    /// The model handle, with each answer journaled as a step (`model#<n>` unless
+    /// [`Prompt::step`](crate::model::Prompt::step) names it): a re-run of the call returns the
+    /// recorded answer without asking again.
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.tool.cx.clone(), true)
     }
 
     /// Runs `work` as the step `name`, exactly once on record: if a previous run of this call
@@ -686,6 +715,11 @@ impl WorkflowContext {
         Fut: Future<Output = Result<T, ToolError>> + Send,
     {
         self.cx.step_retrying(name.as_ref(), retry, work).await
+    }
+
+    /// The model handle, with each answer journaled (see [`DurableContext::model`]).
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.cx.clone(), true)
     }
 
     /// Asks a person. An unanswered question parks the run; nothing waits in memory.
@@ -873,7 +907,8 @@ pub enum HostEvent {
 /// A host for direct calls outside the runtime (tests, examples, scripts).
 ///
 /// It records logs, partials and steps as [`HostEvent`]s, serves typed state added with
-/// [`DetachedHost::with_state`], runs steps directly (refusing a repeated name, as the journal
+/// [`DetachedHost::with_state`] (and a sandbox and a model backend added with
+/// [`DetachedHost::with_sandbox`] and [`DetachedHost::with_model`]), runs steps directly (refusing a repeated name, as the journal
 /// does) and records nothing durably; `ask` answers `unavailable` (no person can be asked) and
 /// `sleep` fails, since durable waiting needs the runtime's store.
 #[derive(Default)]
@@ -883,6 +918,7 @@ pub struct DetachedHost {
     states: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cancelled: AtomicBool,
     sandbox: Option<Arc<dyn Sandbox>>,
+    model: Option<Arc<dyn ModelBackend>>,
 }
 
 impl std::fmt::Debug for DetachedHost {
@@ -903,6 +939,12 @@ impl DetachedHost {
     /// `self` serving `sandbox` to `ctx.sandbox()`.
     pub fn with_sandbox(mut self, sandbox: impl Sandbox) -> Self {
         self.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
+    /// `self` serving `backend` to `ctx.model()`.
+    pub fn with_model(mut self, backend: impl ModelBackend) -> Self {
+        self.model = Some(Arc::new(backend));
         self
     }
 
@@ -942,6 +984,10 @@ impl CallHost for DetachedHost {
 
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         self.sandbox.clone()
+    }
+
+    fn model(&self) -> Option<Arc<dyn ModelBackend>> {
+        self.model.clone()
     }
 
     fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {

@@ -52,6 +52,7 @@ mod input;
 mod limits;
 mod listing;
 mod raw;
+mod sampling;
 mod server;
 mod tasks;
 
