@@ -483,3 +483,76 @@ async fn a_sampling_request_state_is_checked_before_its_answer_is_used() {
     };
     assert_eq!(text(&done), "A draft.");
 }
+
+/// The official TypeScript SDKs' clients (`tests/mcp-clients/node/sampling.mjs`, installed by
+/// `scripts/setup-clients`) against this server over HTTP: `v1` on 2025-11-25, `v2` on
+/// 2026-07-28; `nosampling` declares no sampling. What the script printed, by key.
+async fn node_client(url: &str, sdk: &str, mode: &str) -> serde_json::Map<String, Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp-clients/node");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/client")
+            .exists()
+            && dir.join("node_modules/@modelcontextprotocol/sdk").exists(),
+        "the TypeScript MCP SDKs are not installed; run `scripts/setup-clients`"
+    );
+    let output = tokio::process::Command::new("node")
+        .arg(dir.join("sampling.mjs"))
+        .args([sdk, url, mode])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the {sdk} client failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Map<String, Value>>(line).ok())
+        .flatten()
+        .collect()
+}
+
+#[tokio::test]
+async fn the_typescript_sdks_lend_their_model_on_both_revisions() {
+    let handle = toolwright_mcp::McpHttp::new(McpServer::new(runtime()))
+        .start()
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.addr());
+    for (sdk, protocol) in [("v1", "2025-11-25"), ("v2", "2026-07-28")] {
+        let found = node_client(&url, sdk, "sampling").await;
+        assert_eq!(found["protocol"], protocol);
+        let summary = &found["summary"];
+        assert_eq!(summary["isError"], false, "{sdk}: {summary}");
+        assert_eq!(summary["content"][0]["text"], "Summary of the Q3 report");
+        let verdict = &found["verdict"];
+        assert_eq!(verdict["isError"], false, "{sdk}: {verdict}");
+        assert_eq!(verdict["content"][0]["text"], "spam=true (sells watches)");
+        // What the client's model was asked: the prompt, the system prompt and the limit; for
+        // the structured result, the schema in the system prompt.
+        let asked = found["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 2, "{sdk}: {asked:?}");
+        assert_eq!(asked[0]["systemPrompt"], "Be brief.");
+        assert_eq!(asked[0]["maxTokens"], 120);
+        assert_eq!(
+            asked[0]["messages"],
+            json!([{ "role": "user", "content": { "type": "text", "text": "Summarize: the Q3 report" } }])
+        );
+        let system = asked[1]["systemPrompt"].as_str().unwrap();
+        assert!(system.contains("\"spam\""), "{sdk}: {system}");
+
+        let found = node_client(&url, sdk, "nosampling").await;
+        let summary = &found["summary"];
+        assert_eq!(summary["isError"], true, "{sdk}: {summary}");
+        let message = summary["content"][0]["text"].as_str().unwrap();
+        assert!(
+            message.contains("this MCP client supports no sampling")
+                && message.contains("call the tool from a client that supports sampling"),
+            "{sdk}: {message}"
+        );
+    }
+    handle.shutdown().await;
+}
