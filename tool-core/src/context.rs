@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::model::{ModelBackend, ModelHandle};
+use crate::model::{CallScope, ModelBackend, ModelHandle};
 use crate::output::CallOutput;
 use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
@@ -136,6 +136,28 @@ struct Scope {
     host: Arc<dyn CallHost>,
     /// How many times the call asked the model so far: names its journal steps.
     model_calls: AtomicU64,
+}
+
+impl CallScope for Scope {
+    fn backend(&self) -> Option<Arc<dyn ModelBackend>> {
+        self.host.model()
+    }
+
+    fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    fn next_model_call(&self) -> u64 {
+        self.model_calls.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn journal<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        self.host.step(name, run)
+    }
 }
 
 /// The untyped context of one call, built by the runtime (or [`CallContext::builder`]) and turned
@@ -285,12 +307,6 @@ impl CallContext {
         format!("{}:{}", self.0.session.id, self.0.call_id)
     }
 
-    /// The ordinal (from 1) of the call's next ask of the model: deterministic on every run of
-    /// the body, so it names the ask's journal step.
-    pub(crate) fn next_model_call(&self) -> u64 {
-        self.0.model_calls.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
     fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, ToolError> {
         let any = self.0.host.state(TypeId::of::<T>()).ok_or_else(|| {
             ToolError::with_code(
@@ -336,7 +352,7 @@ impl CallContext {
         })
     }
 
-    pub(crate) async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
+    async fn step<T, F>(&self, name: &str, work: F) -> Result<T, ToolError>
     where
         T: Serialize + DeserializeOwned + Send,
         F: Future<Output = Result<T, ToolError>> + Send,
@@ -586,7 +602,7 @@ impl ToolContext {
     /// installed (the MCP client's through sampling, or the runtime's). Answers are not
     /// journaled here; a `durable` tool's are (see [`DurableContext::model`]).
     pub fn model(&self) -> ModelHandle {
-        ModelHandle::new(self.cx.clone(), false)
+        ModelHandle::new(self.cx.0.clone(), false)
     }
 
     /// The sandbox the host installed: files and commands in one confined place. An error when
@@ -639,7 +655,7 @@ impl DurableContext {
     /// [`Prompt::step`](crate::model::Prompt::step) names it): a re-run of the call returns the
     /// recorded answer without asking again.
     pub fn model(&self) -> ModelHandle {
-        ModelHandle::new(self.tool.cx.clone(), true)
+        ModelHandle::new(self.tool.cx.0.clone(), true)
     }
 
     /// Runs `work` as the step `name`, exactly once on record: if a previous run of this call
@@ -719,7 +735,7 @@ impl WorkflowContext {
 
     /// The model handle, with each answer journaled (see [`DurableContext::model`]).
     pub fn model(&self) -> ModelHandle {
-        ModelHandle::new(self.cx.clone(), true)
+        ModelHandle::new(self.cx.0.clone(), true)
     }
 
     /// Asks a person. An unanswered question parks the run; nothing waits in memory.

@@ -59,7 +59,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::CallContext;
 use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::schema::{InputValidator, model_facing, schema_of};
 
@@ -260,23 +259,49 @@ impl fmt::Debug for dyn ModelBackend {
     }
 }
 
+/// What the model handle needs of the call it belongs to. The context implements it, so this
+/// module does not import the context's (which imports this one's handle).
+pub(crate) trait CallScope: Send + Sync + 'static {
+    /// The backend the host installed.
+    fn backend(&self) -> Option<Arc<dyn ModelBackend>>;
+    /// The resolved tool name, for messages.
+    fn tool_name(&self) -> &str;
+    /// The ordinal (from 1) of the call's next ask: deterministic on every run of the body.
+    fn next_model_call(&self) -> u64;
+    /// Runs or replays the journaled step `name` (see [`crate::CallHost::step`]).
+    fn journal<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+}
+
 /// The model handle of a tool's context (`ctx.model()`): asks the model the host installed.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ModelHandle {
-    cx: CallContext,
+    scope: Arc<dyn CallScope>,
     /// Whether answers are journaled (durable and workflow contexts).
     journaled: bool,
 }
 
+impl fmt::Debug for ModelHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelHandle")
+            .field("tool", &self.scope.tool_name())
+            .field("journaled", &self.journaled)
+            .finish()
+    }
+}
+
 impl ModelHandle {
-    pub(crate) fn new(cx: CallContext, journaled: bool) -> Self {
-        ModelHandle { cx, journaled }
+    pub(crate) fn new(scope: Arc<dyn CallScope>, journaled: bool) -> Self {
+        ModelHandle { scope, journaled }
     }
 
     /// Whether a model is available to this call (else asking fails with an error that says
     /// how to install one).
     pub fn is_available(&self) -> bool {
-        self.cx.host().model().is_some()
+        self.scope.backend().is_some()
     }
 
     /// A prompt of one user message; set its options, then ask with [`Prompt::text`] or
@@ -379,14 +404,13 @@ impl Prompt {
             mut request,
             step,
         } = self;
-        let cx = &handle.cx;
+        let scope = &handle.scope;
         // Counted before anything can fail, so the default names of later asks do not depend on
         // whether an earlier one succeeded.
-        let ordinal = cx.next_model_call();
-        let backend = cx
-            .host()
-            .model()
-            .ok_or_else(|| no_backend(cx.tool_name()))?;
+        let ordinal = scope.next_model_call();
+        let backend = scope
+            .backend()
+            .ok_or_else(|| no_backend(scope.tool_name()))?;
         if let Some(check) = &check {
             request.result_schema = Some(check.schema.clone());
         }
@@ -401,7 +425,24 @@ impl Prompt {
             return asking.await;
         }
         let name = step.unwrap_or_else(|| format!("model#{ordinal}"));
-        cx.step(&name, asking).await
+        let journaled = Box::pin(async move {
+            let reply = asking.await?;
+            serde_json::to_value(reply).map_err(|e| {
+                ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!("a model reply is not JSON: {e}"),
+                )
+            })
+        });
+        let recorded = scope.journal(&name, journaled).await?;
+        serde_json::from_value(recorded).map_err(|error| {
+            ToolError::with_code(
+                ErrorCode::Journal,
+                format!(
+                    "the journal holds a value for step `{name}` that is not a model reply: {error}; did the tool change since it was recorded?"
+                ),
+            )
+        })
     }
 }
 
@@ -526,7 +567,7 @@ fn fenced(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{DetachedHost, DurableParam, HostEvent, PlainParam};
+    use crate::context::{CallContext, DetachedHost, DurableParam, HostEvent, PlainParam};
     use crate::{DurableContext, ToolContext};
 
     /// Answers every request with `answer`, recording what it was asked.
