@@ -198,6 +198,7 @@ impl ModelRequest {
 /// Why the model stopped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// It finished its answer.
     EndTurn,

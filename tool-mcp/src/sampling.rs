@@ -33,7 +33,7 @@ use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ContentBlock, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, InputRequests, InputRequiredResult, Role,
-    SamplingMessage, SamplingMessageContentBlock, SealOptions, ToolUseContent,
+    SamplingCapability, SamplingMessage, SamplingMessageContentBlock, SealOptions, ToolUseContent,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer};
@@ -88,7 +88,13 @@ struct Round {
 /// The sampling side of one `tools/call`: built before the step, asked after it whether the
 /// tool wants an answer the client must give first (2026-07-28).
 pub(crate) struct SamplingCall {
+    /// What the client declared of sampling, if anything.
+    capability: Option<SamplingCapability>,
+    /// Whether the client speaks 2026-07-28 (input-required results, no requests to it).
+    modern: bool,
     tool: String,
+    /// The digest of the call's arguments, for a 2026-07-28 client that samples (what names
+    /// the call in its sealed state); empty otherwise, so other calls pay nothing for it.
     arguments: String,
     /// The answered rounds of a retried call.
     retried: Option<Vec<Round>>,
@@ -97,6 +103,17 @@ pub(crate) struct SamplingCall {
 }
 
 impl SamplingCall {
+    fn of(cx: &RequestContext<RoleServer>, tool: String) -> Self {
+        SamplingCall {
+            capability: cx.client_capabilities().and_then(|c| c.sampling),
+            modern: modern(cx),
+            tool,
+            arguments: String::new(),
+            retried: None,
+            rounds: None,
+        }
+    }
+
     /// Whether the request is a retry carrying a sampling `requestState` (not an approval's).
     pub(crate) fn is_retry(&self) -> bool {
         self.retried.is_some()
@@ -109,16 +126,15 @@ impl McpServer {
     /// `resume`.
     pub(crate) fn sampling_call(
         &self,
+        cx: &RequestContext<RoleServer>,
         params: &CallToolRequestParams,
         principal: Option<&Principal>,
     ) -> Result<SamplingCall, ErrorData> {
-        let arguments = input_digest(&Value::Object(params.arguments.clone().unwrap_or_default()));
-        let mut call = SamplingCall {
-            tool: params.name.to_string(),
-            arguments,
-            retried: None,
-            rounds: None,
-        };
+        let mut call = SamplingCall::of(cx, params.name.to_string());
+        if call.modern && (call.capability.is_some() || params.request_state.is_some()) {
+            call.arguments =
+                input_digest(&Value::Object(params.arguments.clone().unwrap_or_default()));
+        }
         let Some(sealed) = &params.request_state else {
             return Ok(call);
         };
@@ -180,14 +196,13 @@ impl McpServer {
         principal: Option<Principal>,
         binding: &Arc<Binding>,
     ) -> StepOptions {
-        let capability = cx.client_capabilities().and_then(|c| c.sampling);
-        let Some(capability) = capability else {
+        let Some(capability) = &call.capability else {
             if self.runtime().has_model() {
                 return StepOptions::new();
             }
             return StepOptions::new().model(NoSampling { why: NO_SAMPLING });
         };
-        let way = if modern(cx) {
+        let way = if call.modern {
             let rounds = Arc::new(Rounds {
                 recorded: Mutex::new(call.retried.take().unwrap_or_default()),
                 next: Mutex::new(0),
@@ -216,19 +231,15 @@ impl McpServer {
         session_id: &str,
         principal: Option<Principal>,
     ) -> StepOptions {
-        let mut call = SamplingCall {
-            tool: String::new(),
-            arguments: String::new(),
-            retried: None,
-            rounds: None,
-        };
+        let mut call = SamplingCall::of(cx, String::new());
         let binding = self.binding_of(cx);
         self.sampling_options(cx, &mut call, session_id, principal, &binding)
     }
 
     /// The options of the calls an answer in a retried 2026-07-28 request resumes: the client
     /// cannot be asked for its model then (answering would run the call again, and with it the
-    /// approval), so an ask fails saying so, unless the runtime has a model of its own.
+    /// approval), so a new ask fails saying so, unless the runtime has a model of its own (a
+    /// workflow body's journaled answers replay without asking).
     pub(crate) fn approved_sampling(&self) -> StepOptions {
         if self.runtime().has_model() {
             return StepOptions::new();

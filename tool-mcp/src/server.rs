@@ -291,7 +291,7 @@ impl McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.caller(&cx);
         let binding = self.binding_of(&cx);
-        let mut sampling = self.sampling_call(&params, principal.as_ref())?;
+        let mut sampling = self.sampling_call(&cx, &params, principal.as_ref())?;
         if let Some(state) = &params.request_state
             && !sampling.is_retry()
         {
