@@ -126,6 +126,17 @@ pub mod registry {
     };
 }
 
+/// The model handle: a tool asks a model through `ctx.model()` (the MCP client's through
+/// sampling, or one installed on the runtime), for text or for a result checked against a Rust
+/// type, and the backend trait a host implements behind it.
+pub mod model {
+    #[doc(inline)]
+    pub use toolwright_core::model::{
+        DEFAULT_MAX_TOKENS, MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelReply,
+        ModelRequest, Prompt, StopReason,
+    };
+}
+
 /// Test hosts: run a tool's body directly, outside any runtime, with a context built by hand.
 pub mod testing {
     #[doc(inline)]
@@ -192,8 +203,8 @@ pub mod runtime {
     pub use toolwright_runtime::{
         AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
         InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
-        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, StepOutcome, Store,
-        StoreError, SystemClock, ToolCall, Turn, Written,
+        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, StepOptions, StepOutcome,
+        Store, StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -26,6 +26,7 @@ mod runtime_approvals;
 mod runtime_bad_input;
 mod runtime_injection;
 mod runtime_leases;
+mod runtime_model;
 mod runtime_pipeline;
 mod runtime_policies;
 mod runtime_protocol;

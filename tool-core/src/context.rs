@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
+use crate::model::{CallScope, ModelBackend, ModelHandle};
 use crate::output::CallOutput;
 use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
@@ -100,6 +101,11 @@ pub trait CallHost: Send + Sync + 'static {
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         None
     }
+    /// The model this call's `ctx.model()` asks, if any (see [`ModelBackend`]). The default
+    /// has none.
+    fn model(&self) -> Option<Arc<dyn ModelBackend>> {
+        None
+    }
 }
 
 /// One call delivered to a `serve` task.
@@ -128,6 +134,30 @@ struct Scope {
     caller: Caller,
     approval: Option<ApprovalGrant>,
     host: Arc<dyn CallHost>,
+    /// How many times the call asked the model so far: names its journal steps.
+    model_calls: AtomicU64,
+}
+
+impl CallScope for Scope {
+    fn backend(&self) -> Option<Arc<dyn ModelBackend>> {
+        self.host.model()
+    }
+
+    fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    fn next_model_call(&self) -> u64 {
+        self.model_calls.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn journal<'a>(
+        &'a self,
+        name: &'a str,
+        run: BoxFuture<'a, Result<Value, ToolError>>,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        self.host.step(name, run)
+    }
 }
 
 /// The untyped context of one call, built by the runtime (or [`CallContext::builder`]) and turned
@@ -222,6 +252,7 @@ impl CallContextBuilder {
             host: self
                 .host
                 .unwrap_or_else(|| Arc::new(DetachedHost::default())),
+            model_calls: AtomicU64::new(0),
         }))
     }
 }
@@ -567,6 +598,13 @@ impl ToolContext {
         &self.cx
     }
 
+    /// The model handle: `ctx.model().prompt(..).text().await` asks the model the host
+    /// installed (the MCP client's through sampling, or the runtime's). Answers are not
+    /// journaled here; a `durable` tool's are (see [`DurableContext::model`]).
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.cx.0.clone(), false)
+    }
+
     /// The sandbox the host installed: files and commands in one confined place. An error when
     /// the runtime has none. (A `durable` tool reaches it too; a workflow body does not: run
     /// commands through a plain tool.)
@@ -611,6 +649,13 @@ impl DurableContext {
         T: DeserializeOwned,
     {
         self.tool.cx.step_in_store(name.as_ref(), work).await
+    }
+
+    /// The model handle, with each answer journaled as a step (`model#<n>` unless
+    /// [`Prompt::step`](crate::model::Prompt::step) names it): a re-run of the call returns the
+    /// recorded answer without asking again.
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.tool.cx.0.clone(), true)
     }
 
     /// Runs `work` as the step `name`, exactly once on record: if a previous run of this call
@@ -686,6 +731,11 @@ impl WorkflowContext {
         Fut: Future<Output = Result<T, ToolError>> + Send,
     {
         self.cx.step_retrying(name.as_ref(), retry, work).await
+    }
+
+    /// The model handle, with each answer journaled (see [`DurableContext::model`]).
+    pub fn model(&self) -> ModelHandle {
+        ModelHandle::new(self.cx.0.clone(), true)
     }
 
     /// Asks a person. An unanswered question parks the run; nothing waits in memory.
@@ -873,7 +923,8 @@ pub enum HostEvent {
 /// A host for direct calls outside the runtime (tests, examples, scripts).
 ///
 /// It records logs, partials and steps as [`HostEvent`]s, serves typed state added with
-/// [`DetachedHost::with_state`], runs steps directly (refusing a repeated name, as the journal
+/// [`DetachedHost::with_state`] (and a sandbox and a model backend added with
+/// [`DetachedHost::with_sandbox`] and [`DetachedHost::with_model`]), runs steps directly (refusing a repeated name, as the journal
 /// does) and records nothing durably; `ask` answers `unavailable` (no person can be asked) and
 /// `sleep` fails, since durable waiting needs the runtime's store.
 #[derive(Default)]
@@ -883,6 +934,7 @@ pub struct DetachedHost {
     states: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cancelled: AtomicBool,
     sandbox: Option<Arc<dyn Sandbox>>,
+    model: Option<Arc<dyn ModelBackend>>,
 }
 
 impl std::fmt::Debug for DetachedHost {
@@ -903,6 +955,12 @@ impl DetachedHost {
     /// `self` serving `sandbox` to `ctx.sandbox()`.
     pub fn with_sandbox(mut self, sandbox: impl Sandbox) -> Self {
         self.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
+    /// `self` serving `backend` to `ctx.model()`.
+    pub fn with_model(mut self, backend: impl ModelBackend) -> Self {
+        self.model = Some(Arc::new(backend));
         self
     }
 
@@ -942,6 +1000,10 @@ impl CallHost for DetachedHost {
 
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         self.sandbox.clone()
+    }
+
+    fn model(&self) -> Option<Arc<dyn ModelBackend>> {
+        self.model.clone()
     }
 
     fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {

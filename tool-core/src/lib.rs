@@ -16,6 +16,7 @@ pub mod error;
 pub mod export;
 pub mod input;
 pub mod json;
+pub mod model;
 pub mod names;
 pub mod output;
 pub mod provider;
@@ -56,6 +57,10 @@ pub use error::{ErrorCode, InputError, InputProblem, ToolError};
 pub use export::Format;
 pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
 pub use list::ToolList;
+pub use model::{
+    MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelReply, ModelRequest, Prompt,
+    StopReason,
+};
 pub use output::{CallOutput, ContentPart, ModelOutput, Status};
 pub use problem::{RegistryError, RegistryProblem};
 pub use provider::ProviderTool;

@@ -134,7 +134,11 @@ impl McpServer {
             ));
         };
         let response = response_for(&request, answer, principal.clone());
-        let outcome = self.runtime().respond(response).await.map_err(internal)?;
+        let outcome = self
+            .runtime()
+            .respond_with(response, self.approved_sampling())
+            .await
+            .map_err(internal)?;
         // The call ran in the turn it parked in, which may no longer be the session's current
         // turn: its taint reaches the session's next turns through the binding.
         if let Ok(record) = turn.record().await
@@ -220,7 +224,12 @@ impl McpServer {
                     cancel().note("the MCP client cancelled the call while its user was asked")
                 }
             };
-            let outcome = self.runtime().respond(response).await.map_err(internal)?;
+            let options = self.resumed_sampling(cx, turn.session_id(), principal.clone());
+            let outcome = self
+                .runtime()
+                .respond_with(response, options)
+                .await
+                .map_err(internal)?;
             match outcome {
                 RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) => {
                     return first(results, call_id);

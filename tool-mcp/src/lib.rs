@@ -19,6 +19,13 @@
 //!   cancel through the same input protocol and response policies as in process. A client that
 //!   cannot ask gets an `isError` result naming the policy; nothing runs, nothing is approved
 //!   silently.
+//! - Sampling: a tool's `ctx.model()` asks the client's model. A 2025-11-25 client that declared
+//!   `sampling` gets `sampling/createMessage`; a 2026-07-28 client gets it in an input-required
+//!   result and calls again with the answer, and the tool runs again from its start with the
+//!   answers recorded so far (so such a tool's side effects belong after its asks). Tools in the
+//!   model's session are offered only to clients that declared `sampling.tools`. A client that
+//!   declared no sampling gets an `isError` result saying so, unless the runtime has a model of
+//!   its own (`RuntimeBuilder::model`), which then answers.
 //! - Progress: partial snapshots become `notifications/progress` when the request carries a
 //!   progress token. Cancellation: `notifications/cancelled` cancels the call's turn, which fires
 //!   the tool's cancellation token; a call waiting for its user's answer stops waiting, and its
@@ -58,6 +65,7 @@ mod listing;
 mod notify;
 mod oauth;
 mod raw;
+mod sampling;
 mod server;
 mod tasks;
 

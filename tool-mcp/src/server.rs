@@ -295,7 +295,10 @@ impl McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.caller(&cx);
         let binding = self.binding_of(&cx);
-        if let Some(state) = &params.request_state {
+        let mut sampling = self.sampling_call(&cx, &params, principal.as_ref())?;
+        if let Some(state) = &params.request_state
+            && !sampling.is_retry()
+        {
             return self.resume(&params, state, principal, &binding).await;
         }
         let mut state = binding.state.lock().await;
@@ -311,8 +314,15 @@ impl McpServer {
         let logs = (!modern(&cx)).then(|| Arc::clone(&binding.logs));
         let progress = crate::notify::forward(&self.runtime, &cx, logs, turn.id(), &call_id);
 
+        let options = self.sampling_options(
+            &cx,
+            &mut sampling,
+            turn.session_id(),
+            principal.clone(),
+            &binding,
+        );
         let stepped = tokio::select! {
-            outcome = turn.step(vec![call]) => outcome,
+            outcome = turn.step_with(vec![call], options) => outcome,
             () = cx.ct.cancelled() => {
                 // `notifications/cancelled`: the call's token fires with its turn.
                 // The next call replaces the cancelled turn, keeping its taint.
@@ -321,6 +331,13 @@ impl McpServer {
                 return Err(cancelled());
             }
         };
+        if let Some(asked) = self.sampling_required(&sampling, principal.clone())? {
+            // A 2026-07-28 client asks its model first; this attempt's result is dropped.
+            if let Some(task) = progress {
+                task.abort();
+            }
+            return Ok(asked);
+        }
         let result = match stepped {
             Ok(StepOutcome::Completed { results, .. }) => first(results, &call_id),
             Ok(StepOutcome::Waiting {

@@ -1,8 +1,10 @@
 //! What hosts hand the runtime and get back: a step's calls, its outcome, answers to input
-//! requests and what they did.
+//! requests and what they did, and what a transport supplies for the calls of one step.
+
+use std::sync::Arc;
 
 use serde_json::Value;
-use toolwright_core::{Principal, ResponseDecision};
+use toolwright_core::{ModelBackend, Principal, ResponseDecision};
 
 use crate::record::{CallResult, InputRequest};
 
@@ -209,4 +211,62 @@ pub enum RespondOutcome {
         /// The task.
         task_id: String,
     },
+}
+
+/// What the host supplies for the calls of one step, beyond the runtime's own: given to
+/// [`Turn::step_with`](crate::Turn::step_with), and to
+/// [`Runtime::respond_with`](crate::Runtime::respond_with) for the calls an answer resumes.
+///
+/// A transport that serves one client per request (the MCP server) installs that client's
+/// model here, so the calls of this step ask *this* client. What a step's options install wins
+/// over what the runtime's builder installed, for the calls of that step only. A `task` or
+/// `serve` workflow body outlives the step that started it and uses the runtime's.
+///
+/// ```
+/// use toolwright_runtime::StepOptions;
+/// # use futures_util::future::BoxFuture;
+/// # use toolwright_core::{ModelBackend, ModelReply, ModelRequest, ToolError};
+/// # struct Client;
+/// # impl ModelBackend for Client {
+/// #     fn complete(&self, _: ModelRequest) -> BoxFuture<'_, Result<ModelReply, ToolError>> {
+/// #         Box::pin(async { Ok(ModelReply::new("m", "hi")) })
+/// #     }
+/// # }
+/// let options = StepOptions::new().model(Client);
+/// assert!(options.has_model());
+/// ```
+#[derive(Clone, Default)]
+pub struct StepOptions {
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
+}
+
+impl std::fmt::Debug for StepOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepOptions")
+            .field("model", &self.model.is_some())
+            .finish()
+    }
+}
+
+impl StepOptions {
+    /// Nothing beyond the runtime's own: what [`Turn::step`](crate::Turn::step) uses.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The model the step's calls reach through `ctx.model()`.
+    pub fn model(self, backend: impl ModelBackend) -> Self {
+        self.shared_model(Arc::new(backend))
+    }
+
+    /// [`StepOptions::model`] with a backend already shared.
+    pub fn shared_model(mut self, backend: Arc<dyn ModelBackend>) -> Self {
+        self.model = Some(backend);
+        self
+    }
+
+    /// Whether a model is installed.
+    pub fn has_model(&self) -> bool {
+        self.model.is_some()
+    }
 }

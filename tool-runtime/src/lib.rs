@@ -50,7 +50,7 @@ mod transition;
 mod turn;
 mod ui;
 
-pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOutcome, ToolCall};
+pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOptions, StepOutcome, ToolCall};
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
 pub use event::{CandidateStatus, CompletionReason, Event};

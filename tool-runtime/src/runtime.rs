@@ -8,10 +8,10 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    Audience, Entry, Principal, Registry, RequestPolicy, Sandbox, Services, ToolKind,
+    Audience, Entry, ModelBackend, Principal, Registry, RequestPolicy, Sandbox, Services, ToolKind,
 };
 
-use crate::call::{InputResponse, RespondOutcome, StepOutcome};
+use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome};
 use crate::decider::Decider;
 use crate::engine::cache::ResultCache;
 use crate::engine::{Engine, Parts};
@@ -129,7 +129,24 @@ impl Runtime {
     /// the last pending request of the step settles, the step resumes here and its approved
     /// calls run (exactly once: the turn is claimed in the store first).
     pub async fn respond(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
-        crate::input::settle::respond(&self.engine, response).await
+        crate::input::settle::respond(&self.engine, response, StepOptions::new()).await
+    }
+
+    /// Whether a model is installed on the runtime ([`RuntimeBuilder::model`]): what
+    /// `ctx.model()` asks when a step brings none.
+    pub fn has_model(&self) -> bool {
+        self.engine.model().is_some()
+    }
+
+    /// [`Runtime::respond`], with `options` for the calls the answer resumes (see
+    /// [`StepOptions`]): a transport that carries the answer in a request of the client whose
+    /// model the calls should ask.
+    pub async fn respond_with(
+        &self,
+        response: InputResponse,
+        options: StepOptions,
+    ) -> Result<RespondOutcome, RuntimeError> {
+        crate::input::settle::respond(&self.engine, response, options).await
     }
 
     /// Starts every declared connection at once and waits until each has connected and listed
@@ -306,6 +323,7 @@ pub struct RuntimeBuilder {
     sandbox: Option<Arc<dyn Sandbox>>,
     sandbox_approvals: Vec<(&'static str, toolwright_core::ApprovalSpec)>,
     toolsets: Vec<Toolset>,
+    model: Option<Arc<dyn ModelBackend>>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -330,6 +348,7 @@ impl RuntimeBuilder {
             sandbox: None,
             sandbox_approvals: Vec::new(),
             toolsets: Vec::new(),
+            model: None,
         }
     }
 
@@ -373,6 +392,15 @@ impl RuntimeBuilder {
     /// have effect `write`).
     pub fn sandbox(mut self, sandbox: impl Sandbox) -> Self {
         self.sandbox = Some(Arc::new(sandbox));
+        self
+    }
+
+    /// Installs the model tools ask through `ctx.model()` (see
+    /// [`toolwright_core::model`]). A step may bring its own for its calls
+    /// ([`StepOptions`](crate::StepOptions)): the MCP server installs the client's model
+    /// (sampling) that way, and it wins over this one for those calls.
+    pub fn model(mut self, backend: impl ModelBackend) -> Self {
+        self.model = Some(Arc::new(backend));
         self
     }
 
@@ -472,6 +500,7 @@ impl RuntimeBuilder {
             events,
             services: Arc::new(self.states),
             sandbox: self.sandbox,
+            model: self.model,
             decider: self.decider,
             remote,
             toolsets,

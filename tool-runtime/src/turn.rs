@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{Audience, Format};
 
-use crate::call::{InputResponse, RespondOutcome, StepOutcome, ToolCall};
+use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
@@ -122,11 +122,21 @@ impl Turn {
     /// Calls that need a person park the turn in the store (the returned
     /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
     pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
+        self.step_with(calls, StepOptions::new()).await
+    }
+
+    /// [`Turn::step`] with what the host supplies for this step's calls (see
+    /// [`StepOptions`]), e.g. the model of the client that sent them.
+    pub async fn step_with(
+        &self,
+        calls: Vec<ToolCall>,
+        options: StepOptions,
+    ) -> Result<StepOutcome, RuntimeError> {
         // On its own task: once the step is recorded as running, a caller that stops waiting (a
         // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
         let turn = self.clone();
         tokio::spawn(async move {
-            crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls).await
+            crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls, options).await
         })
         .await
         .map_err(|error| RuntimeError::Task(error.to_string()))?
@@ -246,7 +256,7 @@ impl Turn {
         {
             let response =
                 InputResponse::answer(&question.request_id, record.current.clone(), text);
-            return crate::input::settle::respond(&self.engine, response).await;
+            return crate::input::settle::respond(&self.engine, response, StepOptions::new()).await;
         }
         revoke(&self.engine, &self.id, Outcome::Ignored, text).await
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::{SemaphorePermit, broadcast};
-use toolwright_core::{Principal, Registry, Sandbox, Tool};
+use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
 
 use crate::decider::Decider;
 use crate::error::RuntimeError;
@@ -33,6 +33,8 @@ pub(crate) struct Engine {
     /// Application state registered on the builder.
     services: Arc<States>,
     sandbox: Option<Arc<dyn Sandbox>>,
+    /// The model bodies ask through `ctx.model()`, unless their step brings one.
+    model: Option<Arc<dyn ModelBackend>>,
     decider: Option<Arc<dyn Decider>>,
     /// The connections, and the tools now (local and remote).
     remote: Remote,
@@ -59,6 +61,7 @@ pub(crate) struct Parts {
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) services: Arc<States>,
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
     pub(crate) remote: Remote,
     pub(crate) toolsets: Toolsets,
@@ -81,6 +84,7 @@ impl Engine {
             events: parts.events,
             services: parts.services,
             sandbox: parts.sandbox,
+            model: parts.model,
             decider: parts.decider,
             remote: parts.remote,
             toolsets: parts.toolsets,
@@ -106,6 +110,10 @@ impl Engine {
 
     pub(crate) fn sandbox(&self) -> Option<&Arc<dyn Sandbox>> {
         self.sandbox.as_ref()
+    }
+
+    pub(crate) fn model(&self) -> Option<&Arc<dyn ModelBackend>> {
+        self.model.as_ref()
     }
 
     pub(crate) fn decider(&self) -> Option<&dyn Decider> {

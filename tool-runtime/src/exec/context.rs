@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{CallContext, CallHost, Caller, Principal, SessionInfo, StepNames, Tool};
+use toolwright_core::{
+    CallContext, CallHost, Caller, ModelBackend, Principal, SessionInfo, StepNames, Tool,
+};
 
 use crate::engine::Engine;
 use crate::host::{Journal, RuntimeHost, TaskLink};
@@ -49,6 +51,8 @@ pub(crate) struct Body<'a> {
     pub(crate) journal: Option<Journal>,
     /// For a `task` or `serve` body: its calls and where its replies go.
     pub(crate) task: Option<TaskLink>,
+    /// The model its step brought (see [`crate::StepOptions`]); else the runtime's is used.
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
 }
 
 /// The host and the context `body` runs with.
@@ -60,6 +64,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         states: Arc::clone(engine.services()),
         tool: Arc::clone(tool),
         sandbox: engine.sandbox().cloned(),
+        model: body.model.or_else(|| engine.model().cloned()),
         session_id: body.info.id.clone(),
         turn_id: body.info.turn_id.clone(),
         call_id: body.call_id.to_owned(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{ErrorCode, Tool, ToolError};
+use toolwright_core::{ErrorCode, ModelBackend, Tool, ToolError};
 use tracing::Instrument;
 
 use crate::engine::Engine;
@@ -34,6 +34,8 @@ pub(crate) struct Execution<'a> {
     /// The lease of the step's claim, under which the journal records.
     pub(crate) lease: Option<&'a Lease>,
     pub(crate) mode: RunMode,
+    /// The model the step brought for its calls; else the runtime's.
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
 }
 
 /// Why a body runs.
@@ -67,6 +69,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         token,
         lease,
         mode,
+        model,
     } = run;
     // Cached reads of the toolset are stale from the moment a write may start until after
     // it ends, however it ends (a read that ran meanwhile may have seen half of it).
@@ -101,6 +104,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
             token: call_token.clone(),
             journal,
             task: None,
+            model,
         },
     );
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);

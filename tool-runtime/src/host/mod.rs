@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Sandbox, ServeIncoming,
-    StepNames, Tool, ToolError,
+    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, ModelBackend, Sandbox,
+    ServeIncoming, StepNames, Tool, ToolError,
 };
 
 mod journal;
@@ -31,6 +31,8 @@ pub(crate) struct RuntimeHost {
     pub(crate) tool: Arc<Tool>,
     /// The sandbox the host installed on the runtime.
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    /// The model `ctx.model()` asks: the step's, else the runtime's.
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) session_id: String,
     pub(crate) turn_id: String,
     pub(crate) call_id: String,
@@ -75,6 +77,10 @@ impl RuntimeHost {
 impl CallHost for RuntimeHost {
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         self.sandbox.clone()
+    }
+
+    fn model(&self) -> Option<Arc<dyn ModelBackend>> {
+        self.model.clone()
     }
 
     fn is_cancelled(&self) -> bool {

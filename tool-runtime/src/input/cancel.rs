@@ -89,6 +89,7 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                 token: &token,
                 lease: None,
                 mode: RunMode::CleanupOnly,
+                model: None,
             };
             if let Executed::Done(result) = execute(engine, run).await
                 && result.is_error

@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{ApprovalDecision, Effect, ErrorCode, RequestPolicy, ToolError};
+use toolwright_core::{
+    ApprovalDecision, Effect, ErrorCode, ModelBackend, RequestPolicy, ToolError,
+};
 
 use crate::call::StepOutcome;
 use crate::engine::work::TrackedTurn;
@@ -36,6 +38,9 @@ pub(crate) struct Resumption {
     /// Registered before the claim is written, so a cancel that lands right after it still
     /// reaches the calls; held until they are done.
     _running: Option<TrackedTurn>,
+    /// The model the answer's carrier brought for the resumed calls (see
+    /// [`crate::StepOptions`]); else the runtime's.
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
 }
 
 /// Writes `turn` (read at `version`) with `claim`. A claiming write registers the turn's
@@ -61,6 +66,7 @@ pub(crate) async fn write(
         lease: written.lease,
         token,
         _running: running,
+        model: None,
     })
 }
 
@@ -90,6 +96,7 @@ pub(crate) async fn resume(
             approved: &approved,
             token: &resumption.token,
             lease,
+            model: resumption.model.clone(),
         };
         let approved_by = approved_by.clone();
         Some(async move { (call, run_approved(engine, again, approved_by).await) })
@@ -268,6 +275,7 @@ struct Again<'a> {
     approved: &'a BTreeSet<String>,
     token: &'a CancellationToken,
     lease: Option<&'a Lease>,
+    model: Option<Arc<dyn ModelBackend>>,
 }
 
 /// Before an approved call runs: validate its input again and re-run a custom request policy;
@@ -285,6 +293,7 @@ async fn run_approved(
         approved,
         token,
         lease,
+        model,
     } = again;
     let refused = |error: ToolError| {
         let result = CallResult::failed(&call.call_id, &call.tool, error);
@@ -353,6 +362,7 @@ async fn run_approved(
         token,
         lease,
         mode: RunMode::Normal,
+        model,
     };
     let result = run_call(engine, run).await;
     (result, tool.is_untrusted())

@@ -9,7 +9,7 @@ use serde_json::Value;
 use toolwright_core::{AskAnswer, ResponseVerdict};
 
 use super::resume::{Resumption, resume, write};
-use crate::call::{InputResponse, RespondOutcome};
+use crate::call::{InputResponse, RespondOutcome, StepOptions};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CandidateStatus, Event};
@@ -29,9 +29,10 @@ use crate::transition::turn::Settlement;
 pub(crate) async fn respond(
     engine: &Arc<Engine>,
     response: InputResponse,
+    options: StepOptions,
 ) -> Result<RespondOutcome, RuntimeError> {
     let engine = Arc::clone(engine);
-    tokio::spawn(async move { settle(&engine, response).await })
+    tokio::spawn(async move { settle(&engine, response, options).await })
         .await
         .map_err(|error| RuntimeError::Task(error.to_string()))?
 }
@@ -40,6 +41,7 @@ pub(crate) async fn respond(
 async fn settle(
     engine: &Arc<Engine>,
     response: InputResponse,
+    options: StepOptions,
 ) -> Result<RespondOutcome, RuntimeError> {
     let store = engine.store();
     let Some(turn_id) = store.turn_of_request(&response.request_id).await? else {
@@ -136,7 +138,8 @@ async fn settle(
                 engine.parked().keep(turn, version);
                 Ok(RespondOutcome::Settled { pending })
             }
-            Recorded::Claimed(claimed, resumption) => {
+            Recorded::Claimed(claimed, mut resumption) => {
+                resumption.model = options.model;
                 let outcome = resume(engine, session, turn, claimed, resumption).await?;
                 Ok(RespondOutcome::Resumed(outcome))
             }

@@ -105,6 +105,7 @@ async fn run_prepared(
                 token,
                 lease,
                 mode: RunMode::Normal,
+                model: scope.model.clone(),
             };
             Some(run_call(engine, run).await)
         }

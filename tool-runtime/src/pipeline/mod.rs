@@ -22,7 +22,7 @@ use toolwright_core::error::quoted_prefix;
 use toolwright_core::{ErrorCode, ToolError, names};
 use tracing::Instrument;
 
-use crate::call::{StepOutcome, ToolCall};
+use crate::call::{StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
 use crate::engine::work::TrackedTurn;
 use crate::error::RuntimeError;
@@ -40,11 +40,13 @@ pub(crate) async fn run_step(
     turn_id: &str,
     token: &CancellationToken,
     calls: Vec<ToolCall>,
+    options: StepOptions,
 ) -> Result<StepOutcome, RuntimeError> {
     let (turn, version) = engine.turn(turn_id).await?;
     takes_steps(&turn)?;
     let running = engine.work().track_turn(turn_id, token);
     let mut scope = StepScope::load(engine, turn, token).await?;
+    scope.model = options.model;
     if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
         return Ok(refused);
     }

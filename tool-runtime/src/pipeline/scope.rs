@@ -3,9 +3,10 @@
 //! notices for the model about tools that came or went.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Audience, EnabledContext, Registry, SessionInfo, Tool};
+use toolwright_core::{Audience, EnabledContext, ModelBackend, Registry, SessionInfo, Tool};
 
 use crate::engine::Engine;
 use crate::error::RuntimeError;
@@ -29,6 +30,8 @@ pub(crate) struct StepScope {
     pub(crate) notices: Vec<String>,
     /// Fires when the turn is cancelled; handed to asynchronous policies.
     pub(crate) cancel: TokenSignal,
+    /// The model the host supplied for this step's calls (see [`crate::StepOptions`]).
+    pub(crate) model: Option<Arc<dyn ModelBackend>>,
 }
 
 /// The turn's cancellation token as the signal policies receive.
@@ -67,6 +70,7 @@ impl StepScope {
             disabled,
             notices,
             cancel: TokenSignal(token.clone()),
+            model: None,
         })
     }
 

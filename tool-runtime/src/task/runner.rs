@@ -181,6 +181,8 @@ async fn run_body(
             token: token.clone(),
             journal: Some(journal),
             task: Some(link),
+            // A task outlives the step that started it: it asks the runtime's model.
+            model: None,
         },
     );
     let span = tracing::info_span!("task", task_id = %task.id, tool = tool.name());
