@@ -143,6 +143,24 @@ async fn test_error_handling(_args: NoArgs) -> Result<String, ToolError> {
 }
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
+struct SamplingArgs {
+    /// The prompt to send to the client's model.
+    prompt: String,
+}
+
+/// Asks the client's model (MCP sampling), for testing the model handle.
+#[tool(effect = read)]
+async fn test_sampling(args: SamplingArgs, ctx: ToolContext) -> Result<String, ToolError> {
+    let answer = ctx
+        .model()
+        .prompt(args.prompt)
+        .max_tokens(100)
+        .text()
+        .await?;
+    Ok(format!("LLM response: {answer}"))
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
 struct ElicitationArgs {
     /// The message to show the user.
     message: String,

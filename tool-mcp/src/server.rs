@@ -333,8 +333,8 @@ impl McpServer {
         };
         if let Some(asked) = self.sampling_required(&sampling, principal.clone())? {
             // A 2026-07-28 client asks its model first; this attempt's result is dropped.
-            if let Some(task) = progress {
-                task.abort();
+            if let Some(forwarding) = progress {
+                forwarding.abort();
             }
             return Ok(asked);
         }
