@@ -81,6 +81,12 @@ impl Request {
         self
     }
 
+    /// `self` with `settings`.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// `self` offering `tools`.
     pub fn tools(mut self, tools: ToolDefinitions) -> Self {
         self.tools = tools;
@@ -150,6 +156,31 @@ pub struct Settings {
     pub parallel_tool_calls: Option<bool>,
     /// Provider-specific fields, added to the request body as they are (e.g. `"seed"`).
     pub extra: Map<String, Value>,
+}
+
+impl Settings {
+    /// The provider's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `self` limiting the answer to `tokens`.
+    pub fn max_output_tokens(mut self, tokens: u32) -> Self {
+        self.max_output_tokens = Some(tokens);
+        self
+    }
+
+    /// `self` sampling at `temperature`.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// `self` with the provider-specific field `name` set to `value`.
+    pub fn extra(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extra.insert(name.into(), value.into());
+        self
+    }
 }
 
 /// Something that happened while the model answered.
