@@ -8,7 +8,9 @@ use futures_util::future::BoxFuture;
 
 use toolwright_core::{Principal, PrincipalType};
 
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 /// The requester of calls made on behalf of nobody in particular (a turn without a `current`
 /// principal): such calls share their grants with each other, and with nobody else.
@@ -338,6 +340,25 @@ pub trait Store: Send + Sync + 'static {
         session_id: &'a str,
         requester: &'a str,
     ) -> BoxFuture<'a, Result<BTreeSet<String>, StoreError>>;
+
+    /// The conversation of session `session_id` (what the model loop stored), in position
+    /// order; empty for a session without one.
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>>;
+
+    /// Appends `messages` to session `session_id`'s conversation at positions `first`,
+    /// `first + 1`, ..., as added by turn `turn_id`, in one transaction. Rows are only ever
+    /// appended, never rewritten: a position already recorded is a [`StoreError::Conflict`] and
+    /// nothing is written (another process appended first; read the conversation again).
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// The pinned definitions of connection `connection`'s tools.
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>>;

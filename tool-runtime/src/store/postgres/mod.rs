@@ -23,7 +23,9 @@ use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
 /// rather than `now()`: `now()` is the start of the transaction, which may have waited for a row
@@ -35,6 +37,7 @@ macro_rules! now_ms {
 }
 
 mod claims;
+mod conversation;
 mod errors;
 mod listen;
 mod migrate;
@@ -462,6 +465,33 @@ impl Store for PostgresStore {
             .map_err(Failure::from);
             self.finish(result, || {
                 format!("reading the approvals of `{requester}` in session `{session_id}`")
+            })
+        })
+    }
+
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>> {
+        let id = session_id.to_owned();
+        Box::pin(async move {
+            let result = conversation::read(&self.pool, &id).await;
+            self.finish(result, || format!("reading the conversation of `{id}`"))
+        })
+    }
+
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let result =
+                conversation::append(&self.pool, session_id, turn_id, first, messages).await;
+            self.finish(result, || {
+                format!("appending to the conversation of `{session_id}`")
             })
         })
     }

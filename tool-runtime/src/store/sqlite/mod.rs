@@ -18,9 +18,12 @@ use super::rows::{
     written,
 };
 use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 mod claims;
+mod conversation;
 mod schema;
 mod turns;
 
@@ -379,6 +382,30 @@ impl Store for SqliteStore {
                     .collect::<Result<BTreeSet<String>, _>>()?;
                 Ok(keys)
             },
+        )
+    }
+
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>> {
+        let id = session_id.to_owned();
+        self.call(format!("reading the conversation of `{id}`"), move |conn| {
+            conversation::read(conn, &id)
+        })
+    }
+
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, turn, messages) = (session_id.to_owned(), turn_id.to_owned(), messages.to_vec());
+        self.call(
+            format!("appending to the conversation of `{id}`"),
+            move |conn| conversation::append(conn, &id, &turn, first, &messages),
         )
     }
 
