@@ -51,6 +51,7 @@
 //! | `mcp` | [`mcp`]: serving tools over MCP (stdio, streamable HTTP) and remote MCP servers' tools (rmcp, axum); implies `runtime` | yes |
 //! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
 //! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
+//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions adapter, the `Agent` that drives a runtime turn; implies `runtime` | no |
 //! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
 //!
 //! The default is what the README's quick start needs (the example MCP server on the embedded
@@ -178,10 +179,10 @@ pub mod runtime {
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{
-        Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
-        JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
-        SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
-        TurnStatus,
+        Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, EntryKind,
+        InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind,
+        RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus,
+        TurnRecord, TurnStatus,
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{DefinitionChange, PinRecord};
@@ -244,6 +245,21 @@ pub mod mcp {
     /// the request context, at the version the server uses.
     #[doc(no_inline)]
     pub use toolwright_mcp::rmcp;
+}
+
+/// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
+/// (also for OpenAI-compatible servers), a scripted model for tests, and the
+/// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
+/// a park, with the conversation stored beside the turn.
+#[cfg(feature = "agent")]
+pub mod agent {
+    #[doc(inline)]
+    pub use toolwright_agent::{
+        Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, AssistantMessage, ChatCompletions,
+        FinishReason, Message, Model, ModelError, OPENAI_BASE_URL, Reply, Request, Response,
+        ResponseStream, ScriptedModel, Settings, StreamEvent, ToolChoice, ToolDefinitions, ToolUse,
+        Usage, complete,
+    };
 }
 
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.

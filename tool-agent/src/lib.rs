@@ -8,11 +8,14 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod agent;
+mod conversation;
 mod message;
 mod model;
 mod openai;
 mod scripted;
 
+pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
 pub use message::{AssistantMessage, Message, ToolUse};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,

@@ -147,11 +147,9 @@ impl Reply {
     /// `self` with one more call (calls in one reply form one step, run concurrently). Call
     /// ids are `call_<round>_<position>`, from 1.
     pub fn and_call(mut self, name: impl Into<String>, arguments: serde_json::Value) -> Self {
-        self.message.tool_calls.push(ToolUse::new(
-            String::new(),
-            name,
-            arguments.to_string(),
-        ));
+        self.message
+            .tool_calls
+            .push(ToolUse::new(String::new(), name, arguments.to_string()));
         self
     }
 
@@ -230,8 +228,11 @@ mod tests {
     #[tokio::test]
     async fn a_reply_streams_in_pieces_and_completes_with_the_whole_message() {
         let model = ScriptedModel::new([
-            Reply::call("get_service_status", serde_json::json!({ "service": "api" }))
-                .and_call("read_logs", serde_json::json!({ "service": "api" })),
+            Reply::call(
+                "get_service_status",
+                serde_json::json!({ "service": "api" }),
+            )
+            .and_call("read_logs", serde_json::json!({ "service": "api" })),
             Reply::text("All good — 两 services."),
         ]);
         let mut stream = model.stream(Request::default()).await.unwrap();
@@ -239,7 +240,10 @@ mod tests {
         let mut done = Vec::new();
         while let Some(event) = stream.next().await {
             match event.unwrap() {
-                StreamEvent::ToolCallDelta { index: 0, arguments: a } => arguments.push_str(&a),
+                StreamEvent::ToolCallDelta {
+                    index: 0,
+                    arguments: a,
+                } => arguments.push_str(&a),
                 StreamEvent::ToolCallDone(call) => done.push(call),
                 _ => {}
             }

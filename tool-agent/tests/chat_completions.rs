@@ -149,7 +149,10 @@ async fn events(model: &ChatCompletions, request: Request) -> Vec<Result<StreamE
 #[tokio::test]
 async fn streamed_text_arrives_in_deltas_with_usage_from_the_last_chunk() {
     let body = sse(&[
-        chunk(json!({ "role": "assistant", "content": "", "refusal": null }), Value::Null),
+        chunk(
+            json!({ "role": "assistant", "content": "", "refusal": null }),
+            Value::Null,
+        ),
         chunk(json!({ "content": "Sunny in " }), Value::Null),
         chunk(json!({ "content": "Paris." }), Value::Null),
         chunk(json!({}), json!("stop")),
@@ -187,10 +190,19 @@ async fn streamed_text_arrives_in_deltas_with_usage_from_the_last_chunk() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({ "include_usage": true }));
     assert_eq!(body["max_completion_tokens"], 300);
-    assert_eq!(body["messages"][0], json!({ "role": "system", "content": "You answer briefly." }));
-    assert_eq!(body["messages"][1]["content"], "Weather in Paris and Bogotá?");
+    assert_eq!(
+        body["messages"][0],
+        json!({ "role": "system", "content": "You answer briefly." })
+    );
+    assert_eq!(
+        body["messages"][1]["content"],
+        "Weather in Paris and Bogotá?"
+    );
     assert_eq!(body["tools"][0]["function"]["strict"], true);
-    assert!(body.get("tool_choice").is_none(), "auto is the default: {body}");
+    assert!(
+        body.get("tool_choice").is_none(),
+        "auto is the default: {body}"
+    );
 }
 
 // Function calling guide, "Streaming": each call's first delta carries `index`, `id`, `type`
@@ -205,8 +217,7 @@ async fn parallel_tool_calls_are_assembled_from_split_arguments() {
             "function": { "name": "get_weather", "arguments": "" },
         }]})
     };
-    let piece =
-        |index: usize, text: &str| json!({ "tool_calls": [{ "index": index, "function": { "arguments": text } }] });
+    let piece = |index: usize, text: &str| json!({ "tool_calls": [{ "index": index, "function": { "arguments": text } }] });
     let body = sse(&[
         chunk(json!({ "role": "assistant", "content": null }), Value::Null),
         chunk(first(0, "call_DdmO9pD3xa9XTPNJ32zg2hcA"), Value::Null),
@@ -228,7 +239,10 @@ async fn parallel_tool_calls_are_assembled_from_split_arguments() {
             _ => None,
         })
         .collect();
-    assert_eq!(starts, [(0, "get_weather".into()), (1, "get_weather".into())]);
+    assert_eq!(
+        starts,
+        [(0, "get_weather".into()), (1, "get_weather".into())]
+    );
     let done: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -252,7 +266,10 @@ async fn parallel_tool_calls_are_assembled_from_split_arguments() {
 #[tokio::test]
 async fn a_refusal_is_reported_apart_from_text() {
     let body = sse(&[
-        chunk(json!({ "role": "assistant", "content": null, "refusal": "" }), Value::Null),
+        chunk(
+            json!({ "role": "assistant", "content": null, "refusal": "" }),
+            Value::Null,
+        ),
         chunk(json!({ "refusal": "I'm sorry, I can't " }), Value::Null),
         chunk(json!({ "refusal": "help with that." }), Value::Null),
         chunk(json!({}), json!("stop")),
@@ -280,7 +297,10 @@ async fn a_rate_limit_is_an_http_error_with_its_code_and_retry_after() {
     }});
     let (model, _) = serve(
         429,
-        vec![("retry-after", "2"), ("x-ratelimit-remaining-requests", "0")],
+        vec![
+            ("retry-after", "2"),
+            ("x-ratelimit-remaining-requests", "0"),
+        ],
         body.to_string(),
     )
     .await;
@@ -326,20 +346,18 @@ async fn a_wrong_key_is_an_http_error_with_the_providers_message() {
 // call's arguments must not hand the loop a half-parsed call.
 #[tokio::test]
 async fn a_stream_cut_mid_call_fails_without_completing_the_call() {
-    let mut body = String::new();
-    for c in [
-        chunk(
-            json!({ "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
-                "function": { "name": "get_weather", "arguments": "{\"loc" } }] }),
-            Value::Null,
-        ),
-    ] {
-        body.push_str(&format!("data: {c}\n\n"));
-    }
+    let cut = chunk(
+        json!({ "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
+            "function": { "name": "get_weather", "arguments": "{\"loc" } }] }),
+        Value::Null,
+    );
+    let body = format!("data: {cut}\n\n");
     let (model, _) = serve(200, vec![], body).await;
     let events = events(&model, request()).await;
     assert!(
-        !events.iter().any(|e| matches!(e, Ok(StreamEvent::ToolCallDone(_)))),
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(StreamEvent::ToolCallDone(_)))),
         "{events:?}"
     );
     assert!(

@@ -169,7 +169,9 @@ impl ChatCompletions {
         if !status.is_success() {
             return Err(http_error(response).await);
         }
-        Ok(events(SseStream::from_bytes_stream(response.bytes_stream())))
+        Ok(events(SseStream::from_bytes_stream(
+            response.bytes_stream(),
+        )))
     }
 }
 

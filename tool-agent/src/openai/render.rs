@@ -157,14 +157,20 @@ mod tests {
         ];
         let out = messages(Some("Be brief."), &conversation);
         assert_eq!(out[0], json!({ "role": "system", "content": "Be brief." }));
-        assert_eq!(out[1], json!({ "role": "user", "content": "status of api?" }));
+        assert_eq!(
+            out[1],
+            json!({ "role": "user", "content": "status of api?" })
+        );
         assert_eq!(out[2]["content"], Value::Null);
         assert_eq!(out[2]["tool_calls"][0]["function"]["name"], "status");
         assert_eq!(out[3]["role"], "tool");
         assert_eq!(out[3]["tool_call_id"], "c1");
         assert_eq!(out[4]["content"][1]["type"], "image_url");
         assert_eq!(out[5]["content"], "Error: the user cancelled");
-        assert_eq!(out[6], json!({ "role": "user", "content": "New tool available: publish" }));
+        assert_eq!(
+            out[6],
+            json!({ "role": "user", "content": "New tool available: publish" })
+        );
     }
 
     #[test]
