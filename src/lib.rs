@@ -280,7 +280,13 @@ pub mod __private {
     pub use toolwright_core::private::*;
 }
 
-// The README's examples use the runtime, MCP, the sandbox and PostgreSQL.
-#[cfg(all(doctest, feature = "mcp", feature = "sandbox", feature = "postgres"))]
+// The README's examples use the runtime, MCP, the sandbox, PostgreSQL and the agent loop.
+#[cfg(all(
+    doctest,
+    feature = "mcp",
+    feature = "sandbox",
+    feature = "postgres",
+    feature = "agent"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
