@@ -3,7 +3,7 @@
 use serde_json::Value;
 use sqlx_core::query::query;
 use sqlx_core::query_as::query_as;
-use sqlx_postgres::PgPool;
+use sqlx_postgres::{PgPool, PgTransaction};
 
 use super::errors::Failure;
 use crate::record::ConversationEntry;
@@ -48,6 +48,20 @@ pub(super) async fn append(
     messages: &[Value],
 ) -> Result<(), Failure> {
     let mut tx = pool.begin().await?;
+    insert(&mut tx, session_id, turn_id, first, messages).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Inserts `messages` at `first`, `first + 1`, ... inside `tx`; a taken position is a conflict,
+/// and the caller's transaction, dropped, rolls back what was inserted before it.
+pub(super) async fn insert(
+    tx: &mut PgTransaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+    first: u64,
+    messages: &[Value],
+) -> Result<(), Failure> {
     for (offset, message) in messages.iter().enumerate() {
         let position = first + offset as u64;
         let inserted = query(
@@ -58,15 +72,13 @@ pub(super) async fn append(
         .bind(position as i64)
         .bind(turn_id)
         .bind(message.to_string())
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if inserted.rows_affected() == 0 {
-            // Dropping the transaction rolls back the rows inserted before this one.
             return Err(Failure::Store(StoreError::Conflict(format!(
                 "{session_id}#{position}"
             ))));
         }
     }
-    tx.commit().await?;
     Ok(())
 }

@@ -22,7 +22,7 @@ use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
-use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
+use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{
     ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
 };
@@ -263,6 +263,16 @@ impl Store for PostgresStore {
         expected: Option<u64>,
         claim: Claim<'a>,
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
+        self.write_turn_appending(record, expected, claim, Appended::default())
+    }
+
+    fn write_turn_appending<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+        appended: Appended<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
         Box::pin(async move {
             let result = async {
                 let row = RecordRow {
@@ -272,6 +282,7 @@ impl Store for PostgresStore {
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
+                    appended,
                 };
                 self.write_record(&TURNS, row, expected, claim).await
             }
@@ -586,6 +597,7 @@ impl Store for PostgresStore {
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
+                    appended: Appended::default(),
                 };
                 self.write_record(&TASKS, row, expected, claim).await
             }

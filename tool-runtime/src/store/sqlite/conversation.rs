@@ -1,7 +1,6 @@
 //! The model loop's conversation in the SQLite file: one row per message, appended.
 
-use rusqlite::{Connection, TransactionBehavior, params};
-use serde_json::Value;
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use super::Failure;
 use crate::record::ConversationEntry;
@@ -48,30 +47,38 @@ pub(super) fn append(
     session_id: &str,
     turn_id: &str,
     first: u64,
-    messages: &[Value],
+    messages: &[String],
 ) -> Result<(), Failure> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO conversation (session_id, position, turn_id, json) \
-             VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-        )?;
-        for (offset, message) in messages.iter().enumerate() {
-            let position = first + offset as u64;
-            let inserted = insert.execute(params![
-                session_id,
-                position as i64,
-                turn_id,
-                message.to_string()
-            ])?;
-            if inserted == 0 {
-                // Dropping the transaction rolls back the rows inserted before this one.
-                return Err(Failure::Store(StoreError::Conflict(format!(
-                    "{session_id}#{position}"
-                ))));
-            }
+    insert(&tx, session_id, turn_id, first, messages)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Inserts `messages` (encoded) at `first`, `first + 1`, ... inside `tx`; a taken position is a
+/// conflict, and the caller's transaction, dropped, rolls back what was inserted before it.
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+    first: u64,
+    messages: &[String],
+) -> Result<(), Failure> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO conversation (session_id, position, turn_id, json) \
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+    )?;
+    for (offset, message) in messages.iter().enumerate() {
+        let position = first + offset as u64;
+        let inserted = insert.execute(params![session_id, position as i64, turn_id, message])?;
+        if inserted == 0 {
+            return Err(Failure::Store(StoreError::Conflict(format!(
+                "{session_id}#{position}"
+            ))));
         }
     }
-    tx.commit()?;
     Ok(())
 }
