@@ -8,12 +8,12 @@ use futures_util::StreamExt;
 use tokio::sync::broadcast;
 use toolwright_core::{Audience, Caller, Principal};
 use toolwright_runtime::{
-    CallResult, Event, InputRequest, Runtime, RuntimeError, Session, StepOutcome, ToolCall, Turn,
-    TurnStatus,
+    CallResult, Event, InputRequest, Runtime, RuntimeError, Session, StepOptions, StepOutcome,
+    ToolCall, Turn, TurnStatus,
 };
 
 use crate::conversation::Conversation;
-use crate::message::{AssistantMessage, Message, ToolUse};
+use crate::message::{Message, ToolUse};
 use crate::model::{Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions};
 
 /// How long a final answer waits for the results of workflow tasks the turn started.
@@ -195,9 +195,13 @@ impl Agent {
                     .all(|(r, c)| r.call_id == c.call_id)
         });
         let Some(step) = closed else {
-            // The calls were stored but their step never recorded (the process stopped between
-            // the two writes): nothing ran, so the step runs now.
-            let outcome = self.step(&turn, &calls).await?;
+            // The calls are stored with their step, but the step closed without a record of
+            // results: it was refused before anything ran (its call ids repeat), and the
+            // process stopped before the refusals were stored. Running it again refuses it
+            // again; its message is stored already.
+            let outcome = self
+                .step(&turn, &calls, &mut conversation, Vec::new())
+                .await?;
             return match self.take(&turn, &mut conversation, outcome).await? {
                 Some(outcome) => done(outcome),
                 None => self.drive(&turn, conversation).await,
@@ -228,10 +232,10 @@ impl Agent {
             let response = self.ask(turn, conversation.messages()).await?;
             let message = response.message.clone();
             let calls = message.tool_calls.clone();
-            conversation
-                .append(store, turn.id(), vec![Message::Assistant(message)])
-                .await?;
             if calls.is_empty() {
+                conversation
+                    .append(store, turn.id(), vec![Message::Assistant(message)])
+                    .await?;
                 let results = if turn.open_tasks().await?.is_empty() {
                     Vec::new()
                 } else {
@@ -247,7 +251,10 @@ impl Agent {
                     .await?;
                 continue;
             }
-            let outcome = self.step(turn, &calls).await?;
+            // The model's message with the calls is written with the step's first record: the
+            // store never holds calls whose step was not recorded, nor the reverse.
+            let carried = vec![Message::Assistant(message)];
+            let outcome = self.step(turn, &calls, &mut conversation, carried).await?;
             if let Some(outcome) = self.take(turn, &mut conversation, outcome).await? {
                 return done(outcome);
             }
@@ -307,14 +314,23 @@ impl Agent {
         Err(ModelError::Protocol("the response ended before it completed".into()).into())
     }
 
-    /// Runs `calls` as a step, relaying the session's runtime events while it runs.
-    async fn step(&self, turn: &Turn, calls: &[ToolUse]) -> Result<StepOutcome, AgentError> {
+    /// Runs `calls` as a step, `carried` appended to the conversation in the transaction that
+    /// records it, relaying the session's runtime events while it runs.
+    async fn step(
+        &self,
+        turn: &Turn,
+        calls: &[ToolUse],
+        conversation: &mut Conversation,
+        carried: Vec<Message>,
+    ) -> Result<StepOutcome, AgentError> {
         let calls = calls
             .iter()
             .map(|c| ToolCall::new(&c.call_id, &c.name, &c.arguments))
             .collect();
+        let (first, encoded) = conversation.encode(&carried)?;
+        let options = StepOptions::new().conversation(first, encoded);
         let mut events = self.runtime.subscribe();
-        let step = turn.step(calls);
+        let step = turn.step_with(calls, options);
         tokio::pin!(step);
         let outcome = loop {
             tokio::select! {
@@ -329,15 +345,12 @@ impl Agent {
         while let Ok(event) = events.try_recv() {
             self.relay(turn, event);
         }
+        conversation.appended(carried);
         Ok(outcome)
     }
 
     fn relay(&self, turn: &Turn, event: Event) {
-        let session = serde_json::to_value(&event).ok().and_then(|v| {
-            v.get("session_id")
-                .and_then(|s| s.as_str().map(str::to_owned))
-        });
-        if session.as_deref() == Some(turn.session_id()) {
+        if event.session_id() == Some(turn.session_id()) {
             let _ = self.events.send(AgentEvent::Runtime(event));
         }
     }
@@ -383,11 +396,5 @@ fn state(turn: &str, why: &str) -> AgentError {
     AgentError::TurnState {
         turn: turn.to_owned(),
         why: why.to_owned(),
-    }
-}
-
-impl From<AssistantMessage> for Message {
-    fn from(message: AssistantMessage) -> Self {
-        Message::Assistant(message)
     }
 }

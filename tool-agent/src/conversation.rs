@@ -52,21 +52,31 @@ impl Conversation {
         if messages.is_empty() {
             return Ok(());
         }
+        let (first, values) = self.encode(&messages)?;
+        store
+            .append_conversation(&self.session_id, turn_id, first, &values)
+            .await
+            .map_err(RuntimeError::from)?;
+        self.appended(messages);
+        Ok(())
+    }
+
+    /// Where `messages` go (the next free position) and how they are stored, for a write that
+    /// appends them elsewhere (a step's first record); then [`Conversation::appended`].
+    pub(crate) fn encode(
+        &self,
+        messages: &[Message],
+    ) -> Result<(u64, Vec<serde_json::Value>), AgentError> {
         let values = messages
             .iter()
             .map(serde_json::to_value)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| AgentError::Corrupt(error.to_string()))?;
-        store
-            .append_conversation(
-                &self.session_id,
-                turn_id,
-                self.messages.len() as u64,
-                &values,
-            )
-            .await
-            .map_err(RuntimeError::from)?;
+        Ok((self.messages.len() as u64, values))
+    }
+
+    /// Keeps `messages`, stored by a write that succeeded.
+    pub(crate) fn appended(&mut self, messages: Vec<Message>) {
         self.messages.extend(messages);
-        Ok(())
     }
 }

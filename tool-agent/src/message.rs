@@ -79,6 +79,12 @@ pub struct AssistantMessage {
     pub refusal: Option<String>,
 }
 
+impl From<AssistantMessage> for Message {
+    fn from(message: AssistantMessage) -> Self {
+        Message::Assistant(message)
+    }
+}
+
 impl AssistantMessage {
     /// A text answer.
     pub fn text(text: impl Into<String>) -> Self {
