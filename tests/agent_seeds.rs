@@ -1,14 +1,27 @@
 //! The model loop over the seeds' tools (`examples/seed`), driven by a scripted model: an
-//! approval that parks the turn and resumes it in a fresh runtime on the same SQLite file, a
-//! tool that ends the turn, and a deferred tool found through `tool_search`, then called.
+//! approval that parks the turn and resumes it in a fresh runtime on the same SQLite file,
+//! `once` memory across turns, a workflow's question answered through `Runtime::respond`, a task
+//! whose result reaches the model in a later request, taint making a write ask, a tool that ends
+//! the turn, and a deferred tool found through `tool_search`, then called.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::json;
 use toolwright::Principal;
-use toolwright::agent::{Agent, AgentOutcome, Message, Reply, ScriptedModel};
+use toolwright::agent::{
+    Agent, AgentEvent, AgentOutcome, Message, Model, ModelError, Reply, Request, ResponseStream,
+    ScriptedModel,
+};
 use toolwright::prelude::*;
-use toolwright::runtime::{InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore};
+use toolwright::registry::Format;
+use toolwright::runtime::{
+    Event, InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore,
+};
 
 #[path = "../examples/seed/mod.rs"]
 #[allow(dead_code)] // reason: the loop drives a few seed tools, not every helper of the fakes
@@ -19,15 +32,85 @@ use seed::release::Releases;
 use seed::treehole::Treehole;
 use seed::wallet::Wallet;
 
+/// Holds `transcode` bodies until the test opens it.
+#[derive(Clone)]
+struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct TranscodeArgs {
+    /// The video.
+    video: String,
+}
+
+/// Transcodes a video for the web; takes minutes, so it runs as a task.
+#[tool(effect = write, workflow = task)]
+async fn transcode(args: TranscodeArgs, gate: State<Gate>) -> Result<String, ToolError> {
+    let permit = gate.0.0.acquire().await;
+    permit.map_err(|e| ToolError::new(e.to_string()))?.forget();
+    Ok(format!("https://cdn.example/{}.webm", args.video))
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct RoomArgs {
+    /// What the meeting is about.
+    topic: String,
+}
+
+/// Books a meeting room, asking the user which half of the day suits them.
+#[tool(effect = write, workflow = execute)]
+async fn book_room(args: RoomArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
+    let slot = ctx
+        .ask(
+            AskRequest::new(format!("Morning or afternoon for \"{}\"?", args.topic))
+                .option(AskOption::new("am", "Morning"))
+                .option(AskOption::new("pm", "Afternoon")),
+        )
+        .await?;
+    let half = if slot.chose("pm") { "14:00" } else { "09:00" };
+    Ok(format!("room 4.2 booked at {half} for {}", args.topic))
+}
+
 fn runtime_on(path: &Path) -> Runtime {
+    runtime_with(path, Gate::default())
+}
+
+fn runtime_with(path: &Path, gate: Gate) -> Runtime {
     Runtime::builder(Registry::collect().expect("the seed tools collect"))
         .store(SqliteStore::open(path).expect("the store opens"))
         .state(OpsBackend::default())
         .state(Releases::default())
         .state(Treehole::default())
         .state(Wallet::default())
+        .state(gate)
         .build()
         .expect("every state the seed tools need is registered")
+}
+
+/// A scripted model that opens `gate` when it is asked for the second time: what the task's
+/// body waits for happens only after the model has seen the task's receipt.
+struct OpensGate {
+    inner: ScriptedModel,
+    gate: Gate,
+    asked: AtomicUsize,
+}
+
+impl Model for OpensGate {
+    fn tool_format(&self) -> Format {
+        self.inner.tool_format()
+    }
+
+    fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+        if self.asked.fetch_add(1, Ordering::SeqCst) == 1 {
+            self.gate.0.add_permits(1);
+        }
+        self.inner.stream(request)
+    }
 }
 
 fn alice() -> Principal {
@@ -227,4 +310,242 @@ async fn a_deferred_tool_is_found_through_tool_search_and_then_called() {
         !is_error && text.contains("rpt_storefront.pdf"),
         "{results:?}"
     );
+}
+
+#[tokio::test]
+async fn an_approval_remembered_once_is_not_asked_again_in_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime_on(&dir.path().join("agent.db"));
+    let session = runtime
+        .open_session(SessionSpec::new("card-1").initiator(alice()))
+        .await
+        .unwrap();
+    let recharge = json!({ "amount_cents": 5000 });
+    let model = ScriptedModel::new([
+        Reply::call("wallet__recharge", recharge.clone()),
+        Reply::text("Recharged 50 yuan."),
+        Reply::call("wallet__recharge", recharge.clone()),
+        Reply::text("Recharged another 50 yuan."),
+    ]);
+    let agent = Agent::new(runtime.clone(), model.clone());
+
+    let first = agent
+        .send(&session, Some(alice()), "top up my card with 50 yuan")
+        .await
+        .unwrap();
+    let AgentOutcome::Waiting(requests) = first.outcome else {
+        panic!("the first recharge asks: {:?}", first.outcome);
+    };
+    let outcome = runtime
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(alice()),
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, RespondOutcome::Resumed(_)), "{outcome:?}");
+    let resumed = agent.resume(&first.turn_id).await.unwrap();
+    assert!(
+        matches!(resumed.outcome, AgentOutcome::Answered(_)),
+        "{:?}",
+        resumed.outcome
+    );
+
+    // A later turn of the same session: the same recharge runs without asking.
+    let second = agent
+        .send(&session, Some(alice()), "and 50 more, please")
+        .await
+        .unwrap();
+    assert_ne!(second.turn_id, first.turn_id);
+    let AgentOutcome::Answered(answer) = second.outcome else {
+        panic!("`once` remembered the grant: {:?}", second.outcome);
+    };
+    assert_eq!(answer.message.text, "Recharged another 50 yuan.");
+    let results = last_results(&model);
+    let (name, text, is_error) = results.last().unwrap();
+    assert_eq!(name, "wallet__recharge");
+    assert!(!is_error && text.contains("15230"), "{results:?}");
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_workflows_question_parks_the_turn_and_the_answer_resumes_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime_on(&dir.path().join("agent.db"));
+    let session = runtime
+        .open_session(SessionSpec::new("rooms-1").initiator(alice()))
+        .await
+        .unwrap();
+    let model = ScriptedModel::new([
+        Reply::call("book_room", json!({ "topic": "quarterly review" })),
+        Reply::text("Booked room 4.2 for the afternoon."),
+    ]);
+    let agent = Agent::new(runtime.clone(), model.clone());
+    let mut events = agent.subscribe();
+    let run = agent
+        .send(
+            &session,
+            Some(alice()),
+            "book a room for the quarterly review",
+        )
+        .await
+        .unwrap();
+    let AgentOutcome::Waiting(requests) = run.outcome else {
+        panic!("the workflow asks: {:?}", run.outcome);
+    };
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].prompt.contains("Morning or afternoon"),
+        "{requests:?}"
+    );
+    // The question reached the host's event stream too, for its user interface.
+    let mut asked = false;
+    while let Ok(event) = events.try_recv() {
+        if let AgentEvent::Runtime(Event::InputRequested { request }) = event {
+            asked |= request.request_id == requests[0].request_id;
+        }
+    }
+    assert!(asked, "the loop relays the question");
+
+    let outcome = runtime
+        .respond(InputResponse::choose(
+            &requests[0].request_id,
+            Some(alice()),
+            "Afternoon",
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, RespondOutcome::Resumed(_)), "{outcome:?}");
+    let resumed = agent.resume(&run.turn_id).await.unwrap();
+    assert!(
+        matches!(resumed.outcome, AgentOutcome::Answered(_)),
+        "{:?}",
+        resumed.outcome
+    );
+    let results = last_results(&model);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("14:00"), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_tasks_result_reaches_the_model_in_a_later_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::default();
+    let runtime = runtime_with(&dir.path().join("agent.db"), gate.clone());
+    let session = runtime
+        .open_session(SessionSpec::new("videos-1").initiator(alice()))
+        .await
+        .unwrap();
+    let script = ScriptedModel::new([
+        Reply::call("transcode", json!({ "video": "launch" })),
+        Reply::text("Transcoding has started; I'll tell you when it is done."),
+        Reply::text("Your video is ready: https://cdn.example/launch.webm"),
+    ]);
+    let model = OpensGate {
+        inner: script.clone(),
+        gate,
+        asked: AtomicUsize::new(0),
+    };
+    let agent = Agent::new(runtime.clone(), model);
+    let run = agent
+        .send(&session, Some(alice()), "transcode the launch video")
+        .await
+        .unwrap();
+    let AgentOutcome::Answered(answer) = run.outcome else {
+        panic!("the model answers once the result is in: {:?}", run.outcome);
+    };
+    assert!(answer.message.text.contains("ready"), "{answer:?}");
+
+    let requests = script.requests();
+    assert_eq!(requests.len(), 3);
+    let delivered = |request: &Request| {
+        request
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Context { text } if text.contains("launch.webm")))
+    };
+    // The second request has the receipt, not the result: the body was still held.
+    let receipt = requests[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult { name, output, .. } if name == "transcode" => Some(output),
+            _ => None,
+        })
+        .expect("the receipt reached the model");
+    assert!(receipt.to_text().contains("task_result"), "{receipt:?}");
+    assert!(!delivered(&requests[1]), "{:?}", requests[1].messages);
+    assert!(delivered(&requests[2]), "{:?}", requests[2].messages);
+    assert!(
+        runtime
+            .turn(&run.turn_id)
+            .await
+            .unwrap()
+            .open_tasks()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn untrusted_output_makes_a_later_write_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime_on(&dir.path().join("agent.db"));
+
+    // Untainted, the write runs at once.
+    let clean = runtime
+        .open_session(SessionSpec::new("treehole-clean").initiator(alice()))
+        .await
+        .unwrap();
+    let model = ScriptedModel::new([
+        Reply::call("treehole__send_code", json!({})),
+        Reply::text("A code is on its way."),
+    ]);
+    let agent = Agent::new(runtime.clone(), model);
+    let run = agent
+        .send(&clean, Some(alice()), "I want to post, send me the code")
+        .await
+        .unwrap();
+    assert!(
+        matches!(run.outcome, AgentOutcome::Answered(_)),
+        "{:?}",
+        run.outcome
+    );
+
+    // After the model read strangers' posts, the same write asks and says why.
+    let session = runtime
+        .open_session(SessionSpec::new("treehole-1").initiator(alice()))
+        .await
+        .unwrap();
+    let model = ScriptedModel::new([
+        Reply::call("treehole__read", json!({ "limit": 3 })),
+        Reply::call("treehole__send_code", json!({})),
+    ]);
+    let agent = Agent::new(runtime.clone(), model.clone());
+    let run = agent
+        .send(&session, Some(alice()), "what's new on the treehole?")
+        .await
+        .unwrap();
+    let AgentOutcome::Waiting(requests) = run.outcome else {
+        panic!("the write after untrusted output asks: {:?}", run.outcome);
+    };
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].tool.as_deref(), Some("treehole__send_code"));
+    assert!(
+        requests[0]
+            .reasons
+            .iter()
+            .any(|r| r.contains("`treehole__read`")),
+        "{:?}",
+        requests[0].reasons
+    );
+    let record = runtime
+        .turn(&run.turn_id)
+        .await
+        .unwrap()
+        .record()
+        .await
+        .unwrap();
+    assert_eq!(record.tainted_by.as_deref(), Some("treehole__read"));
 }
