@@ -76,6 +76,33 @@ async fn book_room(args: RoomArgs, ctx: WorkflowContext) -> Result<String, ToolE
     Ok(format!("room 4.2 booked at {half} for {}", args.topic))
 }
 
+/// A scripted model whose answer loses a race: while it answers, another writer takes the
+/// conversation's next position (where the model's message with its calls goes).
+struct Raced {
+    inner: ScriptedModel,
+    runtime: Runtime,
+    session: String,
+}
+
+impl Model for Raced {
+    fn tool_format(&self) -> Format {
+        self.inner.tool_format()
+    }
+
+    fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+        Box::pin(async move {
+            let next = request.messages.len() as u64;
+            let other = [json!({ "role": "user", "text": "from another process" })];
+            self.runtime
+                .store()
+                .append_conversation(&self.session, "elsewhere", next, &other)
+                .await
+                .expect("the other writer appends");
+            self.inner.stream(request).await
+        })
+    }
+}
+
 fn runtime_on(path: &Path) -> Runtime {
     runtime_with(path, Gate::default())
 }
@@ -548,4 +575,54 @@ async fn untrusted_output_makes_a_later_write_ask() {
         .await
         .unwrap();
     assert_eq!(record.tainted_by.as_deref(), Some("treehole__read"));
+}
+
+#[tokio::test]
+async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime_on(&dir.path().join("agent.db"));
+    let session = runtime
+        .open_session(SessionSpec::new("raced-1").initiator(alice()))
+        .await
+        .unwrap();
+    let model = Raced {
+        inner: ScriptedModel::new([Reply::call("treehole__send_code", json!({}))]),
+        runtime: runtime.clone(),
+        session: "raced-1".into(),
+    };
+    let mut events = runtime.subscribe();
+    let agent = Agent::new(runtime.clone(), model);
+    let error = agent
+        .send(&session, Some(alice()), "send me the code")
+        .await
+        .expect_err("the step's write loses to the other writer");
+    assert!(error.to_string().contains("raced-1#1"), "{error}");
+
+    // The conversation has the person's message and the other writer's, not the model's
+    // calls; the turn has no step; the tool did not run.
+    let stored = runtime.store().conversation("raced-1").await.unwrap();
+    let writers: Vec<&str> = stored.iter().map(|e| e.turn_id.as_str()).collect();
+    assert_eq!(writers.len(), 2, "{stored:?}");
+    assert_eq!(writers[1], "elsewhere");
+    let turns: Vec<String> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter_map(|event| match event {
+            Event::ActionResult { result, .. } => Some(result.tool),
+            Event::TurnStarted { turn_id, .. } => Some(turn_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        turns.len(),
+        1,
+        "a turn began and no call has a result: {turns:?}"
+    );
+    let record = runtime
+        .turn(&turns[0])
+        .await
+        .unwrap()
+        .record()
+        .await
+        .unwrap();
+    assert_eq!(record.steps, 0, "{record:?}");
+    assert!(record.pending.is_none() && record.last_step.is_none());
 }
