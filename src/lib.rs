@@ -250,15 +250,16 @@ pub mod mcp {
 /// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
 /// (also for OpenAI-compatible servers), a scripted model for tests, and the
 /// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
-/// a park, with the conversation stored beside the turn.
+/// a park, with the conversation stored beside the turn; [`Backend`](agent::Backend) lends the
+/// same model to the tools (`ctx.model()`).
 #[cfg(feature = "agent")]
 pub mod agent {
     #[doc(inline)]
     pub use toolwright_agent::{
-        Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, AssistantMessage, ChatCompletions,
-        FinishReason, Message, Model, ModelError, OPENAI_BASE_URL, Reply, Request, Response,
-        ResponseStream, ScriptedModel, Settings, StreamEvent, ToolChoice, ToolDefinitions, ToolUse,
-        Usage, complete,
+        Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, AssistantMessage, Backend,
+        ChatCompletions, FinishReason, Message, Model, ModelError, OPENAI_BASE_URL, Reply, Request,
+        Response, ResponseStream, ScriptedModel, Settings, StreamEvent, ToolChoice,
+        ToolDefinitions, ToolUse, Usage, complete,
     };
 }
 

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolwright::Principal;
 use toolwright::agent::{
-    Agent, AgentEvent, AgentOutcome, Message, Model, ModelError, Reply, Request, ResponseStream,
-    ScriptedModel,
+    Agent, AgentEvent, AgentOutcome, Backend, Message, Model, ModelError, Reply, Request,
+    ResponseStream, ScriptedModel,
 };
 use toolwright::prelude::*;
 use toolwright::registry::Format;
@@ -117,6 +117,21 @@ fn runtime_with(path: &Path, gate: Gate) -> Runtime {
         .state(gate)
         .build()
         .expect("every state the seed tools need is registered")
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct SummaryArgs {
+    /// The text to summarize.
+    text: String,
+}
+
+/// Summarizes a text in one sentence, with the model.
+#[tool(effect = read)]
+async fn summarize(args: SummaryArgs, ctx: ToolContext) -> Result<String, ToolError> {
+    ctx.model()
+        .prompt(format!("Summarize in one sentence: {}", args.text))
+        .text()
+        .await
 }
 
 /// A scripted model that opens `gate` when it is asked for the second time: what the task's
@@ -625,4 +640,59 @@ async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them()
         .unwrap();
     assert_eq!(record.steps, 0, "{record:?}");
     assert!(record.pending.is_none() && record.last_step.is_none());
+}
+
+#[tokio::test]
+async fn the_agents_model_answers_the_tools_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::new([
+        Reply::call(
+            "summarize",
+            json!({ "text": "p99 doubled after 2.4; 2.3 was fine" }),
+        ),
+        Reply::text("The 2.4 release slowed the service."),
+        Reply::text("In short: 2.4 made it slower."),
+    ]);
+    let shared: Arc<dyn Model> = Arc::new(model.clone());
+    let runtime = Runtime::builder(Registry::collect().unwrap())
+        .store(SqliteStore::open(dir.path().join("agent.db")).unwrap())
+        .state(OpsBackend::default())
+        .state(Releases::default())
+        .state(Treehole::default())
+        .state(Wallet::default())
+        .state(Gate::default())
+        .model(Backend::shared(shared.clone()))
+        .build()
+        .unwrap();
+    let session = runtime
+        .open_session(SessionSpec::new("summary-1"))
+        .await
+        .unwrap();
+    let agent = Agent::shared(runtime.clone(), shared);
+    let run = agent
+        .send(&session, Some(alice()), "what happened with 2.4?")
+        .await
+        .unwrap();
+    assert!(
+        matches!(run.outcome, AgentOutcome::Answered(_)),
+        "{:?}",
+        run.outcome
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "the loop, the tool, the loop");
+    assert!(
+        requests[1].tools.is_empty(),
+        "the tool's request has no tools"
+    );
+    assert_eq!(
+        requests[1].messages,
+        [Message::user(
+            "Summarize in one sentence: p99 doubled after 2.4; 2.3 was fine"
+        )]
+    );
+    let results = last_results(&model);
+    assert!(
+        results[0].1.contains("The 2.4 release slowed the service."),
+        "{results:?}"
+    );
 }

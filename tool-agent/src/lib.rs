@@ -9,6 +9,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod backend;
 mod conversation;
 mod message;
 mod model;
@@ -16,6 +17,7 @@ mod openai;
 mod scripted;
 
 pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
+pub use backend::Backend;
 pub use message::{AssistantMessage, Message, ToolUse};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,
