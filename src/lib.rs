@@ -202,10 +202,10 @@ pub mod runtime {
     };
     #[doc(inline)]
     pub use toolwright_runtime::{
-        AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
-        InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
-        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, StepOptions, StepOutcome,
-        Store, StoreError, SystemClock, ToolCall, Turn, Written,
+        Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
+        Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
+        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
+        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]
