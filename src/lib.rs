@@ -51,6 +51,7 @@
 //! | `mcp` | [`mcp`]: serving tools over MCP (stdio, streamable HTTP) and remote MCP servers' tools (rmcp, axum); implies `runtime` | yes |
 //! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
 //! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
+//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions adapter, the `Agent` that drives a runtime turn; implies `runtime` | no |
 //! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
 //!
 //! The default is what the README's quick start needs (the example MCP server on the embedded
@@ -178,10 +179,10 @@ pub mod runtime {
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{
-        Approver, CallResult, CallState, ClosedStep, Decision, EntryKind, InputRequest,
-        JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind, RequestStatus,
-        SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord,
-        TurnStatus,
+        Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, EntryKind,
+        InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind,
+        RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus,
+        TurnRecord, TurnStatus,
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{DefinitionChange, PinRecord};
@@ -201,10 +202,10 @@ pub mod runtime {
     };
     #[doc(inline)]
     pub use toolwright_runtime::{
-        AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason, Decider, Event,
-        InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
-        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, StepOptions, StepOutcome,
-        Store, StoreError, SystemClock, ToolCall, Turn, Written,
+        Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
+        Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
+        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
+        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]
@@ -246,6 +247,22 @@ pub mod mcp {
     pub use toolwright_mcp::rmcp;
 }
 
+/// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
+/// (also for OpenAI-compatible servers), a scripted model for tests, and the
+/// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
+/// a park, with the conversation stored beside the turn; [`Backend`](agent::Backend) lends the
+/// same model to the tools (`ctx.model()`).
+#[cfg(feature = "agent")]
+pub mod agent {
+    #[doc(inline)]
+    pub use toolwright_agent::{
+        Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, AssistantMessage, Backend,
+        ChatCompletions, FinishReason, Message, Model, ModelError, OPENAI_BASE_URL, Reply, Request,
+        Response, ResponseStream, ScriptedModel, Settings, StreamEvent, ToolChoice,
+        ToolDefinitions, ToolUse, Usage, complete,
+    };
+}
+
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.
 pub mod prelude {
     #[doc(inline)]
@@ -264,7 +281,13 @@ pub mod __private {
     pub use toolwright_core::private::*;
 }
 
-// The README's examples use the runtime, MCP, the sandbox and PostgreSQL.
-#[cfg(all(doctest, feature = "mcp", feature = "sandbox", feature = "postgres"))]
+// The README's examples use the runtime, MCP, the sandbox, PostgreSQL and the agent loop.
+#[cfg(all(
+    doctest,
+    feature = "mcp",
+    feature = "sandbox",
+    feature = "postgres",
+    feature = "agent"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -13,8 +13,9 @@ use serde_json::json;
 use toolwright::context::StoreWork;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    Claim, InputResponse, JournalEntry, Lease, LeaseKind, PinRecord, RespondOutcome, SessionRecord,
-    SqliteStore, StepOutcome, StepPatch, Store, StoreError, TaskRecord, TurnRecord, Written,
+    Claim, ConversationEntry, InputResponse, JournalEntry, Lease, LeaseKind, PinRecord,
+    RespondOutcome, SessionRecord, SqliteStore, StepOutcome, StepPatch, Store, StoreError,
+    TaskRecord, TurnRecord, Written,
 };
 
 use crate::support::{alice, builder, call, turn_in, waiting};
@@ -130,6 +131,21 @@ macro_rules! delegate_counting {
         ) -> Fut<'a, BTreeSet<String>> {
             self.count("approvals");
             self.inner.approvals(session_id, requester)
+        }
+        fn conversation(&self, session_id: &str) -> Fut<'_, Vec<ConversationEntry>> {
+            self.count("conversation");
+            self.inner.conversation(session_id)
+        }
+        fn append_conversation<'a>(
+            &'a self,
+            session_id: &'a str,
+            turn_id: &'a str,
+            first: u64,
+            messages: &'a [serde_json::Value],
+        ) -> Fut<'a, ()> {
+            self.count("append_conversation");
+            self.inner
+                .append_conversation(session_id, turn_id, first, messages)
         }
         fn pins(&self, connection: &str) -> Fut<'_, Vec<PinRecord>> {
             self.count("pins");

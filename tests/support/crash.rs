@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use toolwright::runtime::{
-    Claim, JournalEntry, Lease, LeaseKind, PinRecord, SessionRecord, StepPatch, Store, StoreError,
-    TaskRecord, TurnRecord, Written,
+    Claim, ConversationEntry, JournalEntry, Lease, LeaseKind, PinRecord, SessionRecord, StepPatch,
+    Store, StoreError, TaskRecord, TurnRecord, Written,
 };
 
 /// The file an exit point's child records the point in before it exits.
@@ -321,6 +321,21 @@ impl<S: Store> Store for CrashStore<S> {
         requester: &'a str,
     ) -> StoreFuture<'a, BTreeSet<String>> {
         self.inner.approvals(session_id, requester)
+    }
+
+    fn conversation(&self, session_id: &str) -> StoreFuture<'_, Vec<ConversationEntry>> {
+        self.inner.conversation(session_id)
+    }
+
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> StoreFuture<'a, ()> {
+        self.inner
+            .append_conversation(session_id, turn_id, first, messages)
     }
 
     fn pins(&self, connection: &str) -> StoreFuture<'_, Vec<PinRecord>> {

@@ -238,12 +238,20 @@ pub enum RespondOutcome {
 #[derive(Clone, Default)]
 pub struct StepOptions {
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+    pub(crate) conversation: Option<(u64, Vec<serde_json::Value>)>,
 }
 
 impl std::fmt::Debug for StepOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StepOptions")
             .field("model", &self.model.is_some())
+            .field(
+                "conversation",
+                &self
+                    .conversation
+                    .as_ref()
+                    .map(|(first, m)| (first, m.len())),
+            )
             .finish()
     }
 }
@@ -268,5 +276,19 @@ impl StepOptions {
     /// Whether a model is installed.
     pub fn has_model(&self) -> bool {
         self.model.is_some()
+    }
+
+    /// Messages to append to the session's conversation at positions `first`, `first + 1`, ...
+    /// in the transaction that records the step (see
+    /// [`Store::write_turn_appending`](crate::Store::write_turn_appending)): the model loop
+    /// sends the model's message with the calls this way, so the step is recorded with the
+    /// message that asked for it, or neither is. A step whose write is refused (a position
+    /// another process took, a turn another process wrote) fails with
+    /// [`RuntimeError::Store`](crate::RuntimeError::Store) and nothing of it runs. Only a new
+    /// step carries messages: [`Runtime::respond_with`](crate::Runtime::respond_with) resumes
+    /// a step recorded already and ignores them.
+    pub fn conversation(mut self, first: u64, messages: Vec<serde_json::Value>) -> Self {
+        self.conversation = Some((first, messages));
+        self
     }
 }

@@ -256,6 +256,59 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The session the event belongs to; `None` for events of the runtime as a whole (a
+    /// connection's state, a remote tool's changed definition).
+    pub fn session_id(&self) -> Option<&str> {
+        match self {
+            Event::TurnStarted { session_id, .. }
+            | Event::ActionRequested { session_id, .. }
+            | Event::ActionPartial { session_id, .. }
+            | Event::ActionLog { session_id, .. }
+            | Event::ActionResult { session_id, .. }
+            | Event::TurnWaiting { session_id, .. }
+            | Event::ApprovalCandidate { session_id, .. }
+            | Event::ApprovalSettled { session_id, .. }
+            | Event::InputResolved { session_id, .. }
+            | Event::ToolsChanged { session_id, .. }
+            | Event::Warning { session_id, .. }
+            | Event::SessionChanged { session_id }
+            | Event::TaskStarted { session_id, .. }
+            | Event::TaskResult { session_id, .. }
+            | Event::TaskEnded { session_id, .. }
+            | Event::TurnCompleted { session_id, .. } => Some(session_id),
+            Event::InputRequested { request } => Some(&request.session_id),
+            Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. } => None,
+        }
+    }
+
+    /// The turn the event belongs to; `None` for events of a session or of the runtime as a
+    /// whole, and for a workflow task's end (a task outlives the turn that started it).
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            Event::TurnStarted { turn_id, .. }
+            | Event::ActionRequested { turn_id, .. }
+            | Event::ActionPartial { turn_id, .. }
+            | Event::ActionLog { turn_id, .. }
+            | Event::ActionResult { turn_id, .. }
+            | Event::TurnWaiting { turn_id, .. }
+            | Event::ApprovalCandidate { turn_id, .. }
+            | Event::ApprovalSettled { turn_id, .. }
+            | Event::InputResolved { turn_id, .. }
+            | Event::ToolsChanged { turn_id, .. }
+            | Event::Warning { turn_id, .. }
+            | Event::TaskStarted { turn_id, .. }
+            | Event::TurnCompleted { turn_id, .. } => Some(turn_id),
+            Event::InputRequested { request } => Some(&request.turn_id),
+            Event::TaskResult { result, .. } => Some(&result.turn_id),
+            Event::SessionChanged { .. }
+            | Event::TaskEnded { .. }
+            | Event::ConnectionChanged { .. }
+            | Event::ToolDefinitionChanged { .. } => None,
+        }
+    }
+}
+
 /// The status of an approval candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -56,16 +56,16 @@ pub use error::RuntimeError;
 pub use event::{CandidateStatus, CompletionReason, Event};
 pub use options::{Clock, Options, SystemClock};
 pub use record::{
-    Approver, CallResult, CallState, ClosedStep, Decision, DefinitionChange, EntryKind,
-    InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, PinRecord,
-    RequestKind, RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult,
-    TaskStatus, TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, DefinitionChange,
+    EntryKind, InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission,
+    PinRecord, RequestKind, RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord,
+    TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{Runtime, RuntimeBuilder};
 #[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};
-pub use store::{Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
+pub use store::{Appended, Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};
 pub use toolwright_core::Registry;

@@ -678,3 +678,16 @@ impl TaskResult {
         )
     }
 }
+
+/// One message of a session's conversation, as the model loop stored it: its position in the
+/// session (from 0), the turn that added it, and the message as JSON (the runtime does not read
+/// it; the loop that wrote it does).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationEntry {
+    /// Its position in the session's conversation, from 0.
+    pub position: u64,
+    /// The turn that added it.
+    pub turn_id: String,
+    /// The message.
+    pub message: Value,
+}

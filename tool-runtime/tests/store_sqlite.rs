@@ -227,10 +227,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -262,17 +262,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 7)
+        .pragma_update(None, "user_version", 8)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 7") && message.contains("newer toolwright"),
+        message.contains("schema version 8") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        7,
+        8,
         "the refused file must not be changed"
     );
 }
@@ -355,12 +355,18 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
-/// Turns a current file back into what release `version` (1 to 5) wrote: version 6 kept
+/// Turns a current file back into what release `version` (1 to 6) wrote: version 7 added the
+/// model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("DROP TABLE conversation; PRAGMA user_version = 6;")
+        .unwrap();
+    if version == 6 {
+        return;
+    }
     conn.execute_batch("DROP TABLE turn_patches; PRAGMA user_version = 5;")
         .unwrap();
     if version == 5 {
@@ -412,7 +418,7 @@ async fn a_version_3_file_gets_a_pins_table() {
     assert_eq!(user_version(&path), 3);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     assert!(store.session("kept").await.unwrap().is_some());
     conformance::pins(&store).await;
 }
@@ -429,13 +435,30 @@ async fn a_version_5_file_keeps_its_parked_turn_and_takes_answers_beside_it() {
     assert_eq!(user_version(&path), 5);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     assert_eq!(
         store.turn_of_request("r2").await.unwrap().as_deref(),
         Some("parked")
     );
     conformance::answers(&store).await;
+}
+
+#[tokio::test]
+async fn a_version_6_file_gets_a_conversation_and_keeps_its_parked_turn() {
+    let (_dir, path) = temp_db();
+    let parked = turn("parked", TurnStatus::Waiting, &["r1"]);
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_turn(&parked, None).await.unwrap();
+    }
+    downgrade(&path, 6);
+    assert_eq!(user_version(&path), 6);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 7);
+    assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
+    conformance::conversation(&store).await;
 }
 
 #[tokio::test]
@@ -451,7 +474,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -478,7 +501,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());
@@ -520,7 +543,7 @@ async fn a_version_4_file_gives_its_grants_to_the_one_requester_who_acted() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     let keys = |session: &'static str, requester: String| {
         let store = &store;
         async move { store.approvals(session, &requester).await.unwrap() }

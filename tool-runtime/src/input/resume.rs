@@ -23,7 +23,7 @@ use crate::pipeline::scope::TokenSignal;
 use crate::record::{
     Approver, CallResult, CallState, PendingCall, PendingStep, SessionRecord, TurnRecord,
 };
-use crate::store::{Claim, Lease, StoreError};
+use crate::store::{Appended, Claim, Lease, StoreError};
 use crate::transition::Parked;
 use crate::transition::answer::with_note;
 
@@ -150,6 +150,8 @@ pub(crate) async fn resume(
         lease,
         ends,
         notices: Vec::new(),
+        // The step was recorded, with its messages, before it parked.
+        appended: Appended::default(),
     };
     finish(engine, &mut turn, results, closing).await
 }

@@ -14,7 +14,7 @@ use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
 use crate::exec::Executed;
 use crate::record::{CallResult, TurnRecord, TurnStatus};
-use crate::store::{Lease, StoreError};
+use crate::store::{Appended, Lease, StoreError};
 use crate::transition::Parked;
 
 /// The version and lease the step's claiming write left (the turn's own when nothing ran).
@@ -184,6 +184,8 @@ async fn close(
         lease,
         ends: ends_turn,
         notices: std::mem::take(&mut scope.notices),
+        // Nothing was recorded yet when nothing ran: this write is the step's first.
+        appended: super::scope::appended(&scope.conversation),
     };
     finish(engine, &mut scope.turn, results, closing).await
 }
@@ -195,6 +197,8 @@ pub(crate) struct Closing<'a> {
     pub(crate) lease: Option<&'a Lease>,
     pub(crate) ends: bool,
     pub(crate) notices: Vec<String>,
+    /// The conversation's messages the write appends, when it is the step's first.
+    pub(crate) appended: Appended<'a>,
 }
 
 /// Closes `turn`'s step with one result per call and writes it. A cancel that won the write
@@ -210,11 +214,12 @@ pub(crate) async fn finish(
         lease,
         ends,
         notices,
+        appended,
     } = closing;
     turn.close_step(&results, ends);
     match engine
         .store()
-        .write_turn(turn, Some(version), keeping(lease))
+        .write_turn_appending(turn, Some(version), keeping(lease), appended)
         .await
     {
         Ok(_) => {}

@@ -28,6 +28,7 @@ use crate::engine::work::TrackedTurn;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::record::{CallResult, InputRequest, TurnRecord, TurnStatus};
+use crate::store::Claim;
 use close::Claimed;
 use prepared::Prepared;
 use resolve::Routed;
@@ -47,6 +48,7 @@ pub(crate) async fn run_step(
     let running = engine.work().track_turn(turn_id, token);
     let mut scope = StepScope::load(engine, turn, token).await?;
     scope.model = options.model;
+    scope.conversation = options.conversation;
     if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
         return Ok(refused);
     }
@@ -110,7 +112,12 @@ async fn refuse_repeated_ids(
         });
     }
     scope.turn.refuse_step();
-    engine.store().put_turn(&scope.turn, Some(version)).await?;
+    let appended = scope.appended();
+    engine
+        .store()
+        .write_turn_appending(&scope.turn, Some(version), Claim::None, appended)
+        .await?;
+    scope.conversation = None;
     Ok(Some(StepOutcome::Completed {
         results,
         ends_turn: false,
@@ -219,8 +226,14 @@ async fn record_running(
     scope.turn.begin_step(calls, requests);
     let written = engine
         .store()
-        .write_turn(&scope.turn, Some(version), engine.claim_here())
+        .write_turn_appending(
+            &scope.turn,
+            Some(version),
+            engine.claim_here(),
+            scope.appended(),
+        )
         .await?;
+    scope.conversation = None;
     running.hold(written.lease.clone());
     Ok(Claimed {
         version: written.version,

@@ -13,6 +13,7 @@ use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::exec::context::session_info;
 use crate::record::{SessionRecord, TurnRecord};
+use crate::store::Appended;
 
 /// What one step works with.
 pub(crate) struct StepScope {
@@ -32,6 +33,20 @@ pub(crate) struct StepScope {
     pub(crate) cancel: TokenSignal,
     /// The model the host supplied for this step's calls (see [`crate::StepOptions`]).
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+    /// The conversation's messages the step's first write appends (see
+    /// [`crate::StepOptions::conversation`]); taken by that write.
+    pub(crate) conversation: Option<(u64, Vec<serde_json::Value>)>,
+}
+
+/// `conversation` (a [`StepScope`]'s) as a store write appends it.
+pub(crate) fn appended(conversation: &Option<(u64, Vec<serde_json::Value>)>) -> Appended<'_> {
+    match conversation {
+        Some((first, messages)) => Appended {
+            first: *first,
+            messages,
+        },
+        None => Appended::default(),
+    }
 }
 
 /// The turn's cancellation token as the signal policies receive.
@@ -71,7 +86,13 @@ impl StepScope {
             notices,
             cancel: TokenSignal(token.clone()),
             model: None,
+            conversation: None,
         })
+    }
+
+    /// The messages the step's first write appends, for that write.
+    pub(crate) fn appended(&self) -> Appended<'_> {
+        appended(&self.conversation)
     }
 
     pub(crate) fn info(&self) -> SessionInfo {

@@ -8,7 +8,9 @@ use futures_util::future::BoxFuture;
 
 use toolwright_core::{Principal, PrincipalType};
 
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 /// The requester of calls made on behalf of nobody in particular (a turn without a `current`
 /// principal): such calls share their grants with each other, and with nobody else.
@@ -179,6 +181,25 @@ pub struct Written {
     pub lease: Option<Lease>,
 }
 
+/// Messages a turn write appends to its session's conversation (see
+/// [`Store::write_turn_appending`]): at positions `first`, `first + 1`, ...
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Appended<'a> {
+    /// The position of the first message.
+    pub first: u64,
+    /// The messages, as the model loop encoded them.
+    pub messages: &'a [serde_json::Value],
+}
+
+/// What a store that keeps no conversation answers the model loop.
+fn keeps_no_conversation(session_id: &str) -> StoreError {
+    StoreError::Backend(format!(
+        "this store keeps no conversations (it does not implement `Store::append_conversation` \
+         and `Store::write_turn_appending`), so session `{session_id}` cannot be driven by the \
+         model loop; use the SQLite or Postgres store"
+    ))
+}
+
 /// A durable backend for the runtime. Implementations: [`SqliteStore`](super::SqliteStore) (embedded, one file) and,
 /// for several instances, Postgres. [`conformance::run`](super::conformance::run) checks an implementation.
 ///
@@ -338,6 +359,63 @@ pub trait Store: Send + Sync + 'static {
         session_id: &'a str,
         requester: &'a str,
     ) -> BoxFuture<'a, Result<BTreeSet<String>, StoreError>>;
+
+    /// The conversation of session `session_id` (what the model loop stored), in position
+    /// order; empty for a session without one.
+    ///
+    /// The default is empty: a store that keeps no conversation (it does not override
+    /// [`Store::append_conversation`]) never has one to return.
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>> {
+        let _ = session_id;
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    /// Appends `messages` to session `session_id`'s conversation at positions `first`,
+    /// `first + 1`, ..., as added by turn `turn_id`, in one transaction. Rows are only ever
+    /// appended, never rewritten: a position already recorded is a [`StoreError::Conflict`] and
+    /// nothing is written (another process appended first; read the conversation again).
+    ///
+    /// The default refuses (as [`Store::write_turn_appending`] does with messages): a store
+    /// written before the model loop keeps compiling and serves everything but the loop, which
+    /// fails with this error instead of losing its conversation.
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (turn_id, first, messages);
+        Box::pin(std::future::ready(Err(keeps_no_conversation(session_id))))
+    }
+
+    /// [`Store::write_turn`] that also appends `appended`'s messages to the conversation of the
+    /// turn's session, as added by the turn, in the same transaction: the write and the
+    /// messages commit together or not at all. A position already recorded is a
+    /// [`StoreError::Conflict`], like a stale `expected`, and nothing is written. The runtime
+    /// writes a step's first record with it, so a turn whose step is recorded has the
+    /// messages that asked for the step (the model's calls), and one whose step is not has
+    /// neither.
+    ///
+    /// The default writes the turn when there is nothing to append and refuses otherwise (see
+    /// [`Store::append_conversation`]): two separate writes would break that guarantee.
+    fn write_turn_appending<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+        appended: Appended<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
+        if appended.messages.is_empty() {
+            return self.write_turn(record, expected, claim);
+        }
+        Box::pin(std::future::ready(Err(keeps_no_conversation(
+            &record.session_id,
+        ))))
+    }
 
     /// The pinned definitions of connection `connection`'s tools.
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>>;

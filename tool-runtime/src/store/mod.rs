@@ -32,6 +32,6 @@ pub mod postgres_sql {
 pub use sqlite::SqliteStore;
 
 pub use contract::{
-    ANONYMOUS_REQUESTER, Claim, Lease, LeaseKind, Store, StoreError, UNKNOWN_REQUESTER, Written,
-    requester_key,
+    ANONYMOUS_REQUESTER, Appended, Claim, Lease, LeaseKind, Store, StoreError, UNKNOWN_REQUESTER,
+    Written, requester_key,
 };

@@ -26,12 +26,14 @@
 //! - `waiting_turns` lists turns least recently written first (an answer recorded with
 //!   `settle_request` is a write);
 //! - approvals need no session record, and are kept per session and per requester;
+//! - a session's conversation is appended at free positions only, all of an append or none;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
 
 mod answers;
 mod approvals;
+mod conversation;
 mod fixtures;
 mod leases;
 mod part;
@@ -47,6 +49,7 @@ mod waiting;
 
 pub use answers::answers;
 pub use approvals::approvals;
+pub use conversation::conversation;
 pub use leases::leases;
 pub use pins::pins;
 pub use races::races;
@@ -72,4 +75,5 @@ pub async fn run(store: &dyn Store) {
     leases(store).await;
     timers(store).await;
     pins(store).await;
+    conversation(store).await;
 }

@@ -30,6 +30,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turn patches",
         include_str!("../../../migrations/postgres/0004_turn_patches.sql"),
     ),
+    (
+        5,
+        "conversation",
+        include_str!("../../../migrations/postgres/0005_conversation.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application

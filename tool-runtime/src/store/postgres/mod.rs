@@ -22,8 +22,10 @@ use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
-use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
 /// rather than `now()`: `now()` is the start of the transaction, which may have waited for a row
@@ -35,6 +37,7 @@ macro_rules! now_ms {
 }
 
 mod claims;
+mod conversation;
 mod errors;
 mod listen;
 mod migrate;
@@ -260,6 +263,16 @@ impl Store for PostgresStore {
         expected: Option<u64>,
         claim: Claim<'a>,
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
+        self.write_turn_appending(record, expected, claim, Appended::default())
+    }
+
+    fn write_turn_appending<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+        appended: Appended<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
         Box::pin(async move {
             let result = async {
                 let row = RecordRow {
@@ -269,6 +282,7 @@ impl Store for PostgresStore {
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
+                    appended,
                 };
                 self.write_record(&TURNS, row, expected, claim).await
             }
@@ -466,6 +480,33 @@ impl Store for PostgresStore {
         })
     }
 
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>> {
+        let id = session_id.to_owned();
+        Box::pin(async move {
+            let result = conversation::read(&self.pool, &id).await;
+            self.finish(result, || format!("reading the conversation of `{id}`"))
+        })
+    }
+
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let result =
+                conversation::append(&self.pool, session_id, turn_id, first, messages).await;
+            self.finish(result, || {
+                format!("appending to the conversation of `{session_id}`")
+            })
+        })
+    }
+
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {
         let connection = connection.to_owned();
         Box::pin(async move {
@@ -556,6 +597,7 @@ impl Store for PostgresStore {
                     json: encode(&record.id, record)?,
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
+                    appended: Appended::default(),
                 };
                 self.write_record(&TASKS, row, expected, claim).await
             }

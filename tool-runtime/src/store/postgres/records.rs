@@ -12,7 +12,7 @@ use super::tables::RecordSql;
 use super::{CHANNEL, Failure, PostgresStore};
 use crate::record::{StepPatch, TurnRecord};
 use crate::store::rows::{decode_turn, encode, requests_to_index, stored_versions, written};
-use crate::store::{Claim, LeaseKind, Written};
+use crate::store::{Appended, Claim, LeaseKind, Written};
 
 /// A `NOTIFY` payload must stay under 8000 bytes; the id in it is for people reading the
 /// channel (the store wakes every waiter whatever it says), so a long one is cut.
@@ -85,6 +85,15 @@ impl PostgresStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        let appended = row.appended;
+        super::conversation::insert(
+            &mut tx,
+            row.session_id,
+            id,
+            appended.first,
+            appended.messages,
+        )
+        .await?;
         query(sql.mark)
             .bind(id)
             .bind(&marker)
@@ -162,6 +171,8 @@ pub(super) struct RecordRow<'a> {
     pub(super) wake_at: Option<i64>,
     /// The record's request ids, in its order.
     pub(super) requests: Vec<String>,
+    /// The conversation's messages a turn's write appends (none for a task).
+    pub(super) appended: Appended<'a>,
 }
 
 /// The request ids of a record, owned.

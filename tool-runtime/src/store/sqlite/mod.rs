@@ -17,10 +17,13 @@ use super::rows::{
     clamp, decode, decode_pins, encode, requests_to_index, stored_versions, task_status_name,
     written,
 };
-use super::{Claim, Lease, LeaseKind, Store, StoreError, Written};
-use crate::record::{JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord};
+use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
+use crate::record::{
+    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+};
 
 mod claims;
+mod conversation;
 mod schema;
 mod turns;
 
@@ -215,7 +218,17 @@ impl Store for SqliteStore {
         expected: Option<u64>,
         claim: Claim<'a>,
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
-        let write = match turns::TurnWrite::new(record, expected, claim) {
+        self.write_turn_appending(record, expected, claim, Appended::default())
+    }
+
+    fn write_turn_appending<'a>(
+        &'a self,
+        record: &'a TurnRecord,
+        expected: Option<u64>,
+        claim: Claim<'a>,
+        appended: Appended<'a>,
+    ) -> BoxFuture<'a, Result<Written, StoreError>> {
+        let write = match turns::TurnWrite::new(record, expected, claim, appended) {
             Ok(write) => write,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
@@ -379,6 +392,31 @@ impl Store for SqliteStore {
                     .collect::<Result<BTreeSet<String>, _>>()?;
                 Ok(keys)
             },
+        )
+    }
+
+    fn conversation(
+        &self,
+        session_id: &str,
+    ) -> BoxFuture<'_, Result<Vec<ConversationEntry>, StoreError>> {
+        let id = session_id.to_owned();
+        self.call(format!("reading the conversation of `{id}`"), move |conn| {
+            conversation::read(conn, &id)
+        })
+    }
+
+    fn append_conversation<'a>(
+        &'a self,
+        session_id: &'a str,
+        turn_id: &'a str,
+        first: u64,
+        messages: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let (id, turn) = (session_id.to_owned(), turn_id.to_owned());
+        let messages: Vec<String> = messages.iter().map(ToString::to_string).collect();
+        self.call(
+            format!("appending to the conversation of `{id}`"),
+            move |conn| conversation::append(conn, &id, &turn, first, &messages),
         )
     }
 

@@ -18,7 +18,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
 const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
 ];
 
 /// Version 1.
@@ -137,6 +137,18 @@ CREATE TABLE turn_patches (
     seq     INTEGER NOT NULL,
     json    TEXT NOT NULL,
     PRIMARY KEY (turn_id, seq)
+) WITHOUT ROWID;
+";
+
+/// Version 7: the model loop's conversation, one row per message, appended and never
+/// rewritten, so that a round costs the messages it adds however long the session is.
+const SCHEMA_V7: &str = "
+CREATE TABLE conversation (
+    session_id TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    turn_id    TEXT NOT NULL,
+    json       TEXT NOT NULL,
+    PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID;
 ";
 

@@ -7,7 +7,8 @@ use super::claims::{OwnedClaim, check_claim, now_ms, take_lease};
 use super::{Failure, index_requests, indexed_marker};
 use crate::record::TurnRecord;
 use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
-use crate::store::{Claim, LeaseKind, Written};
+use crate::store::{Appended, Claim, LeaseKind, Written};
+use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
 /// (so another process's write cannot fall between the record and its patches).
@@ -38,6 +39,9 @@ pub(super) struct TurnWrite {
     requests: Vec<String>,
     expected: Option<u64>,
     claim: OwnedClaim,
+    /// The conversation's messages the write appends: the first one's position, and each
+    /// message encoded.
+    appended: (u64, Vec<String>),
 }
 
 impl TurnWrite {
@@ -46,6 +50,7 @@ impl TurnWrite {
         record: &TurnRecord,
         expected: Option<u64>,
         claim: Claim<'_>,
+        appended: Appended<'_>,
     ) -> Result<TurnWrite, crate::store::StoreError> {
         Ok(TurnWrite {
             id: record.id.clone(),
@@ -60,6 +65,10 @@ impl TurnWrite {
                 .collect(),
             expected,
             claim: OwnedClaim::from(claim),
+            appended: (
+                appended.first,
+                appended.messages.iter().map(Value::to_string).collect(),
+            ),
         })
     }
 }
@@ -76,6 +85,7 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
         requests,
         expected,
         claim,
+        appended: (first, messages),
     } = write;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
@@ -113,6 +123,7 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
     // The index only grows: a request of a closed step still resolves to its turn, so a late
     // answer is recognised as an answer to a settled request, not an unknown one.
     index_requests(&tx, LeaseKind::Turn, id, requests, stored_marker)?;
+    super::conversation::insert(&tx, session_id, id, *first, messages)?;
     tx.commit()?;
     Ok(Written { version, lease })
 }

@@ -1,0 +1,82 @@
+//! A session's conversation as the store keeps it: read once when a turn starts or resumes,
+//! then appended to, message by message, never rewritten.
+
+use toolwright_runtime::{RuntimeError, Store};
+
+use crate::agent::AgentError;
+use crate::message::Message;
+
+/// The messages of one session and where the next one goes.
+#[derive(Debug)]
+pub(crate) struct Conversation {
+    session_id: String,
+    messages: Vec<Message>,
+}
+
+impl Conversation {
+    /// Session `session_id`'s conversation from `store`.
+    pub(crate) async fn load(store: &dyn Store, session_id: &str) -> Result<Self, AgentError> {
+        let entries = store
+            .conversation(session_id)
+            .await
+            .map_err(RuntimeError::from)?;
+        let messages = entries
+            .into_iter()
+            .map(|entry| {
+                serde_json::from_value(entry.message).map_err(|error| {
+                    AgentError::Corrupt(format!(
+                        "message {} of session `{session_id}` cannot be read: {error}",
+                        entry.position
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Conversation {
+            session_id: session_id.to_owned(),
+            messages,
+        })
+    }
+
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Appends `messages` for turn `turn_id`: stored first, then kept here. A position another
+    /// process took first is a conflict: two loops drove the same session at once.
+    pub(crate) async fn append(
+        &mut self,
+        store: &dyn Store,
+        turn_id: &str,
+        messages: Vec<Message>,
+    ) -> Result<(), AgentError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let (first, values) = self.encode(&messages)?;
+        store
+            .append_conversation(&self.session_id, turn_id, first, &values)
+            .await
+            .map_err(RuntimeError::from)?;
+        self.appended(messages);
+        Ok(())
+    }
+
+    /// Where `messages` go (the next free position) and how they are stored, for a write that
+    /// appends them elsewhere (a step's first record); then [`Conversation::appended`].
+    pub(crate) fn encode(
+        &self,
+        messages: &[Message],
+    ) -> Result<(u64, Vec<serde_json::Value>), AgentError> {
+        let values = messages
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| AgentError::Corrupt(error.to_string()))?;
+        Ok((self.messages.len() as u64, values))
+    }
+
+    /// Keeps `messages`, stored by a write that succeeded.
+    pub(crate) fn appended(&mut self, messages: Vec<Message>) {
+        self.messages.extend(messages);
+    }
+}

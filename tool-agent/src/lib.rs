@@ -1,0 +1,27 @@
+//! The model loop of toolwright: a provider-neutral [`Model`] trait, the Chat Completions
+//! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), a
+//! deterministic [`ScriptedModel`] for tests, and the [`Agent`] that drives a runtime turn:
+//! it sends the conversation, runs the model's tool calls as steps, renders their results back
+//! and repeats until a final answer, a tool that ends the turn, or a park on input requests.
+//! The conversation is stored with the session, so a parked turn resumes in any process.
+
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod agent;
+mod backend;
+mod conversation;
+mod message;
+mod model;
+mod openai;
+mod scripted;
+
+pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
+pub use backend::Backend;
+pub use message::{AssistantMessage, Message, ToolUse};
+pub use model::{
+    FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,
+    ToolChoice, ToolDefinitions, Usage, complete,
+};
+pub use openai::{ChatCompletions, OPENAI_BASE_URL};
+pub use scripted::{Reply, ScriptedModel};

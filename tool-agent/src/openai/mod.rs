@@ -1,0 +1,279 @@
+//! The OpenAI Chat Completions adapter, streaming over SSE; it also speaks to
+//! OpenAI-compatible servers (vLLM, llama.cpp's server, Ollama) through
+//! [`ChatCompletions::base_url`].
+
+mod decode;
+mod render;
+mod wire;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::{StreamExt, stream};
+use serde_json::value::RawValue;
+use sse_stream::SseStream;
+use toolwright_core::Format;
+
+use crate::model::{Model, ModelError, Request, ResponseStream, StreamEvent};
+use decode::Decoder;
+use wire::{ChatRequest, ErrorBody, StreamOptions};
+
+/// OpenAI's API, where requests go unless [`ChatCompletions::base_url`] says otherwise.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A model behind the Chat Completions API (`POST {base_url}/chat/completions` with
+/// `stream: true`).
+///
+/// Tools go out in the registry's strict OpenAI export ([`Format::OpenAiStrict`]); a server that
+/// rejects `strict` takes [`Format::OpenAi`] through [`ChatCompletions::tool_format`].
+///
+/// ```
+/// use toolwright_agent::ChatCompletions;
+///
+/// let local = ChatCompletions::new("llama3.1")
+///     .base_url("http://127.0.0.1:11434/v1")
+///     .legacy_max_tokens();
+/// # let _ = local;
+/// ```
+#[derive(Clone, Debug)]
+pub struct ChatCompletions {
+    client: reqwest::Client,
+    base_url: String,
+    model: String,
+    api_key: Option<String>,
+    headers: Vec<(String, String)>,
+    legacy_max_tokens: bool,
+    format: Format,
+}
+
+impl ChatCompletions {
+    /// Model `model` on OpenAI's API, without a key (see [`ChatCompletions::api_key`] and
+    /// [`ChatCompletions::from_env`]).
+    pub fn new(model: impl Into<String>) -> Self {
+        #[cfg(feature = "tls")]
+        install_crypto_provider();
+        ChatCompletions {
+            client: reqwest::Client::new(),
+            base_url: OPENAI_BASE_URL.to_owned(),
+            model: model.into(),
+            api_key: None,
+            headers: Vec::new(),
+            legacy_max_tokens: false,
+            format: Format::OpenAiStrict,
+        }
+    }
+
+    /// Model `model` with the key in `OPENAI_API_KEY` and, when it is set, the server in
+    /// `OPENAI_BASE_URL`; fails saying what to set when the key is missing.
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
+        let key = std::env::var("OPENAI_API_KEY").map_err(|_| {
+            ModelError::Unavailable(
+                "set OPENAI_API_KEY to the API key of the Chat Completions provider".into(),
+            )
+        })?;
+        let mut model = Self::new(model).api_key(key);
+        if let Ok(url) = std::env::var("OPENAI_BASE_URL") {
+            model = model.base_url(url);
+        }
+        Ok(model)
+    }
+
+    /// `self` sending to `url` (e.g. `http://localhost:8000/v1` for vLLM): the path
+    /// `/chat/completions` is appended to it.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// `self` authenticating with `key` (`Authorization: Bearer`).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// `self` sending one more header with each request (e.g. `OpenAI-Organization`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// `self` limiting the answer with `max_tokens` instead of `max_completion_tokens`, for
+    /// servers that only know the older field.
+    pub fn legacy_max_tokens(mut self) -> Self {
+        self.legacy_max_tokens = true;
+        self
+    }
+
+    /// `self` taking its tools in `format` ([`Format::OpenAi`] or [`Format::OpenAiStrict`]).
+    pub fn tool_format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// `self` on `client` (timeouts, proxies, TLS roots of the application's choosing).
+    pub fn client(mut self, client: reqwest::Client) -> Self {
+        self.client = client;
+        self
+    }
+
+    fn body(&self, request: &Request) -> Result<String, ModelError> {
+        let tools: Option<&RawValue> = if request.tools.is_empty() {
+            None
+        } else {
+            Some(serde_json::from_str(request.tools.json()).map_err(|e| {
+                ModelError::Unavailable(format!("the tool definitions are not a JSON array: {e}"))
+            })?)
+        };
+        let settings = &request.settings;
+        let max = settings.max_output_tokens;
+        let body = ChatRequest {
+            model: &self.model,
+            messages: render::messages(request.instructions.as_deref(), &request.messages),
+            tool_choice: tools.and(render::tool_choice(&request.tool_choice)),
+            parallel_tool_calls: tools.and(settings.parallel_tool_calls),
+            tools,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            max_completion_tokens: max.filter(|_| !self.legacy_max_tokens),
+            max_tokens: max.filter(|_| self.legacy_max_tokens),
+            temperature: settings.temperature,
+            top_p: settings.top_p,
+            stop: &settings.stop,
+            extra: &settings.extra,
+        };
+        serde_json::to_string(&body).map_err(|e| ModelError::Protocol(e.to_string()))
+    }
+
+    async fn send(&self, request: Request) -> Result<ResponseStream, ModelError> {
+        let body = self.body(&request)?;
+        let mut http = self
+            .client
+            .post(format!("{}/chat/completions", self.base_url))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body);
+        if let Some(key) = &self.api_key {
+            http = http.bearer_auth(key);
+        }
+        for (name, value) in &self.headers {
+            http = http.header(name, value);
+        }
+        let response = http
+            .send()
+            .await
+            .map_err(|e| ModelError::Transport(e.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(http_error(response).await);
+        }
+        Ok(events(SseStream::from_bytes_stream(
+            response.bytes_stream(),
+        )))
+    }
+}
+
+impl Model for ChatCompletions {
+    fn tool_format(&self) -> Format {
+        self.format
+    }
+
+    fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+        Box::pin(self.send(request))
+    }
+}
+
+/// The error of a refused request: the documented `{"error": {"message", "type", "code"}}`
+/// body when there is one, else the body's text; `Retry-After` in seconds.
+async fn http_error(response: reqwest::Response) -> ModelError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    let text = response.text().await.unwrap_or_default();
+    let (message, code) = match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => (body.error.message.clone(), body.error.code()),
+        Err(_) => (text.trim().to_owned(), None),
+    };
+    ModelError::Http {
+        status,
+        message,
+        code,
+        retry_after,
+    }
+}
+
+/// The events of an SSE body: each `data:` payload decoded, `[DONE]` ending it.
+fn events<S>(sse: S) -> ResponseStream
+where
+    S: futures_util::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send + 'static,
+{
+    struct State<S> {
+        sse: std::pin::Pin<Box<S>>,
+        decoder: Option<Decoder>,
+        queue: VecDeque<Result<StreamEvent, ModelError>>,
+    }
+    let state = State {
+        sse: Box::pin(sse),
+        decoder: Some(Decoder::default()),
+        queue: VecDeque::new(),
+    };
+    let stream = stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(next) = state.queue.pop_front() {
+                if next.is_err() {
+                    state.decoder = None;
+                    state.queue.clear();
+                }
+                return Some((next, state));
+            }
+            let decoder = state.decoder.as_mut()?;
+            let done = match state.sse.next().await {
+                None => false,
+                Some(Err(error)) => {
+                    state.decoder = None;
+                    let error = ModelError::Transport(format!("the response broke off: {error}"));
+                    return Some((Err(error), state));
+                }
+                Some(Ok(sse)) => match sse.data {
+                    Some(data) if data.trim() == "[DONE]" => true,
+                    Some(data) => {
+                        let pushed = decoder.push(&data);
+                        queue(&mut state.queue, pushed);
+                        continue;
+                    }
+                    None => continue,
+                },
+            };
+            let decoder = state.decoder.take()?;
+            queue(&mut state.queue, decoder.finish(done));
+        }
+    });
+    Box::pin(stream)
+}
+
+fn queue(
+    queue: &mut VecDeque<Result<StreamEvent, ModelError>>,
+    events: Result<Vec<StreamEvent>, ModelError>,
+) {
+    match events {
+        Ok(events) => queue.extend(events.into_iter().map(Ok)),
+        Err(error) => queue.push_back(Err(error)),
+    }
+}
+
+/// reqwest's rustls without a provider needs one installed: ring, unless the application
+/// installed another first.
+#[cfg(feature = "tls")]
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
