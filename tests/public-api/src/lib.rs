@@ -2,8 +2,8 @@
 //!
 //! `tests/public-api/toolwright.txt` is the reviewed list of everything the `toolwright` crate
 //! exports: one line per item reachable by a public path from `toolwright` (the root and its
-//! modules `export`, `json`, `names`, `runtime`, `sandbox`, `mcp` and `prelude`, not the hidden
-//! `__private`), sorted by path. A change to the surface shows up as a change to this file in the
+//! modules `export`, `json`, `names`, `runtime`, `sandbox`, `mcp`, `agent`, `model` and
+//! `prelude`, not the hidden `__private`), sorted by path. A change to the surface shows up as a change to this file in the
 //! diff under review; the test `public_api` fails while the file and the code disagree.
 //!
 //! The lines:
@@ -45,8 +45,8 @@
 //! ## How
 //!
 //! The check runs `cargo doc` for the facade and the workspace crates it re-exports
-//! (`toolwright-core`, `toolwright-runtime`, `toolwright-mcp`, `toolwright-macros`) with rustdoc's
-//! JSON output, in a target directory of its own (`target/public-api`, or `public-api` under
+//! (`toolwright-core`, `toolwright-runtime`, `toolwright-mcp`, `toolwright-agent`,
+//! `toolwright-macros`) with rustdoc's JSON output, in a target directory of its own (`target/public-api`, or `public-api` under
 //! `CARGO_TARGET_DIR`), so it neither waits for nor invalidates the main build. The pinned stable
 //! toolchain writes that JSON only with `RUSTC_BOOTSTRAP`, which the check sets for these crates
 //! alone. The facade's JSON knows a re-exported item only by its path in the defining crate; the
