@@ -1,10 +1,11 @@
 //! The model loop over the seeds' tools (`examples/seed`), driven by a scripted model: an
-//! approval that parks the turn and resumes it in a fresh runtime on the same SQLite file,
+//! approval that parks the turn and is resumed by another process on the same SQLite file,
 //! `once` memory across turns, a workflow's question answered through `Runtime::respond`, a task
 //! whose result reaches the model in a later request, taint making a write ask, a tool that ends
 //! the turn, and a deferred tool found through `tool_search`, then called.
 
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -178,7 +179,7 @@ fn last_results(model: &ScriptedModel) -> Vec<(String, String, bool)> {
 }
 
 #[tokio::test]
-async fn an_approval_parks_the_turn_and_a_fresh_runtime_resumes_it_from_the_store() {
+async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agent.db");
 
@@ -222,9 +223,71 @@ async fn an_approval_parks_the_turn_and_a_fresh_runtime_resumes_it_from_the_stor
         (run.turn_id, requests[0].request_id.clone())
     };
 
-    // Another runtime on the same file: the approval runs the call; the agent resumes the turn
+    // Another process on the same file: the approval runs the call; the agent resumes the turn
     // with nothing replayed by the caller.
-    let runtime = runtime_on(&path);
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DB, &path)
+        .env(CHILD_TURN, &turn_id)
+        .env(CHILD_REQUEST, &request_id)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let seen: serde_json::Value = stdout
+        .lines()
+        .find_map(|line| line.split_once("RESUMED ").map(|(_, rest)| rest))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .unwrap_or_else(|| {
+            panic!(
+                "the other process resumed nothing ({}):\n{stdout}\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    assert_eq!(seen["turn_id"], json!(turn_id));
+    assert_eq!(seen["answer"], "Restarted payment-api.");
+    assert_eq!(
+        seen["first_message"], true,
+        "the conversation came from the store, the person's message first"
+    );
+    let results = seen["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0][0], "restart_service");
+    assert_eq!(results[0][2], false, "{results:?}");
+    assert!(
+        results[0][1]
+            .as_str()
+            .unwrap()
+            .contains("Note from the approver: go ahead"),
+        "{results:?}"
+    );
+    assert_eq!(
+        seen["stored"], 4,
+        "user, assistant with the call, result, answer"
+    );
+    assert_eq!(
+        seen["completed_resumes"], "refused",
+        "a completed turn has nothing left to run"
+    );
+}
+
+/// Where the child process finds the parked turn (see the test above).
+const CHILD_DB: &str = "TOOLWRIGHT_AGENT_CHILD_DB";
+const CHILD_TURN: &str = "TOOLWRIGHT_AGENT_CHILD_TURN";
+const CHILD_REQUEST: &str = "TOOLWRIGHT_AGENT_CHILD_REQUEST";
+
+/// The other process of the approval test: approves the parked request, resumes the turn with a
+/// fresh agent and prints what the model was shown. Does nothing unless the parent set it up.
+#[tokio::test]
+async fn child_entry() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let (turn_id, request_id) = (
+        std::env::var(CHILD_TURN).unwrap(),
+        std::env::var(CHILD_REQUEST).unwrap(),
+    );
+    let runtime = runtime_on(Path::new(&path));
     let outcome = runtime
         .respond(InputResponse::approve(&request_id, Some(alice())).note("go ahead"))
         .await
@@ -233,39 +296,26 @@ async fn an_approval_parks_the_turn_and_a_fresh_runtime_resumes_it_from_the_stor
     let model = ScriptedModel::new([Reply::text("Restarted payment-api.")]);
     let agent = Agent::new(runtime.clone(), model.clone());
     let run = agent.resume(&turn_id).await.unwrap();
-    assert_eq!(run.turn_id, turn_id);
     let AgentOutcome::Answered(response) = run.outcome else {
         panic!("the model answers after the restart: {:?}", run.outcome);
     };
-    assert_eq!(response.message.text, "Restarted payment-api.");
-
-    let request = &model.requests()[0];
-    assert_eq!(
-        request.messages[0],
-        Message::user("payment-api is slow, restart it"),
-        "the conversation came from the store"
-    );
-    let results = last_results(&model);
-    assert_eq!(results.len(), 1);
-    assert_eq!(results[0].0, "restart_service");
-    assert!(!results[0].2, "{results:?}");
-    assert!(
-        results[0].1.contains("Note from the approver: go ahead"),
-        "{results:?}"
-    );
-
-    // The turn is over and its conversation is stored, one row per message.
+    let first_message =
+        model.requests()[0].messages[0] == Message::user("payment-api is slow, restart it");
     let stored = runtime.store().conversation("ops-1").await.unwrap();
-    assert_eq!(
-        stored.len(),
-        4,
-        "user, assistant with the call, result, answer"
-    );
     assert!(stored.iter().all(|e| e.turn_id == turn_id));
-    assert!(
-        agent.resume(&turn_id).await.is_err(),
-        "a completed turn has nothing left to run"
-    );
+    let completed_resumes = match agent.resume(&turn_id).await {
+        Ok(_) => "resumed",
+        Err(_) => "refused",
+    };
+    let seen = json!({
+        "turn_id": run.turn_id,
+        "answer": response.message.text,
+        "first_message": first_message,
+        "results": last_results(&model),
+        "stored": stored.len(),
+        "completed_resumes": completed_resumes,
+    });
+    println!("RESUMED {seen}");
 }
 
 #[tokio::test]
