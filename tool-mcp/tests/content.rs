@@ -8,6 +8,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Notify;
+
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
@@ -79,6 +81,22 @@ async fn signup(args: SignupArgs, ctx: WorkflowContext) -> Result<String, ToolEr
     })
 }
 
+/// Asks with a form that is no object schema.
+#[tool(effect = read, workflow = execute)]
+async fn bad_form(_: NoInput, ctx: WorkflowContext) -> Result<String, ToolError> {
+    let form = json!({ "type": "string" });
+    ctx.ask(AskRequest::new("Name?").with_form(form)).await?;
+    Ok("asked".into())
+}
+
+/// Reports 50 of 200, then 200 of 200.
+#[tool(effect = read)]
+async fn halves(_: NoInput, ctx: ToolContext) -> String {
+    ctx.partial(&json!({ "progress": 100, "total": 200 }));
+    ctx.partial(&json!({ "progress": 200, "total": 200 }));
+    "done".into()
+}
+
 /// Reads third-party text.
 #[tool(effect = read, untrusted)]
 async fn read_comments(_: NoInput) -> String {
@@ -98,6 +116,8 @@ fn runtime() -> Runtime {
         signup::TOOL,
         read_comments::TOOL,
         write_note::TOOL,
+        bad_form::TOOL,
+        halves::TOOL,
     ])
     .unwrap();
     Runtime::builder(registry)
@@ -105,6 +125,9 @@ fn runtime() -> Runtime {
         .build()
         .unwrap()
 }
+
+/// A progress notification a client received: progress and total.
+type Progress = (f64, Option<f64>);
 
 /// Log messages a client received: level, data and logger.
 type Logs = Arc<Mutex<Vec<(LoggingLevel, Value, Option<String>)>>>;
@@ -115,6 +138,21 @@ struct Client {
     answer: Option<Value>,
     forms: Arc<Mutex<Vec<Value>>>,
     logs: Logs,
+    progress: Arc<Mutex<Vec<Progress>>>,
+    /// Wakes whoever waits for a notification: rmcp's client handles each one in a task of its
+    /// own, so it may be handled after the result that followed it on the wire.
+    noticed: Arc<Notify>,
+}
+
+/// Waits until `seen` holds `count` entries (a notification handled), then takes them.
+async fn take<T>(seen: &Mutex<Vec<T>>, noticed: &Notify, count: usize) -> Vec<T> {
+    loop {
+        let changed = noticed.notified();
+        if seen.lock().unwrap().len() >= count {
+            return seen.lock().unwrap().drain(..).collect();
+        }
+        changed.await;
+    }
 }
 
 impl ClientHandler for Client {
@@ -141,6 +179,18 @@ impl ClientHandler for Client {
         Ok(result)
     }
 
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.progress
+            .lock()
+            .unwrap()
+            .push((params.progress, params.total));
+        self.noticed.notify_waiters();
+    }
+
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
@@ -150,6 +200,7 @@ impl ClientHandler for Client {
             .lock()
             .unwrap()
             .push((params.level, params.data, params.logger));
+        self.noticed.notify_waiters();
     }
 }
 
@@ -188,9 +239,9 @@ async fn content_parts_become_image_audio_and_resource_blocks() {
 }
 
 #[tokio::test]
-async fn log_lines_reach_the_client_at_the_level_it_set_before_the_result() {
+async fn log_lines_reach_the_client_at_the_level_it_set() {
     let watching = Client::default();
-    let logs = Arc::clone(&watching.logs);
+    let (logs, noticed) = (Arc::clone(&watching.logs), Arc::clone(&watching.noticed));
     let client = connect(McpServer::new(runtime()), watching).await;
 
     // Before any `logging/setLevel`, every line is sent.
@@ -199,7 +250,7 @@ async fn log_lines_reach_the_client_at_the_level_it_set_before_the_result() {
         serde_json::to_value(&result.content).unwrap()[0]["text"],
         "done"
     );
-    let seen: Vec<_> = logs.lock().unwrap().drain(..).collect();
+    let seen = take(&logs, &noticed, 4).await;
     let levels: Vec<LoggingLevel> = seen.iter().map(|(level, ..)| *level).collect();
     assert_eq!(
         levels,
@@ -222,7 +273,7 @@ async fn log_lines_reach_the_client_at_the_level_it_set_before_the_result() {
         .await
         .unwrap();
     client.call_tool(call("chatty", json!({}))).await.unwrap();
-    let seen: Vec<_> = logs.lock().unwrap().drain(..).collect();
+    let seen = take(&logs, &noticed, 2).await;
     let data: Vec<&Value> = seen.iter().map(|(_, data, _)| data).collect();
     assert_eq!(data, [&json!("warn line"), &json!("error line")]);
 }
@@ -334,7 +385,7 @@ async fn a_composed_handler_serves_its_prompts_beside_the_tools() {
     let got = serde_json::to_value(got).unwrap();
     assert_eq!(got["messages"][0]["content"]["text"], "Hello from greet");
     let tools = client.list_tools(None).await.unwrap();
-    assert_eq!(tools.tools.len(), 5);
+    assert_eq!(tools.tools.len(), 7);
 
     // The MCP session still carries its taint: after an untrusted read, a write asks first.
     client
@@ -366,4 +417,39 @@ async fn a_composed_handler_serves_its_prompts_beside_the_tools() {
     assert!(plain.peer_info().unwrap().capabilities.prompts.is_none());
     let refused = plain.list_prompts(None).await.unwrap_err().to_string();
     assert!(refused.contains("prompts/list"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_form_that_is_no_object_schema_fails_the_ask_and_asks_nobody() {
+    let asking = Client {
+        answer: Some(json!({})),
+        ..Client::default()
+    };
+    let forms = Arc::clone(&asking.forms);
+    let server = McpServer::new(runtime()).principal(Principal::user("local", "alice"));
+    let client = connect(server, asking).await;
+    let result = client.call_tool(call("bad_form", json!({}))).await.unwrap();
+    assert_eq!(result.is_error, Some(true));
+    let text = serde_json::to_value(&result.content).unwrap()[0]["text"].to_string();
+    assert!(text.contains("`type: object`"), "{text}");
+    assert!(forms.lock().unwrap().is_empty(), "nobody was asked");
+}
+
+#[tokio::test]
+async fn a_snapshot_with_progress_and_total_reports_them() {
+    let watching = Client::default();
+    let (progress, noticed) = (
+        Arc::clone(&watching.progress),
+        Arc::clone(&watching.noticed),
+    );
+    let client = connect(McpServer::new(runtime()), watching).await;
+    let mut params = call("halves", json!({}));
+    params.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(1)),
+    ));
+    client.call_tool(params).await.unwrap();
+    assert_eq!(
+        take(&progress, &noticed, 2).await,
+        [(100.0, Some(200.0)), (200.0, Some(200.0))]
+    );
 }

@@ -171,12 +171,13 @@ impl CallHost for RuntimeHost {
                     "only a `workflow` tool can ask a person from its body; give a plain tool an approval policy instead",
                 ));
             };
-            check_form(&request)?;
             let position = journal.next_position();
             let name = crate::ids::ask_name(position);
             if let Some(entry) = journal.recorded_at(position) {
                 return answer_at(position, journal.replayed_as(entry, EntryKind::Ask, &name)?);
             }
+            // Checked once, when the question is first asked; a replay returns the answer.
+            check_form(&request)?;
             // Settled on the task, not journaled yet: the answer goes into the journal now.
             let settled = self
                 .task

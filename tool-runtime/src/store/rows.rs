@@ -4,7 +4,7 @@
 use serde::de::DeserializeOwned;
 
 use super::{Lease, StoreError};
-use crate::record::{StepPatch, TaskStatus, TurnRecord, TurnStatus};
+use crate::record::{ConversationEntry, StepPatch, TaskStatus, TurnRecord, TurnStatus};
 
 /// The column value of a turn status. It is part of both schemas (their partial indexes name
 /// `waiting` and `running`), so it is spelt here rather than borrowed from the JSON encoding.
@@ -90,6 +90,25 @@ pub(super) fn decode_turn(
         }
     }
     Ok((turn, version))
+}
+
+/// One stored message of session `session_id`'s conversation (`position`, `turn_id`, `json`).
+pub(super) fn decode_message(
+    session_id: &str,
+    (position, turn_id, json): (i64, String, String),
+) -> Result<ConversationEntry, StoreError> {
+    let corrupt = |error: String| StoreError::Corrupt {
+        id: format!("{session_id}#{position}"),
+        error,
+    };
+    let message = serde_json::from_str(&json).map_err(|error| corrupt(error.to_string()))?;
+    let position = u64::try_from(position)
+        .map_err(|_| corrupt(format!("the stored position {position} is negative")))?;
+    Ok(ConversationEntry {
+        position,
+        turn_id,
+        message,
+    })
 }
 
 /// A time in Unix milliseconds as a 64-bit SQL integer (saturating).

@@ -8,6 +8,7 @@ use sqlx_postgres::{PgPool, PgTransaction};
 use super::errors::Failure;
 use crate::record::ConversationEntry;
 use crate::store::StoreError;
+use crate::store::rows::decode_message;
 
 /// Session `session_id`'s conversation, in position order.
 pub(super) async fn read(
@@ -22,19 +23,7 @@ pub(super) async fn read(
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(position, turn_id, json)| {
-            let message = serde_json::from_str(&json).map_err(|error| {
-                Failure::Store(StoreError::Corrupt {
-                    id: format!("{session_id}#{position}"),
-                    error: error.to_string(),
-                })
-            })?;
-            Ok(ConversationEntry {
-                position: position as u64,
-                turn_id,
-                message,
-            })
-        })
+        .map(|row| Ok(decode_message(session_id, row)?))
         .collect()
 }
 

@@ -5,6 +5,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use super::Failure;
 use crate::record::ConversationEntry;
 use crate::store::StoreError;
+use crate::store::rows::decode_message;
 
 /// Session `session_id`'s conversation, in position order.
 pub(super) fn read(
@@ -24,19 +25,7 @@ pub(super) fn read(
         })?
         .collect::<Result<Vec<_>, _>>()?;
     rows.into_iter()
-        .map(|(position, turn_id, json)| {
-            let message = serde_json::from_str(&json).map_err(|error| {
-                Failure::Store(StoreError::Corrupt {
-                    id: format!("{session_id}#{position}"),
-                    error: error.to_string(),
-                })
-            })?;
-            Ok(ConversationEntry {
-                position: position as u64,
-                turn_id,
-                message,
-            })
-        })
+        .map(|row| Ok(decode_message(session_id, row)?))
         .collect()
 }
 
