@@ -188,6 +188,9 @@ struct Client {
     elicit: Option<(ElicitationAction, Option<String>)>,
     asked: Arc<Mutex<Vec<String>>>,
     progress: Seen,
+    /// Wakes a test waiting for progress (rmcp's client handles each notification in a task of
+    /// its own, so possibly after the result that followed it).
+    noticed: Arc<tokio::sync::Notify>,
     list_changed: Arc<AtomicUsize>,
     tasks: bool,
 }
@@ -234,6 +237,7 @@ impl ClientHandler for Client {
             .lock()
             .unwrap()
             .push((params.progress, params.message));
+        self.noticed.notify_waiters();
     }
 }
 
@@ -506,7 +510,7 @@ async fn questions_are_asked_through_elicitation() {
 #[tokio::test]
 async fn partial_snapshots_become_progress_notifications() {
     let tracking = Client::default();
-    let progress = tracking.progress.clone();
+    let (progress, noticed) = (tracking.progress.clone(), Arc::clone(&tracking.noticed));
     let client = connect(McpServer::new(runtime()), tracking).await;
     let mut params = CallToolRequestParams::new("export_report");
     params.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
@@ -514,8 +518,14 @@ async fn partial_snapshots_become_progress_notifications() {
     ));
     let result = client.call_tool(params).await.unwrap();
     assert_eq!(text(&result), "exported");
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let seen = progress.lock().unwrap().clone();
+    let seen = loop {
+        let changed = noticed.notified();
+        let seen = progress.lock().unwrap().clone();
+        if seen.len() >= 3 {
+            break seen;
+        }
+        changed.await;
+    };
     assert_eq!(seen.len(), 3, "{seen:?}");
     assert_eq!(seen[2].0, 3.0);
 }
