@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use toolwright_core::LogLevel;
 use toolwright_runtime::{Event, Runtime};
 
-/// The lowest level of log lines a client wants; `None` until it sets one (then every line is
-/// sent, as the TypeScript SDK's server does).
+/// The lowest level of log lines a client wants; `None` until it sets one with
+/// `logging/setLevel`. Until then no line is sent, and a call that has no progress token needs no
+/// forwarder (no task, no subscription to the runtime's events per call).
 #[derive(Default)]
 pub(crate) struct LogThreshold(Mutex<Option<LoggingLevel>>);
 
@@ -25,10 +26,18 @@ impl LogThreshold {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(level);
     }
 
+    /// Whether the client asked for log lines at all.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
     /// Whether a line at `level` goes to the client.
     fn admits(&self, level: LoggingLevel) -> bool {
         let threshold = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        threshold.is_none_or(|threshold| rank(level) >= rank(threshold))
+        threshold.is_some_and(|threshold| rank(level) >= rank(threshold))
     }
 }
 
@@ -78,8 +87,8 @@ impl Forwarding {
 
 /// Forwards what call `call_id` of turn `turn_id` reports until it is finished: partial
 /// snapshots as progress when the request carries a progress token, log lines when `logs`
-/// admits them. `None` when there is nothing to forward to (a 2026-07-28 request without a
-/// progress token: its revision has no logging).
+/// admits them. `None` when there is nothing to forward (no progress token, and no log level
+/// set: a 2026-07-28 request, whose revision has no logging, or a client that never set one).
 pub(crate) fn forward(
     runtime: &Runtime,
     cx: &RequestContext<RoleServer>,

@@ -310,8 +310,9 @@ impl McpServer {
         let call = ToolCall::new(&call_id, params.name.as_ref(), arguments);
 
         // Partial snapshots become progress notifications when the client asked for them, log
-        // lines become log messages (older peers: the 2026-07-28 revision has no logging).
-        let logs = (!modern(&cx)).then(|| Arc::clone(&binding.logs));
+        // lines become log messages once it set a level (older peers: the 2026-07-28 revision
+        // has no logging).
+        let logs = (!modern(&cx) && binding.logs.is_set()).then(|| Arc::clone(&binding.logs));
         let progress = crate::notify::forward(&self.runtime, &cx, logs, turn.id(), &call_id);
 
         let options = self.sampling_options(

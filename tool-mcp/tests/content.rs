@@ -45,13 +45,20 @@ async fn chart(_: NoInput) -> ModelOutput {
     ])
 }
 
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct ChattyArgs {
+    /// Ends each line.
+    tag: String,
+}
+
 /// Logs one line at each level.
 #[tool(effect = read)]
-async fn chatty(_: NoInput, ctx: ToolContext) -> String {
-    ctx.log(LogLevel::Debug, "debug line");
-    ctx.info("info line");
-    ctx.warn("warn line");
-    ctx.log(LogLevel::Error, "error line");
+async fn chatty(args: ChattyArgs, ctx: ToolContext) -> String {
+    let tag = &args.tag;
+    ctx.log(LogLevel::Debug, format!("debug line {tag}"));
+    ctx.info(format!("info line {tag}"));
+    ctx.warn(format!("warn line {tag}"));
+    ctx.log(LogLevel::Error, format!("error line {tag}"));
     "done".into()
 }
 
@@ -244,12 +251,24 @@ async fn log_lines_reach_the_client_at_the_level_it_set() {
     let (logs, noticed) = (Arc::clone(&watching.logs), Arc::clone(&watching.noticed));
     let client = connect(McpServer::new(runtime()), watching).await;
 
-    // Before any `logging/setLevel`, every line is sent.
-    let result = client.call_tool(call("chatty", json!({}))).await.unwrap();
+    // Before any `logging/setLevel`, no line is sent (and the call needs no forwarder).
+    let result = client
+        .call_tool(call("chatty", json!({ "tag": "a" })))
+        .await
+        .unwrap();
     assert_eq!(
         serde_json::to_value(&result.content).unwrap()[0]["text"],
         "done"
     );
+
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Debug))
+        .await
+        .unwrap();
+    client
+        .call_tool(call("chatty", json!({ "tag": "b" })))
+        .await
+        .unwrap();
     let seen = take(&logs, &noticed, 4).await;
     let levels: Vec<LoggingLevel> = seen.iter().map(|(level, ..)| *level).collect();
     assert_eq!(
@@ -261,7 +280,11 @@ async fn log_lines_reach_the_client_at_the_level_it_set() {
             LoggingLevel::Error
         ]
     );
-    assert_eq!(seen[1].1, json!("info line"));
+    assert!(
+        seen.iter()
+            .all(|(_, data, _)| data.as_str().unwrap().ends_with(" b")),
+        "only the lines of the call made after the level was set: {seen:?}"
+    );
     assert_eq!(
         seen[1].2.as_deref(),
         Some("chatty"),
@@ -272,10 +295,13 @@ async fn log_lines_reach_the_client_at_the_level_it_set() {
         .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
         .await
         .unwrap();
-    client.call_tool(call("chatty", json!({}))).await.unwrap();
+    client
+        .call_tool(call("chatty", json!({ "tag": "c" })))
+        .await
+        .unwrap();
     let seen = take(&logs, &noticed, 2).await;
     let data: Vec<&Value> = seen.iter().map(|(_, data, _)| data).collect();
-    assert_eq!(data, [&json!("warn line"), &json!("error line")]);
+    assert_eq!(data, [&json!("warn line c"), &json!("error line c")]);
 }
 
 #[tokio::test]
