@@ -255,12 +255,7 @@ pub mod mcp {
 #[cfg(feature = "agent")]
 pub mod agent {
     #[doc(inline)]
-    pub use toolwright_agent::{
-        Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, AssistantMessage, Backend,
-        ChatCompletions, FinishReason, Message, Model, ModelError, OPENAI_BASE_URL, Reply, Request,
-        Response, ResponseStream, ScriptedModel, Settings, StreamEvent, ToolChoice,
-        ToolDefinitions, ToolUse, Usage, complete,
-    };
+    pub use toolwright_agent::*;
 }
 
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.

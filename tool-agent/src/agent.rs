@@ -44,6 +44,8 @@ impl std::fmt::Debug for Agent {
 }
 
 /// How a run of the loop ended.
+#[allow(clippy::large_enum_variant)]
+// reason: one outcome per run, returned once; boxing would only cost the caller a deref
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum AgentOutcome {
@@ -230,7 +232,10 @@ impl Agent {
         let store = self.runtime.store();
         loop {
             let response = self.ask(turn, conversation.messages()).await?;
-            let message = response.message.clone();
+            let mut message = response.message.clone();
+            // The stored message is the budgets' ledger: it keeps what the response cost.
+            message.usage = response.usage;
+            message.model = (!response.model.is_empty()).then(|| response.model.clone());
             let calls = message.tool_calls.clone();
             if calls.is_empty() {
                 conversation

@@ -11,6 +11,7 @@
 mod agent;
 mod backend;
 mod conversation;
+mod http;
 mod message;
 mod model;
 mod openai;
@@ -18,10 +19,10 @@ mod scripted;
 
 pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
 pub use backend::Backend;
-pub use message::{AssistantMessage, Message, ToolUse};
+pub use message::{AssistantMessage, Message, ProviderItem, ToolUse, Usage};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,
-    ToolChoice, ToolDefinitions, Usage, complete,
+    ToolChoice, ToolDefinitions, complete,
 };
 pub use openai::{ChatCompletions, OPENAI_BASE_URL};
 pub use scripted::{Reply, ScriptedModel};

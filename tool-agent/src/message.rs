@@ -77,6 +77,75 @@ pub struct AssistantMessage {
     /// Why it declined to answer, when the provider reports refusals apart from text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// What only the provider that answered reads back: reasoning items, thinking blocks and
+    /// their signatures, the response id a follow-up may chain to. Its adapter renders them
+    /// back in the next request, in its format; other adapters leave them out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ProviderItem>,
+    /// The tokens the response took, when the provider reported them: with `model`, the
+    /// ledger budgets are counted from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The model that answered, as the provider names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// An item of a provider's own format kept with the model's message, for that provider only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProviderItem {
+    /// The adapter that wrote it (e.g. `"anthropic"`, `"openai-responses"`).
+    pub provider: String,
+    /// The item, as the provider sent it.
+    pub item: serde_json::Value,
+}
+
+impl ProviderItem {
+    /// `item` of `provider`.
+    pub fn new(provider: impl Into<String>, item: serde_json::Value) -> Self {
+        ProviderItem {
+            provider: provider.into(),
+            item,
+        }
+    }
+}
+
+/// Token counts of one request.
+///
+/// Adapters normalise what their provider reports: `input_tokens` counts the whole prompt,
+/// including the tokens read from or written to the provider's prompt cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub input_tokens: u64,
+    /// Tokens of the prompt served from the provider's cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Tokens of the prompt written to the provider's cache (billed apart by some providers).
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            cached_input_tokens: self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens: self.cache_write_input_tokens
+                + other.cache_write_input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
 }
 
 impl From<AssistantMessage> for Message {
@@ -92,6 +161,17 @@ impl AssistantMessage {
             text: text.into(),
             ..Self::default()
         }
+    }
+
+    /// The items of `provider` among [`AssistantMessage::items`].
+    pub fn items_of<'a>(
+        &'a self,
+        provider: &'a str,
+    ) -> impl Iterator<Item = &'a serde_json::Value> {
+        self.items
+            .iter()
+            .filter(move |i| i.provider == provider)
+            .map(|i| &i.item)
     }
 
     /// `self` with one more tool call.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use toolwright_core::Format;
 
-use crate::message::{AssistantMessage, Message};
+use crate::message::{AssistantMessage, Message, Usage};
 
 /// A model the loop talks to: one [`Request`] answered as a stream of [`StreamEvent`]s whose
 /// last item is [`StreamEvent::Completed`] with the whole [`Response`].
@@ -265,17 +265,6 @@ pub enum FinishReason {
     ContentFilter,
     /// A reason the provider names another way.
     Other(String),
-}
-
-/// Token counts of one request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens in the prompt.
-    pub input_tokens: u64,
-    /// Tokens of the prompt served from the provider's cache.
-    pub cached_input_tokens: u64,
-    /// Tokens generated.
-    pub output_tokens: u64,
 }
 
 /// Why a model request failed.

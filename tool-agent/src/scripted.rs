@@ -9,8 +9,8 @@ use futures_util::future::BoxFuture;
 use futures_util::stream;
 use toolwright_core::Format;
 
-use crate::message::{AssistantMessage, ToolUse};
-use crate::model::{Model, ModelError, Request, Response, ResponseStream, StreamEvent, Usage};
+use crate::message::{AssistantMessage, ToolUse, Usage};
+use crate::model::{Model, ModelError, Request, Response, ResponseStream, StreamEvent};
 
 /// How many bytes of text or arguments each delta carries: small enough that every reply is
 /// split, as a provider splits it.
@@ -189,8 +189,8 @@ impl Reply {
         }
         let usage = Usage {
             input_tokens: 10,
-            cached_input_tokens: 0,
             output_tokens: 5,
+            ..Usage::default()
         };
         events.push(Ok(StreamEvent::Usage(usage)));
         let mut response = Response::new(message);

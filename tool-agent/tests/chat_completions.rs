@@ -179,6 +179,7 @@ async fn streamed_text_arrives_in_deltas_with_usage_from_the_last_chunk() {
         Some(Usage {
             input_tokens: 82,
             cached_input_tokens: 64,
+            cache_write_input_tokens: 0,
             output_tokens: 17
         })
     );

@@ -1,10 +1,12 @@
 //! Streamed chunks into [`StreamEvent`]s: text and refusal deltas, tool calls assembled from
 //! their pieces by `index`, usage, and the finish reason.
 
+use crate::message::Usage;
 use crate::message::{AssistantMessage, ToolUse};
-use crate::model::{FinishReason, ModelError, Response, StreamEvent, Usage};
+use crate::model::{FinishReason, ModelError, Response, StreamEvent};
 
 use super::wire::Chunk;
+use crate::http::Decode;
 
 /// What the chunks of one response have said so far.
 #[derive(Default)]
@@ -18,9 +20,17 @@ pub(crate) struct Decoder {
     id: String,
 }
 
-impl Decoder {
-    /// The events of one `data:` payload (a chunk's JSON).
-    pub(crate) fn push(&mut self, data: &str) -> Result<Vec<StreamEvent>, ModelError> {
+impl Decode for Decoder {
+    /// The events of one `data:` payload (a chunk's JSON); `[DONE]` ends the response.
+    fn push(
+        &mut self,
+        _event: Option<&str>,
+        data: &str,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError> {
+        if data.trim() == "[DONE]" {
+            return Ok(true);
+        }
         let chunk: Chunk = serde_json::from_str(data)
             .map_err(|e| ModelError::Protocol(format!("a chunk is not valid: {e}: {data}")))?;
         if let Some(error) = chunk.error {
@@ -33,7 +43,6 @@ impl Decoder {
             self.id = chunk.id;
             self.model = chunk.model;
         }
-        let mut events = Vec::new();
         // With `n` = 1, the only choice is index 0; other choices are not asked for.
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
@@ -48,7 +57,7 @@ impl Decoder {
                 events.push(StreamEvent::RefusalDelta(text));
             }
             for piece in choice.delta.tool_calls {
-                self.call_piece(piece, &mut events)?;
+                self.call_piece(piece, events)?;
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(finish_reason(&reason));
@@ -59,13 +68,23 @@ impl Decoder {
                 input_tokens: usage.prompt_tokens,
                 cached_input_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
                 output_tokens: usage.completion_tokens,
+                cache_write_input_tokens: 0,
             };
             self.usage = Some(usage);
             events.push(StreamEvent::Usage(usage));
         }
-        Ok(events)
+        Ok(false)
     }
 
+    /// The last events once the stream ended (`done`: it ended with `data: [DONE]`). A stream
+    /// that ends with neither `[DONE]` nor a finish reason broke off: its calls may be cut
+    /// short, so none of them is returned.
+    fn finish(self, done: bool) -> Result<Vec<StreamEvent>, ModelError> {
+        self.complete(done)
+    }
+}
+
+impl Decoder {
     fn call_piece(
         &mut self,
         piece: super::wire::ToolCallChunk,
@@ -100,10 +119,7 @@ impl Decoder {
         Ok(())
     }
 
-    /// The last events once the stream ended (`done`: it ended with `data: [DONE]`). A stream
-    /// that ends with neither `[DONE]` nor a finish reason broke off: its calls may be cut
-    /// short, so none of them is returned.
-    pub(crate) fn finish(self, done: bool) -> Result<Vec<StreamEvent>, ModelError> {
+    fn complete(self, done: bool) -> Result<Vec<StreamEvent>, ModelError> {
         let Some(finish_reason) = self.finish_reason else {
             return Err(ModelError::Transport(if done {
                 "the response ended without a finish reason".into()

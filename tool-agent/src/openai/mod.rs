@@ -6,18 +6,14 @@ mod decode;
 mod render;
 mod wire;
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
-use futures_util::{StreamExt, stream};
 use serde_json::value::RawValue;
-use sse_stream::SseStream;
 use toolwright_core::Format;
 
-use crate::model::{Model, ModelError, Request, ResponseStream, StreamEvent};
+use crate::http::{events, http_error, install_crypto_provider};
+use crate::model::{Model, ModelError, Request, ResponseStream};
 use decode::Decoder;
-use wire::{ChatRequest, ErrorBody, StreamOptions};
+use wire::{ChatRequest, StreamOptions};
 
 /// OpenAI's API, where requests go unless [`ChatCompletions::base_url`] says otherwise.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -51,7 +47,6 @@ impl ChatCompletions {
     /// Model `model` on OpenAI's API, without a key (see [`ChatCompletions::api_key`] and
     /// [`ChatCompletions::from_env`]).
     pub fn new(model: impl Into<String>) -> Self {
-        #[cfg(feature = "tls")]
         install_crypto_provider();
         ChatCompletions {
             client: reqwest::Client::new(),
@@ -169,9 +164,7 @@ impl ChatCompletions {
         if !status.is_success() {
             return Err(http_error(response).await);
         }
-        Ok(events(SseStream::from_bytes_stream(
-            response.bytes_stream(),
-        )))
+        Ok(events(response, Decoder::default()))
     }
 }
 
@@ -182,98 +175,5 @@ impl Model for ChatCompletions {
 
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
         Box::pin(self.send(request))
-    }
-}
-
-/// The error of a refused request: the documented `{"error": {"message", "type", "code"}}`
-/// body when there is one, else the body's text; `Retry-After` in seconds.
-async fn http_error(response: reqwest::Response) -> ModelError {
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
-    let text = response.text().await.unwrap_or_default();
-    let (message, code) = match serde_json::from_str::<ErrorBody>(&text) {
-        Ok(body) => (body.error.message.clone(), body.error.code()),
-        Err(_) => (text.trim().to_owned(), None),
-    };
-    ModelError::Http {
-        status,
-        message,
-        code,
-        retry_after,
-    }
-}
-
-/// The events of an SSE body: each `data:` payload decoded, `[DONE]` ending it.
-fn events<S>(sse: S) -> ResponseStream
-where
-    S: futures_util::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send + 'static,
-{
-    struct State<S> {
-        sse: std::pin::Pin<Box<S>>,
-        decoder: Option<Decoder>,
-        queue: VecDeque<Result<StreamEvent, ModelError>>,
-    }
-    let state = State {
-        sse: Box::pin(sse),
-        decoder: Some(Decoder::default()),
-        queue: VecDeque::new(),
-    };
-    let stream = stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(next) = state.queue.pop_front() {
-                if next.is_err() {
-                    state.decoder = None;
-                    state.queue.clear();
-                }
-                return Some((next, state));
-            }
-            let decoder = state.decoder.as_mut()?;
-            let done = match state.sse.next().await {
-                None => false,
-                Some(Err(error)) => {
-                    state.decoder = None;
-                    let error = ModelError::Transport(format!("the response broke off: {error}"));
-                    return Some((Err(error), state));
-                }
-                Some(Ok(sse)) => match sse.data {
-                    Some(data) if data.trim() == "[DONE]" => true,
-                    Some(data) => {
-                        let pushed = decoder.push(&data);
-                        queue(&mut state.queue, pushed);
-                        continue;
-                    }
-                    None => continue,
-                },
-            };
-            let decoder = state.decoder.take()?;
-            queue(&mut state.queue, decoder.finish(done));
-        }
-    });
-    Box::pin(stream)
-}
-
-fn queue(
-    queue: &mut VecDeque<Result<StreamEvent, ModelError>>,
-    events: Result<Vec<StreamEvent>, ModelError>,
-) {
-    match events {
-        Ok(events) => queue.extend(events.into_iter().map(Ok)),
-        Err(error) => queue.push_back(Err(error)),
-    }
-}
-
-/// reqwest's rustls without a provider needs one installed: ring, unless the application
-/// installed another first.
-#[cfg(feature = "tls")]
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing the race to another installer is fine: a provider is installed either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }

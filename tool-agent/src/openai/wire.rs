@@ -52,7 +52,7 @@ pub(crate) struct Chunk {
     #[serde(default)]
     pub(crate) usage: Option<WireUsage>,
     #[serde(default)]
-    pub(crate) error: Option<WireError>,
+    pub(crate) error: Option<crate::http::WireError>,
 }
 
 #[derive(Deserialize)]
@@ -109,31 +109,4 @@ pub(crate) struct WireUsage {
 pub(crate) struct PromptDetails {
     #[serde(default)]
     pub(crate) cached_tokens: u64,
-}
-
-/// The error object of an error response (`{"error": {...}}`).
-#[derive(Deserialize)]
-pub(crate) struct ErrorBody {
-    pub(crate) error: WireError,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct WireError {
-    #[serde(default)]
-    pub(crate) message: String,
-    #[serde(default, rename = "type")]
-    pub(crate) kind: Option<String>,
-    #[serde(default)]
-    pub(crate) code: Option<Value>,
-}
-
-impl WireError {
-    /// The error's code, else its type.
-    pub(crate) fn code(&self) -> Option<String> {
-        match &self.code {
-            Some(Value::String(code)) => Some(code.clone()),
-            Some(Value::Number(code)) => Some(code.to_string()),
-            _ => self.kind.clone(),
-        }
-    }
 }

@@ -1,0 +1,186 @@
+//! What the HTTP adapters share: refused requests as [`ModelError`]s, SSE bodies as
+//! [`ResponseStream`]s through a provider's [`Decode`], and the TLS provider.
+
+use std::collections::VecDeque;
+use std::time::{Duration, SystemTime};
+
+use futures_util::{StreamExt, stream};
+use serde::Deserialize;
+use serde_json::Value;
+use sse_stream::SseStream;
+
+use crate::model::{ModelError, ResponseStream, StreamEvent};
+
+/// A provider's SSE events into [`StreamEvent`]s.
+pub(crate) trait Decode: Send + 'static {
+    /// The events of one SSE event (its `event:` name, when it has one, and its `data:`);
+    /// `Ok(true)` when it ends the response (Chat Completions' `[DONE]`, Anthropic's
+    /// `message_stop`, Responses' `response.completed`).
+    fn push(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ModelError>;
+
+    /// The last events once the body ended: `done` when an event said the response ended,
+    /// else the connection closed first and the response broke off. A decoder never returns
+    /// a tool call whose arguments may be cut short.
+    fn finish(self, done: bool) -> Result<Vec<StreamEvent>, ModelError>;
+}
+
+/// The events of the SSE body of `response`, decoded by `decoder`.
+pub(crate) fn events<D: Decode>(response: reqwest::Response, decoder: D) -> ResponseStream {
+    decode(
+        SseStream::from_bytes_stream(response.bytes_stream()),
+        decoder,
+    )
+}
+
+fn decode<S, D>(sse: S, decoder: D) -> ResponseStream
+where
+    S: futures_util::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send + 'static,
+    D: Decode,
+{
+    struct State<S, D> {
+        sse: std::pin::Pin<Box<S>>,
+        decoder: Option<D>,
+        queue: VecDeque<Result<StreamEvent, ModelError>>,
+    }
+    let state = State {
+        sse: Box::pin(sse),
+        decoder: Some(decoder),
+        queue: VecDeque::new(),
+    };
+    let stream = stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(next) = state.queue.pop_front() {
+                if next.is_err() {
+                    state.decoder = None;
+                    state.queue.clear();
+                }
+                return Some((next, state));
+            }
+            let decoder = state.decoder.as_mut()?;
+            let done = match state.sse.next().await {
+                None => false,
+                Some(Err(error)) => {
+                    state.decoder = None;
+                    let error = ModelError::Transport(format!("the response broke off: {error}"));
+                    return Some((Err(error), state));
+                }
+                Some(Ok(sse)) => {
+                    let Some(data) = sse.data else { continue };
+                    let mut out = Vec::new();
+                    let pushed = decoder.push(sse.event.as_deref(), &data, &mut out);
+                    state.queue.extend(out.into_iter().map(Ok));
+                    match pushed {
+                        Ok(false) => continue,
+                        Ok(true) => true,
+                        Err(error) => {
+                            state.queue.push_back(Err(error));
+                            continue;
+                        }
+                    }
+                }
+            };
+            let decoder = state.decoder.take()?;
+            match decoder.finish(done) {
+                Ok(events) => state.queue.extend(events.into_iter().map(Ok)),
+                Err(error) => state.queue.push_back(Err(error)),
+            }
+        }
+    });
+    Box::pin(stream)
+}
+
+/// The error of a refused request: the message and code of the documented error body
+/// (`{"error": {"message", "type", "code"}}`, which OpenAI's and Anthropic's APIs share), else
+/// the body's text; `Retry-After` in seconds or as an HTTP date.
+pub(crate) async fn http_error(response: reqwest::Response) -> ModelError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(retry_after);
+    let text = response.text().await.unwrap_or_default();
+    let (message, code) = match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => (body.error.message.clone(), body.error.code()),
+        Err(_) => (text.trim().to_owned(), None),
+    };
+    ModelError::Http {
+        status,
+        message,
+        code,
+        retry_after,
+    }
+}
+
+/// A `Retry-After` value: seconds (fractions accepted) or an HTTP date.
+pub(crate) fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The error object of an error response or event (`{"error": {...}}`).
+#[derive(Deserialize)]
+pub(crate) struct ErrorBody {
+    pub(crate) error: WireError,
+}
+
+/// An error as OpenAI's and Anthropic's APIs describe one.
+#[derive(Deserialize)]
+pub(crate) struct WireError {
+    #[serde(default)]
+    pub(crate) message: String,
+    #[serde(default, rename = "type")]
+    pub(crate) kind: Option<String>,
+    #[serde(default)]
+    pub(crate) code: Option<Value>,
+}
+
+impl WireError {
+    /// The error's code, else its type.
+    pub(crate) fn code(&self) -> Option<String> {
+        match &self.code {
+            Some(Value::String(code)) => Some(code.clone()),
+            Some(Value::Number(code)) => Some(code.to_string()),
+            _ => self.kind.clone(),
+        }
+    }
+}
+
+/// reqwest's rustls without a provider needs one installed: ring, unless the application
+/// installed another first.
+pub(crate) fn install_crypto_provider() {
+    #[cfg(feature = "tls")]
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_and_dates() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(retry_after("-1"), None);
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon"), None);
+    }
+}
