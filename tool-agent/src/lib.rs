@@ -1,9 +1,11 @@
 //! The model loop of toolwright: a provider-neutral [`Model`] trait, the Chat Completions
 //! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), a
-//! deterministic [`ScriptedModel`] for tests, and the [`Agent`] that drives a runtime turn:
-//! it sends the conversation, runs the model's tool calls as steps, renders their results back
-//! and repeats until a final answer, a tool that ends the turn, or a park on input requests.
-//! The conversation is stored with the session, so a parked turn resumes in any process.
+//! deterministic [`ScriptedModel`] for tests (with the `loopback` feature, a
+//! `LoopbackProvider` serves the same scripts over HTTP in each provider's wire format), and
+//! the [`Agent`] that drives a runtime turn: it sends the conversation, runs the model's tool
+//! calls as steps, renders their results back and repeats until a final answer, a tool that
+//! ends the turn, or a park on input requests. The conversation is stored with the session, so
+//! a parked turn resumes in any process.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -12,6 +14,8 @@ mod agent;
 mod backend;
 mod conversation;
 mod http;
+#[cfg(feature = "loopback")]
+mod loopback;
 mod message;
 mod model;
 mod openai;
@@ -19,6 +23,8 @@ mod scripted;
 
 pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
 pub use backend::Backend;
+#[cfg(feature = "loopback")]
+pub use loopback::{LoopbackProvider, Wire};
 pub use message::{AssistantMessage, Message, ProviderItem, ToolUse, Usage};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,
