@@ -10,19 +10,24 @@
 
 mod agent;
 mod backend;
+mod budget;
 mod conversation;
 mod http;
 mod message;
 mod model;
 mod openai;
+mod retry;
 mod scripted;
+mod telemetry;
 
 pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
 pub use backend::Backend;
+pub use budget::{Budget, Limit, LimitAnswer, LimitReached, Limits, Price, Scope};
 pub use message::{AssistantMessage, Message, ProviderItem, ToolUse, Usage};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,
     ToolChoice, ToolDefinitions, complete,
 };
 pub use openai::{ChatCompletions, OPENAI_BASE_URL};
+pub use retry::{RetryPolicy, Retrying};
 pub use scripted::{Reply, ScriptedModel};

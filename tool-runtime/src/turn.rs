@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{Audience, Format};
+use tracing::Instrument;
 
 use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
@@ -135,11 +136,13 @@ impl Turn {
         // On its own task: once the step is recorded as running, a caller that stops waiting (a
         // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
         let turn = self.clone();
-        tokio::spawn(async move {
+        // The step's spans stay inside the caller's (a model loop's run).
+        let step = async move {
             crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls, options).await
-        })
-        .await
-        .map_err(|error| RuntimeError::Task(error.to_string()))?
+        };
+        tokio::spawn(step.instrument(tracing::Span::current()))
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))?
     }
 
     /// Parks the turn on a [`RequestKind::SessionLimit`] request: the turn reached a limit

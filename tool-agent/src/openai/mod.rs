@@ -173,6 +173,14 @@ impl Model for ChatCompletions {
         self.format
     }
 
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
         Box::pin(self.send(request))
     }

@@ -594,10 +594,7 @@ fn an_active_turn_parks_on_a_limit_as_a_step_without_calls() {
     assert_eq!(step.requests[0].kind, RequestKind::SessionLimit);
     assert_eq!(step.requests[0].requester, Some(alice()));
     // Parked already: a second limit is refused with the turn's status.
-    assert_eq!(
-        turn.park_on_limit(limit(&turn)),
-        Err(TurnStatus::Waiting)
-    );
+    assert_eq!(turn.park_on_limit(limit(&turn)), Err(TurnStatus::Waiting));
     let mut running = self::turn();
     running.begin_step(Vec::new(), Vec::new());
     assert_eq!(
