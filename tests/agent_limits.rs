@@ -663,3 +663,26 @@ async fn each_model_request_has_a_gen_ai_span_inside_the_run_beside_its_steps() 
         .expect("a call span");
     assert_eq!(call.fields["tool"], "tally");
 }
+
+#[tokio::test]
+async fn instructions_and_tools_are_the_same_bytes_at_every_request() {
+    let fx = Fixture::new();
+    let session = fx.session("prefix").await;
+    let model = ScriptedModel::new([
+        Reply::call("tally", json!({ "item": "a" })),
+        Reply::call("tally", json!({ "item": "b" })),
+        Reply::text("counted"),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone()).instructions("Count things.");
+    agent.send(&session, Some(alice()), "count").await.unwrap();
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    for later in &requests[1..] {
+        // A provider's prompt cache keys on the prefix: instructions, then tools.
+        assert_eq!(later.instructions, requests[0].instructions);
+        assert_eq!(later.tools.json().as_bytes(), requests[0].tools.json().as_bytes());
+        // And the conversation only grows: each request starts with the previous one's.
+        assert!(later.messages.len() > requests[0].messages.len());
+    }
+    assert_eq!(requests[2].messages[..requests[1].messages.len()], requests[1].messages[..]);
+}
