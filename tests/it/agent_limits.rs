@@ -61,11 +61,13 @@ fn alice() -> Principal {
 }
 
 fn runtime_on(path: &Path, tally: &Tally) -> Runtime {
-    Runtime::builder(Registry::collect().expect("the tools collect"))
-        .store(SqliteStore::open(path).expect("the store opens"))
-        .state(tally.clone())
-        .build()
-        .expect("the runtime builds")
+    Runtime::builder(
+        Registry::from_tools([tally::TOOL, transfer::TOOL]).expect("the tools register"),
+    )
+    .store(SqliteStore::open(path).expect("the store opens"))
+    .state(tally.clone())
+    .build()
+    .expect("the runtime builds")
 }
 
 struct Fixture {
@@ -680,9 +682,15 @@ async fn instructions_and_tools_are_the_same_bytes_at_every_request() {
     for later in &requests[1..] {
         // A provider's prompt cache keys on the prefix: instructions, then tools.
         assert_eq!(later.instructions, requests[0].instructions);
-        assert_eq!(later.tools.json().as_bytes(), requests[0].tools.json().as_bytes());
+        assert_eq!(
+            later.tools.json().as_bytes(),
+            requests[0].tools.json().as_bytes()
+        );
         // And the conversation only grows: each request starts with the previous one's.
         assert!(later.messages.len() > requests[0].messages.len());
     }
-    assert_eq!(requests[2].messages[..requests[1].messages.len()], requests[1].messages[..]);
+    assert_eq!(
+        requests[2].messages[..requests[1].messages.len()],
+        requests[1].messages[..]
+    );
 }
