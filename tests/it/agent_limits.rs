@@ -1,7 +1,8 @@
 //! The loop's limits on a real SQLite file: budgets that park the turn on a session-limit
 //! request (extended by an approval, stopping the turn on a cancel), the retries of a tool's
-//! invalid input, model requests retried after a rate limit or a stream cut mid call, and the
-//! spans of a run.
+//! invalid input, model requests retried after a rate limit or a stream cut mid call, and a
+//! prefix of instructions and tools that stays the same bytes. (The spans of a run are
+//! `tests/agent_tracing.rs`: they need a subscriber of their own.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -546,124 +547,6 @@ async fn a_rate_limited_request_waits_its_retry_after_and_goes_on() {
         matches!(&error, AgentError::Model(e) if *e == limited),
         "{error:?}"
     );
-}
-
-/// The spans a test saw: name, parent's name, and the fields recorded on each.
-#[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<SpanSeen>>>);
-
-#[derive(Clone, Debug)]
-struct SpanSeen {
-    name: &'static str,
-    parent: Option<&'static str>,
-    fields: std::collections::BTreeMap<String, String>,
-}
-
-struct Fields<'a>(&'a mut std::collections::BTreeMap<String, String>);
-
-impl tracing::field::Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(
-            field.name().to_owned(),
-            format!("{value:?}").trim_matches('"').to_owned(),
-        );
-    }
-}
-
-impl<S> tracing_subscriber::Layer<S> for Spans
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        let mut fields = std::collections::BTreeMap::new();
-        attrs.record(&mut Fields(&mut fields));
-        let parent = ctx.span(id).and_then(|s| s.parent()).map(|p| p.name());
-        let mut seen = self.0.lock().unwrap();
-        let index = seen.len();
-        seen.push(SpanSeen {
-            name: attrs.metadata().name(),
-            parent,
-            fields,
-        });
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(index);
-        }
-    }
-
-    fn on_record(
-        &self,
-        id: &tracing::span::Id,
-        values: &tracing::span::Record<'_>,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        let Some(index) = ctx
-            .span(id)
-            .and_then(|s| s.extensions().get::<usize>().copied())
-        else {
-            return;
-        };
-        values.record(&mut Fields(&mut self.0.lock().unwrap()[index].fields));
-    }
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn each_model_request_has_a_gen_ai_span_inside_the_run_beside_its_steps() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let spans = Spans::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    let fx = Fixture::new();
-    let session = fx.session("traced").await;
-    let model = ScriptedModel::new([
-        Reply::call("tally", json!({ "item": "a" })),
-        Reply::text("counted"),
-    ]);
-    let agent = Agent::new(fx.runtime.clone(), model);
-    agent.send(&session, Some(alice()), "count").await.unwrap();
-
-    let seen = spans.0.lock().unwrap().clone();
-    let run = seen
-        .iter()
-        .find(|s| s.name == "invoke_agent")
-        .expect("a span for the run");
-    assert_eq!(run.fields["gen_ai.operation.name"], "invoke_agent");
-    assert_eq!(run.fields["gen_ai.conversation.id"], "traced");
-    assert!(run.fields.contains_key("turn_id"), "{:?}", run.fields);
-    let chats: Vec<&SpanSeen> = seen.iter().filter(|s| s.name == "chat").collect();
-    assert_eq!(chats.len(), 2, "one per model request");
-    for chat in &chats {
-        assert_eq!(chat.parent, Some("invoke_agent"));
-        let f = &chat.fields;
-        assert_eq!(f["otel.name"], "chat scripted");
-        assert_eq!(f["gen_ai.operation.name"], "chat");
-        assert_eq!(f["gen_ai.provider.name"], "scripted");
-        assert_eq!(f["gen_ai.request.model"], "scripted");
-        assert_eq!(f["gen_ai.response.model"], "scripted");
-        assert_eq!(f["gen_ai.usage.input_tokens"], "10");
-        assert_eq!(f["gen_ai.usage.output_tokens"], "5");
-        assert!(f.contains_key("gen_ai.response.id"), "{f:?}");
-    }
-    assert_eq!(
-        chats[0].fields["gen_ai.response.finish_reasons"],
-        "tool_calls"
-    );
-    assert_eq!(chats[1].fields["gen_ai.response.finish_reasons"], "stop");
-    let step = seen.iter().find(|s| s.name == "step").expect("a step span");
-    assert_eq!(
-        step.parent,
-        Some("invoke_agent"),
-        "the runtime's step is in the run"
-    );
-    let call = seen
-        .iter()
-        .find(|s| s.name == "tool_call")
-        .expect("a call span");
-    assert_eq!(call.fields["tool"], "tally");
 }
 
 #[tokio::test]
