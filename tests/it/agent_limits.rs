@@ -577,3 +577,62 @@ async fn instructions_and_tools_are_the_same_bytes_at_every_request() {
         requests[1].messages[..]
     );
 }
+
+/// A model that first answers as Anthropic does when it pauses a long turn (`pause_turn`).
+struct Pausing {
+    inner: ScriptedModel,
+}
+
+impl Model for Pausing {
+    fn tool_format(&self) -> Format {
+        Format::Anthropic
+    }
+
+    fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+        let first = self.inner.requests().is_empty();
+        Box::pin(async move {
+            let stream = self.inner.stream(request).await?;
+            if !first {
+                return Ok(stream);
+            }
+            let events: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(stream).await;
+            let paused = events.into_iter().map(|event| match event {
+                Ok(StreamEvent::Completed(mut response)) => {
+                    response.finish_reason =
+                        toolwright::agent::FinishReason::Other("pause_turn".into());
+                    Ok(StreamEvent::Completed(response))
+                }
+                other => other,
+            });
+            Ok(Box::pin(stream::iter(paused.collect::<Vec<_>>())) as ResponseStream)
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_paused_turn_is_sent_again_to_go_on() {
+    let fx = Fixture::new();
+    let session = fx.session("paused").await;
+    let inner = ScriptedModel::new([Reply::text("Searching…"), Reply::text("Found it.")]);
+    let agent = Agent::new(
+        fx.runtime.clone(),
+        Pausing {
+            inner: inner.clone(),
+        },
+    );
+    let run = agent.send(&session, Some(alice()), "search").await.unwrap();
+    let AgentOutcome::Answered(response) = run.outcome else {
+        panic!("{:?}", run.outcome);
+    };
+    assert_eq!(response.message.text, "Found it.");
+    let second = &inner.requests()[1];
+    assert_eq!(
+        second
+            .messages
+            .last()
+            .and_then(Message::as_assistant)
+            .map(|a| a.text.as_str()),
+        Some("Searching…"),
+        "the paused message goes back last"
+    );
+}

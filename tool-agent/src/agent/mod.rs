@@ -19,7 +19,9 @@ use tracing::Instrument;
 use crate::budget::Budget;
 use crate::conversation::Conversation;
 use crate::message::{Message, ToolUse};
-use crate::model::{Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions};
+use crate::model::{
+    FinishReason, Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions,
+};
 use crate::retry::{RetryPolicy, Retrying};
 use crate::telemetry;
 use limits::{Ledger, answer_message, answered, input_retries_exhausted, request_of};
@@ -349,6 +351,11 @@ impl Agent {
                 conversation
                     .append(store, turn.id(), vec![Message::Assistant(message)])
                     .await?;
+                if response.finish_reason == FinishReason::Other("pause_turn".into()) {
+                    // Anthropic paused a long turn of its server tools: sending the
+                    // conversation again, the paused message last, lets it go on.
+                    continue;
+                }
                 let results = if turn.open_tasks().await?.is_empty() {
                     Vec::new()
                 } else {

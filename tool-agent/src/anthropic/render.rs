@@ -296,7 +296,11 @@ mod tests {
             json!({ "type": "base64", "media_type": "image/png", "data": "iVBOR" })
         );
         assert_eq!(block["content"][2]["text"], "[image/svg+xml file]");
-        assert_eq!(block["content"].as_array().unwrap().len(), 3, "no empty text");
+        assert_eq!(
+            block["content"].as_array().unwrap().len(),
+            3,
+            "no empty text"
+        );
         let pdf = user_part(&ContentPart::file("JVBERi0=", "application/pdf"));
         assert_eq!(pdf["type"], "document");
     }
