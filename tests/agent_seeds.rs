@@ -725,7 +725,7 @@ async fn a_tasks_result_reaches_the_model_in_a_later_request(via: Via) {
         request
             .messages
             .iter()
-            .any(|m| matches!(m, Message::Context { text } if text.contains("launch.webm")))
+            .any(|m| matches!(m, Message::Context { text, .. } if text.contains("launch.webm")))
     };
     // The second request has the receipt, not the result: the body was still held.
     let receipt = requests[1]

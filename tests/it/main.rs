@@ -18,6 +18,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[cfg(feature = "agent")]
+mod agent_limits;
 mod answer_cost;
 mod dynamic_description;
 mod exports;

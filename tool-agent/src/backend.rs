@@ -8,8 +8,11 @@ use toolwright_core::{
     ErrorCode, MessageRole, ModelBackend, ModelReply, ModelRequest, StopReason, ToolError,
 };
 
+use tracing::Instrument;
+
 use crate::message::{AssistantMessage, Message};
 use crate::model::{FinishReason, Model, ModelError, Request, Settings, complete};
+use crate::telemetry;
 
 /// A [`Model`] as tool-core's [`ModelBackend`]: give it to the runtime's builder
 /// (`RuntimeBuilder::model`) and `ctx.model()` inside tools asks the same model the
@@ -55,9 +58,17 @@ impl ModelBackend for Backend {
     fn complete(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelReply, ToolError>> {
         Box::pin(async move {
             request.refuse_tools("the agent's model answers a tool in one request")?;
-            let response = complete(self.model.as_ref(), to_request(&request))
-                .await
-                .map_err(to_tool_error)?;
+            let request = to_request(&request);
+            // Inside the runtime's span of the tool call that asked.
+            let span = telemetry::request_span(self.model.as_ref(), &request);
+            let answer = complete(self.model.as_ref(), request)
+                .instrument(span.clone())
+                .await;
+            match &answer {
+                Ok(response) => telemetry::record_response(&span, response),
+                Err(error) => telemetry::record_error(&span, error),
+            }
+            let response = answer.map_err(to_tool_error)?;
             let message = response.message;
             if let Some(refusal) = message.refusal.filter(|_| message.text.is_empty()) {
                 return Err(ToolError::with_code(

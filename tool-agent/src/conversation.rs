@@ -11,6 +11,8 @@ use crate::message::Message;
 pub(crate) struct Conversation {
     session_id: String,
     messages: Vec<Message>,
+    /// The turn that added each message.
+    turns: Vec<String>,
 }
 
 impl Conversation {
@@ -20,25 +22,37 @@ impl Conversation {
             .conversation(session_id)
             .await
             .map_err(RuntimeError::from)?;
-        let messages = entries
-            .into_iter()
-            .map(|entry| {
-                serde_json::from_value(entry.message).map_err(|error| {
-                    AgentError::Corrupt(format!(
-                        "message {} of session `{session_id}` cannot be read: {error}",
-                        entry.position
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let mut messages = Vec::with_capacity(entries.len());
+        let mut turns = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let message = serde_json::from_value(entry.message).map_err(|error| {
+                AgentError::Corrupt(format!(
+                    "message {} of session `{session_id}` cannot be read: {error}",
+                    entry.position
+                ))
+            })?;
+            messages.push(message);
+            turns.push(entry.turn_id);
+        }
         Ok(Conversation {
             session_id: session_id.to_owned(),
             messages,
+            turns,
         })
     }
 
     pub(crate) fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// The turn that added the last message.
+    pub(crate) fn last_turn(&self) -> Option<&str> {
+        self.turns.last().map(String::as_str)
+    }
+
+    /// The messages with the turn that added each.
+    pub(crate) fn by_turn(&self) -> impl Iterator<Item = (&str, &Message)> {
+        self.turns.iter().map(String::as_str).zip(&self.messages)
     }
 
     /// Appends `messages` for turn `turn_id`: stored first, then kept here. A position another
@@ -57,7 +71,7 @@ impl Conversation {
             .append_conversation(&self.session_id, turn_id, first, &values)
             .await
             .map_err(RuntimeError::from)?;
-        self.appended(messages);
+        self.appended(turn_id, messages);
         Ok(())
     }
 
@@ -75,8 +89,10 @@ impl Conversation {
         Ok((self.messages.len() as u64, values))
     }
 
-    /// Keeps `messages`, stored by a write that succeeded.
-    pub(crate) fn appended(&mut self, messages: Vec<Message>) {
+    /// Keeps `messages` of turn `turn_id`, stored by a write that succeeded.
+    pub(crate) fn appended(&mut self, turn_id: &str, messages: Vec<Message>) {
+        self.turns
+            .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
         self.messages.extend(messages);
     }
 }

@@ -3,7 +3,9 @@
 //! one provider's shape.
 
 use serde::{Deserialize, Serialize};
-use toolwright_core::{ContentPart, ModelOutput};
+use toolwright_core::{ContentPart, ErrorCode, ModelOutput};
+
+use crate::budget::LimitAnswer;
 
 /// One message of a conversation.
 ///
@@ -34,11 +36,19 @@ pub enum Message {
         /// Whether the call failed.
         #[serde(default)]
         is_error: bool,
+        /// Why it failed, when it did (e.g. [`ErrorCode::InvalidInput`]: the loop counts the
+        /// model's retries of invalid input from it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorCode>,
     },
     /// Text for the model that no person wrote: notices, task results, per-turn context.
     Context {
         /// The text.
         text: String,
+        /// When the text tells the model how a session-limit request was answered: the
+        /// answer, which the budgets' ledger counts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<LimitAnswer>,
     },
 }
 
@@ -52,7 +62,10 @@ impl Message {
 
     /// A context message.
     pub fn context(text: impl Into<String>) -> Self {
-        Message::Context { text: text.into() }
+        Message::Context {
+            text: text.into(),
+            limit: None,
+        }
     }
 
     /// The assistant message, if this is one.
@@ -224,6 +237,7 @@ mod tests {
                 name: "restart".into(),
                 output: ModelOutput::text("done"),
                 is_error: false,
+                error: None,
             },
             Message::context("New tool available: publish"),
         ];

@@ -23,6 +23,17 @@ pub trait Model: Send + Sync + 'static {
     /// for that list: [`Turn::tool_list`](toolwright_runtime::Turn::tool_list)).
     fn tool_format(&self) -> Format;
 
+    /// The provider, as the OpenTelemetry GenAI conventions name it (`gen_ai.provider.name`:
+    /// `"openai"`, `"anthropic"`, ...), for the span of each request.
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+
+    /// The model requests go to (`gen_ai.request.model`), when the adapter names one.
+    fn model_name(&self) -> &str {
+        ""
+    }
+
     /// Sends `request`. The future fails when the request cannot be made or is refused (an
     /// HTTP error); the stream fails when the answer breaks off or cannot be read.
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>>;
@@ -211,6 +222,17 @@ pub enum StreamEvent {
     ToolCallDone(crate::message::ToolUse),
     /// Token counts for the request.
     Usage(Usage),
+    /// The attempt so far failed and the request was sent again (see
+    /// [`RetryPolicy`](crate::RetryPolicy)): what it streamed is void, the next events are
+    /// attempt `attempt`'s.
+    Retrying {
+        /// The attempt that begins, from 2.
+        attempt: u32,
+        /// How long it waited before sending again.
+        delay: Duration,
+        /// Why the previous attempt failed.
+        error: ModelError,
+    },
     /// The response is complete.
     Completed(Response),
 }

@@ -80,6 +80,14 @@ impl Model for ScriptedModel {
         self.format
     }
 
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    fn model_name(&self) -> &str {
+        "scripted"
+    }
+
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
         let mut script = self.lock();
         script.requests.push(request);

@@ -329,4 +329,7 @@ pub enum CompletionReason {
     Host,
     /// It was cancelled.
     Cancelled,
+    /// It reached a limit of its budget and the host did not extend it (see
+    /// [`RequestKind::SessionLimit`](crate::RequestKind::SessionLimit)).
+    SessionLimit,
 }

@@ -122,6 +122,21 @@ pub struct ClosedStep {
     pub index: u32,
     /// One result per call, in the model's order.
     pub results: Vec<CallResult>,
+    /// The input requests the step parked on, as they ended (approved, cancelled, revoked):
+    /// how a host learns the answer to a [`RequestKind::SessionLimit`] request, whose step
+    /// has no call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<InputRequest>,
+}
+
+impl ClosedStep {
+    /// The step's session-limit request, when it parked on one (see
+    /// [`Turn::park_on_limit`](crate::Turn::park_on_limit)).
+    pub fn session_limit(&self) -> Option<&InputRequest> {
+        self.requests
+            .iter()
+            .find(|r| r.kind == RequestKind::SessionLimit)
+    }
 }
 
 impl TurnRecord {
@@ -271,7 +286,8 @@ pub enum RequestKind {
     ToolApproval,
     /// Answer a question.
     Question,
-    /// Allow the session past a limit.
+    /// Allow the turn past a limit of its budget (steps, tool calls, tokens, cost): approving
+    /// extends the budget, cancelling stops the turn.
     SessionLimit,
 }
 

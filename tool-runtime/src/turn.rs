@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{Audience, Format};
+use tracing::Instrument;
 
 use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
@@ -15,7 +16,7 @@ use crate::input::cancel::cancel_turn;
 use crate::input::revoke::revoke;
 use crate::pipeline::scope::disabled_tools;
 use crate::record::{
-    ClosedStep, Outcome, RequestKind, TaskRecord, TaskResult, TurnRecord, TurnStatus,
+    ClosedStep, InputRequest, Outcome, RequestKind, TaskRecord, TaskResult, TurnRecord, TurnStatus,
 };
 use crate::store::StoreError;
 use crate::task::results::{cancel_tasks_of_turn, owing, take_results, wait_results};
@@ -135,11 +136,41 @@ impl Turn {
         // On its own task: once the step is recorded as running, a caller that stops waiting (a
         // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
         let turn = self.clone();
-        tokio::spawn(async move {
+        // The step's spans stay inside the caller's (a model loop's run).
+        let step = async move {
             crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls, options).await
-        })
+        };
+        tokio::spawn(step.instrument(tracing::Span::current()))
+            .await
+            .map_err(|error| RuntimeError::Task(error.to_string()))?
+    }
+
+    /// Parks the turn on a [`RequestKind::SessionLimit`] request: the turn reached a limit
+    /// of its budget (steps, tool calls, tokens, cost — counted by the host's model loop).
+    /// `prompt` says which limit to the person who answers; `details` is what a client shows
+    /// (e.g. the limits and what was used). The conversation `options` carries is appended in
+    /// the same write.
+    ///
+    /// The request is answered like an approval, with [`Runtime::respond`](crate::Runtime::respond)
+    /// from any process: approving it resumes the turn (active again; the host extends its
+    /// budget), cancelling it — or revoking it with a message, or cancelling the turn — stops
+    /// the turn (completed with [`CompletionReason::SessionLimit`]).
+    /// Either way [`ClosedStep::session_limit`] of the
+    /// turn's last step says how it was answered. Only an active turn can park so.
+    pub async fn park_on_limit(
+        &self,
+        prompt: impl Into<String>,
+        details: serde_json::Value,
+        options: StepOptions,
+    ) -> Result<InputRequest, RuntimeError> {
+        crate::pipeline::limit::park_on_limit(
+            &self.engine,
+            &self.id,
+            prompt.into(),
+            details,
+            options,
+        )
         .await
-        .map_err(|error| RuntimeError::Task(error.to_string()))?
     }
 
     /// The model-facing tool list for the next model call of this turn, in `format`: the cached

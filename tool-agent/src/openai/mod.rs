@@ -32,7 +32,7 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 ///     .legacy_max_tokens();
 /// # let _ = local;
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ChatCompletions {
     client: reqwest::Client,
     base_url: String,
@@ -41,6 +41,18 @@ pub struct ChatCompletions {
     headers: Vec<(String, String)>,
     legacy_max_tokens: bool,
     format: Format,
+}
+
+impl std::fmt::Debug for ChatCompletions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("ChatCompletions")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChatCompletions {
@@ -171,6 +183,14 @@ impl ChatCompletions {
 impl Model for ChatCompletions {
     fn tool_format(&self) -> Format {
         self.format
+    }
+
+    fn provider(&self) -> &str {
+        "openai"
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
     }
 
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {

@@ -27,7 +27,7 @@ pub(crate) fn messages(instructions: Option<&str>, conversation: &[Message]) -> 
             } => tool_result(&mut out, call_id, output, *is_error),
             // Chat Completions has no role for text the runtime adds; a `user` message is what
             // every compatible server accepts between tool results and the next answer.
-            Message::Context { text } => out.push(json!({ "role": "user", "content": text })),
+            Message::Context { text, .. } => out.push(json!({ "role": "user", "content": text })),
         }
     }
     out
@@ -146,12 +146,14 @@ mod tests {
                     ContentPart::file("iVBOR", "image/png"),
                 ]),
                 is_error: false,
+                error: None,
             },
             Message::ToolResult {
                 call_id: "c2".into(),
                 name: "restart".into(),
                 output: ModelOutput::text("the user cancelled"),
                 is_error: true,
+                error: None,
             },
             Message::context("New tool available: publish"),
         ];

@@ -140,8 +140,9 @@ pub(crate) async fn resume(
     for result in &results {
         turn.note_taint(&result.tool, invoked.contains(&result.call_id));
     }
+    // A session-limit request the host did not approve stops the turn.
     let ends = turn.status != crate::record::TurnStatus::Cancelled
-        && turn.may_end(&results)
+        && (turn.may_end(&results) || step.stops_at_limit())
         && crate::task::results::owing(engine, &session.id, &turn.id)
             .await?
             .is_empty();

@@ -234,10 +234,15 @@ pub(crate) async fn finish(
         Err(error) => return Err(error.into()),
     }
     if ends {
+        let stopped = turn.last_step.as_ref().and_then(|s| s.session_limit());
         engine.emit(Event::TurnCompleted {
             session_id: turn.session_id.clone(),
             turn_id: turn.id.clone(),
-            reason: CompletionReason::EndsTurn,
+            reason: if stopped.is_some() {
+                CompletionReason::SessionLimit
+            } else {
+                CompletionReason::EndsTurn
+            },
         });
     }
     Ok(StepOutcome::Completed {

@@ -2,11 +2,13 @@
 //! resolve the name and check that the caller may see the tool ([`resolve`]), parse and
 //! validate its input ([`validate`]), decide its approval ([`decide`]) or answer a meta-tool
 //! ([`meta`]); then run what may run, concurrently ([`execute`]), and park or close the step
-//! ([`close`]). [`scope`] reads what a step works with once, at its start.
+//! ([`close`]). [`scope`] reads what a step works with once, at its start. [`limit`] parks a
+//! turn on a session-limit request, a step without calls.
 
 pub(crate) mod close;
 pub(crate) mod decide;
 pub(crate) mod execute;
+pub(crate) mod limit;
 pub(crate) mod meta;
 pub(crate) mod prepared;
 pub(crate) mod resolve;

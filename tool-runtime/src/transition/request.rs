@@ -49,6 +49,28 @@ impl InputRequest {
         }
     }
 
+    /// A request to let `turn` go past a limit: `prompt` says which, `details` is what the
+    /// host's client shows (the limits, what was used). It gates no call.
+    pub(crate) fn session_limit(turn: &TurnRecord, prompt: String, details: Value) -> InputRequest {
+        InputRequest {
+            request_id: new_id("req"),
+            kind: RequestKind::SessionLimit,
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            call_id: None,
+            tool: None,
+            input: Some(details),
+            prompt,
+            reasons: Vec::new(),
+            requester: turn.current.clone(),
+            approval_key: None,
+            journal_position: None,
+            task_id: None,
+            definition_change: None,
+            status: RequestStatus::Pending,
+        }
+    }
+
     /// The question of an `ask_question` call `call_id` with (validated) `input`.
     pub(crate) fn question(info: &SessionInfo, call_id: &str, input: &Value) -> InputRequest {
         let prompt = input

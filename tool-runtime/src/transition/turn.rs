@@ -108,15 +108,37 @@ impl TurnRecord {
         Some(opened)
     }
 
+    /// Parks an active turn on `request`, a session-limit request, as a step without calls:
+    /// answering it resumes the turn like any parked step. Only an active turn (no step
+    /// running or parked) can park so; otherwise its status is returned.
+    pub(crate) fn park_on_limit(&mut self, request: InputRequest) -> Result<(), TurnStatus> {
+        if self.status != TurnStatus::Active || self.pending.is_some() {
+            return Err(self.status);
+        }
+        self.pending = Some(PendingStep {
+            index: self.steps,
+            calls: Vec::new(),
+            requests: vec![request],
+        });
+        self.status = TurnStatus::Waiting;
+        Ok(())
+    }
+
     /// Closes the pending step with one result per call: the turn takes steps again, or ends
-    /// when `ends` (a cancelled turn stays cancelled).
+    /// when `ends` (a cancelled turn stays cancelled). The step's requests are kept with its
+    /// results, as they ended.
     pub(crate) fn close_step(&mut self, results: &[CallResult], ends: bool) {
+        let requests = self
+            .pending
+            .take()
+            .map(|step| step.requests)
+            .unwrap_or_default();
         self.last_step = Some(ClosedStep {
             index: self.steps,
             results: results.to_vec(),
+            requests,
         });
         self.steps += 1;
-        self.pending = None;
         self.status = if self.status == TurnStatus::Cancelled {
             TurnStatus::Cancelled
         } else if ends {
@@ -246,6 +268,21 @@ impl TurnRecord {
 }
 
 impl PendingStep {
+    /// Whether the step parked on a session-limit request that was not approved (cancelled,
+    /// or revoked by a message or a cancel): then the turn stops when the step closes.
+    pub(crate) fn stops_at_limit(&self) -> bool {
+        self.requests.iter().any(|r| {
+            r.kind == RequestKind::SessionLimit
+                && !matches!(
+                    r.status,
+                    RequestStatus::Settled {
+                        decision: Decision::Approved,
+                        ..
+                    }
+                )
+        })
+    }
+
     /// Whether a workflow call of the step sleeps on a durable timer (it holds the step until
     /// the timer is due).
     pub(crate) fn is_sleeping(&self) -> bool {

@@ -568,3 +568,77 @@ fn an_answers_patch_turns_the_step_before_it_into_the_step_after_it() {
         "a patch of step 0 does not apply to step 7"
     );
 }
+
+fn limit(turn: &TurnRecord) -> InputRequest {
+    InputRequest::session_limit(turn, "Allow 5 more steps?".into(), json!({ "steps": 5 }))
+}
+
+fn settled(decision: Decision) -> Settlement {
+    Settlement {
+        decision,
+        responder: Some(alice()),
+        note: None,
+        answer: None,
+    }
+}
+
+#[test]
+fn an_active_turn_parks_on_a_limit_as_a_step_without_calls() {
+    let mut turn = turn();
+    let request = limit(&turn);
+    turn.park_on_limit(request.clone()).unwrap();
+    assert_eq!(turn.status, TurnStatus::Waiting);
+    let step = turn.pending.as_ref().unwrap();
+    assert!(step.calls.is_empty());
+    assert_eq!(step.requests, vec![request]);
+    assert_eq!(step.requests[0].kind, RequestKind::SessionLimit);
+    assert_eq!(step.requests[0].requester, Some(alice()));
+    // Parked already: a second limit is refused with the turn's status.
+    assert_eq!(turn.park_on_limit(limit(&turn)), Err(TurnStatus::Waiting));
+    let mut running = self::turn();
+    running.begin_step(Vec::new(), Vec::new());
+    assert_eq!(
+        running.park_on_limit(limit(&running)),
+        Err(TurnStatus::Running)
+    );
+}
+
+#[test]
+fn only_an_approved_limit_lets_the_turn_go_on() {
+    for (decision, stops) in [(Decision::Approved, false), (Decision::Cancelled, true)] {
+        let mut turn = turn();
+        let request = limit(&turn);
+        turn.park_on_limit(request.clone()).unwrap();
+        let step = turn.pending.as_mut().unwrap();
+        assert!(step.stops_at_limit(), "a pending limit is not approved yet");
+        assert!(step.settle(&request.request_id, &settled(decision)));
+        assert_eq!(step.stops_at_limit(), stops, "{decision:?}");
+    }
+    let mut turn = turn();
+    turn.park_on_limit(limit(&turn)).unwrap();
+    let step = turn.pending.as_mut().unwrap();
+    step.revoke(Outcome::Ignored, "never mind");
+    assert!(step.stops_at_limit(), "a revoked limit stops the turn");
+}
+
+#[test]
+fn a_closed_step_keeps_its_requests_as_they_ended() {
+    let mut turn = turn();
+    let request = limit(&turn);
+    turn.park_on_limit(request.clone()).unwrap();
+    let step = turn.pending.as_mut().unwrap();
+    step.settle(&request.request_id, &settled(Decision::Approved));
+    turn.claim_step();
+    turn.close_step(&[], false);
+    assert_eq!(turn.status, TurnStatus::Active);
+    let closed = turn.last_step.as_ref().unwrap();
+    let kept = closed.session_limit().expect("the limit request is kept");
+    assert!(matches!(
+        kept.status,
+        RequestStatus::Settled {
+            decision: Decision::Approved,
+            ..
+        }
+    ));
+    assert_eq!(turn.steps, 1);
+}

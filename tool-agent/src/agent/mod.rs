@@ -1,20 +1,34 @@
 //! The loop: send the conversation, run the model's calls as a step of the turn, render the
-//! results back, repeat until a final answer, a tool that ends the turn, or a park.
+//! results back, repeat until a final answer, a tool that ends the turn, or a park. Budgets
+//! are checked in [`limits`] before each model request and before a response's calls run.
+
+mod limits;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::broadcast;
-use toolwright_core::{Audience, Caller, Principal};
+use toolwright_core::{Audience, Caller, ErrorCode, ModelOutput, Principal, ToolError};
 use toolwright_runtime::{
     CallResult, Event, InputRequest, Runtime, RuntimeError, Session, StepOptions, StepOutcome,
-    ToolCall, Turn, TurnStatus,
+    ToolCall, Turn, TurnRecord, TurnStatus,
 };
+use tracing::Instrument;
 
+use crate::budget::Budget;
 use crate::conversation::Conversation;
 use crate::message::{Message, ToolUse};
-use crate::model::{Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions};
+use crate::model::{
+    FinishReason, Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions,
+};
+use crate::retry::{RetryPolicy, Retrying};
+use crate::telemetry;
+use limits::{Ledger, answer_message, answered, input_retries_exhausted, request_of};
+
+/// How many times in a row the model may retry a tool's invalid input, unless the tool says
+/// otherwise (`#[tool(input_retries = N)]`) or [`Agent::input_retries`] changed it.
+const INPUT_RETRIES: u32 = 1;
 
 /// How long a final answer waits for the results of workflow tasks the turn started.
 const TASK_WAIT: Duration = Duration::from_secs(30);
@@ -28,9 +42,14 @@ const TASK_WAIT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Agent {
     runtime: Runtime,
+    /// The model as given.
+    inner: Arc<dyn Model>,
+    /// The model as asked: `inner`, retried per the agent's policy.
     model: Arc<dyn Model>,
     instructions: Option<String>,
     settings: Settings,
+    budget: Budget,
+    input_retries: u32,
     events: broadcast::Sender<AgentEvent>,
 }
 
@@ -39,6 +58,8 @@ impl std::fmt::Debug for Agent {
         f.debug_struct("Agent")
             .field("instructions", &self.instructions)
             .field("settings", &self.settings)
+            .field("budget", &self.budget)
+            .field("input_retries", &self.input_retries)
             .finish_non_exhaustive()
     }
 }
@@ -55,7 +76,13 @@ pub enum AgentOutcome {
     Ended(Vec<CallResult>),
     /// The turn is parked on these requests: answer them with
     /// [`Runtime::respond`](toolwright_runtime::Runtime::respond), then [`Agent::resume`].
+    /// A [`RequestKind::SessionLimit`](toolwright_runtime::RequestKind::SessionLimit)
+    /// request means the turn reached a limit of its [`Budget`]: approving it extends the
+    /// limit, cancelling it stops the turn.
     Waiting(Vec<InputRequest>),
+    /// The turn reached a limit of its budget and the host did not extend it: the turn is
+    /// over. The request, as it was answered.
+    Stopped(InputRequest),
 }
 
 /// A turn the loop ran, and how it ended.
@@ -106,6 +133,25 @@ pub enum AgentError {
     /// A stored message could not be read.
     #[error("the stored conversation cannot be read: {0}")]
     Corrupt(String),
+    /// The budget cannot be counted (e.g. a cost limit without a price for the model).
+    #[error("{0}")]
+    Budget(String),
+    /// The model gave a tool invalid input more times in a row than the tool allows; the turn
+    /// was cancelled.
+    #[error(
+        "the model gave `{tool}` invalid input {attempts} times in a row, more than it may \
+         retry ({allowed}); the turn was cancelled. Last error: {message}"
+    )]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// The invalid calls in a row.
+        attempts: u32,
+        /// The retries allowed.
+        allowed: u32,
+        /// The last validation message the model saw.
+        message: String,
+    },
 }
 
 impl Agent {
@@ -118,9 +164,12 @@ impl Agent {
     pub fn shared(runtime: Runtime, model: Arc<dyn Model>) -> Self {
         Agent {
             runtime,
-            model,
+            model: Arc::new(Retrying::new(Arc::clone(&model), RetryPolicy::default())),
+            inner: model,
             instructions: None,
             settings: Settings::default(),
+            budget: Budget::default(),
+            input_retries: INPUT_RETRIES,
             events: broadcast::channel(1024).0,
         }
     }
@@ -137,6 +186,33 @@ impl Agent {
         self
     }
 
+    /// `self` limiting turns and sessions to `budget`: reaching a limit parks the turn on a
+    /// session-limit request ([`AgentOutcome::Waiting`]); the host approves it to extend the
+    /// limit by its configured amount, or cancels it to stop the turn
+    /// ([`AgentOutcome::Stopped`] on [`Agent::resume`]). The ledger is the stored
+    /// conversation, so limits hold across processes and restarts.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// `self` letting the model retry a tool's invalid input `retries` times in a row, one by
+    /// default, before the turn fails with [`AgentError::InvalidInput`]; a tool's own
+    /// `#[tool(input_retries = N)]` takes precedence. Each invalid call's validation message
+    /// reaches the model as the call's result.
+    pub fn input_retries(mut self, retries: u32) -> Self {
+        self.input_retries = retries;
+        self
+    }
+
+    /// `self` retrying model requests per `policy` (default: [`RetryPolicy::default`]; no
+    /// retries with [`RetryPolicy::none`]). Between attempts the loop's subscribers get
+    /// [`StreamEvent::Retrying`].
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.model = Arc::new(Retrying::new(Arc::clone(&self.inner), policy));
+        self
+    }
+
     /// The loop's events from now on, for a user interface.
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
         self.events.subscribe()
@@ -149,9 +225,21 @@ impl Agent {
         current: Option<Principal>,
         text: &str,
     ) -> Result<AgentTurn, AgentError> {
+        let span = telemetry::agent_span(session.id(), None);
+        self.begin(session, current, text).instrument(span).await
+    }
+
+    async fn begin(
+        &self,
+        session: &Session,
+        current: Option<Principal>,
+        text: &str,
+    ) -> Result<AgentTurn, AgentError> {
         let turn = session.begin_turn(current, Caller::Model).await?;
+        tracing::Span::current().record("turn_id", turn.id());
         let store = self.runtime.store();
         let mut conversation = Conversation::load(store, session.id()).await?;
+        self.close_dangling_calls(&mut conversation).await?;
         let mut opening = vec![Message::user(text)];
         if let Some(context) = turn.context(text).await?.render() {
             opening.push(Message::context(context));
@@ -165,6 +253,12 @@ impl Agent {
     /// goes on. A turn still waiting returns its open requests again.
     pub async fn resume(&self, turn_id: &str) -> Result<AgentTurn, AgentError> {
         let turn = self.runtime.turn(turn_id).await?;
+        let span = telemetry::agent_span(turn.session_id(), Some(turn_id));
+        self.go_on(turn).instrument(span).await
+    }
+
+    async fn go_on(&self, turn: Turn) -> Result<AgentTurn, AgentError> {
+        let turn_id = turn.id();
         let record = turn.record().await?;
         let store = self.runtime.store();
         let mut conversation = Conversation::load(store, turn.session_id()).await?;
@@ -181,6 +275,12 @@ impl Agent {
             }
             TurnStatus::Cancelled => return Err(state(turn_id, "it was cancelled")),
             TurnStatus::Active | TurnStatus::Completed => {}
+        }
+        if let Some(limit) = record.last_step.as_ref().and_then(|s| s.session_limit())
+            && !answered(&conversation, &limit.request_id)
+        {
+            let limit = limit.clone();
+            return self.after_limit(&turn, &record, conversation, limit).await;
         }
         let Some(calls) = unanswered_calls(conversation.messages()) else {
             if record.status == TurnStatus::Completed {
@@ -204,7 +304,10 @@ impl Agent {
             let outcome = self
                 .step(&turn, &calls, &mut conversation, Vec::new())
                 .await?;
-            return match self.take(&turn, &mut conversation, outcome).await? {
+            return match self
+                .take(&turn, &mut conversation, outcome, Vec::new())
+                .await?
+            {
                 Some(outcome) => done(outcome),
                 None => self.drive(&turn, conversation).await,
             };
@@ -231,6 +334,13 @@ impl Agent {
         };
         let store = self.runtime.store();
         loop {
+            self.check_inputs(turn, &conversation).await?;
+            let ledger = self.ledger(turn, &conversation)?;
+            let reached = ledger.before_request(&self.budget);
+            if !reached.is_empty() {
+                let parked = self.park(turn, &mut conversation, &reached, Vec::new());
+                return done(parked.await?);
+            }
             let response = self.ask(turn, conversation.messages()).await?;
             let mut message = response.message.clone();
             // The stored message is the budgets' ledger: it keeps what the response cost.
@@ -241,6 +351,11 @@ impl Agent {
                 conversation
                     .append(store, turn.id(), vec![Message::Assistant(message)])
                     .await?;
+                if response.finish_reason == FinishReason::Other("pause_turn".into()) {
+                    // Anthropic paused a long turn of its server tools: sending the
+                    // conversation again, the paused message last, lets it go on.
+                    continue;
+                }
                 let results = if turn.open_tasks().await?.is_empty() {
                     Vec::new()
                 } else {
@@ -259,19 +374,29 @@ impl Agent {
             // The model's message with the calls is written with the step's first record: the
             // store never holds calls whose step was not recorded, nor the reverse.
             let carried = vec![Message::Assistant(message)];
+            let reached = ledger.before_calls(&self.budget, calls.len());
+            if !reached.is_empty() {
+                // The calls wait for the extension with the message that made them: they run
+                // when the request is approved (see `after_limit`).
+                let parked = self.park(turn, &mut conversation, &reached, carried);
+                return done(parked.await?);
+            }
             let outcome = self.step(turn, &calls, &mut conversation, carried).await?;
-            if let Some(outcome) = self.take(turn, &mut conversation, outcome).await? {
+            let taken = self.take(turn, &mut conversation, outcome, Vec::new());
+            if let Some(outcome) = taken.await? {
                 return done(outcome);
             }
         }
     }
 
-    /// Stores what a step came to; the outcome when it ends the run (an ending tool, a park).
+    /// Stores what a step came to, `then` after its results; the outcome when it ends the run
+    /// (an ending tool, a park).
     async fn take(
         &self,
         turn: &Turn,
         conversation: &mut Conversation,
         outcome: StepOutcome,
+        then: Vec<Message>,
     ) -> Result<Option<AgentOutcome>, AgentError> {
         let store = self.runtime.store();
         match outcome {
@@ -284,6 +409,7 @@ impl Agent {
                 messages.extend(notices.into_iter().map(Message::context));
                 let delivered = turn.task_results().await?;
                 messages.extend(delivered.iter().map(|r| Message::context(r.message())));
+                messages.extend(then);
                 conversation.append(store, turn.id(), messages).await?;
                 Ok(ends_turn.then_some(AgentOutcome::Ended(results)))
             }
@@ -304,6 +430,17 @@ impl Agent {
             tool_choice: Default::default(),
             settings: self.settings.clone(),
         };
+        let span = telemetry::request_span(self.inner.as_ref(), &request);
+        let answer = self.answer(turn, request).instrument(span.clone()).await;
+        match &answer {
+            Ok(response) => telemetry::record_response(&span, response),
+            Err(error) => telemetry::record_error(&span, error),
+        }
+        Ok(answer?)
+    }
+
+    /// The model's answer to `request`, its events streamed to subscribers.
+    async fn answer(&self, turn: &Turn, request: Request) -> Result<Response, ModelError> {
         let mut stream = self.model.stream(request).await?;
         while let Some(event) = stream.next().await {
             let event = event?;
@@ -316,7 +453,9 @@ impl Agent {
                 event,
             });
         }
-        Err(ModelError::Protocol("the response ended before it completed".into()).into())
+        Err(ModelError::Protocol(
+            "the response ended before it completed".into(),
+        ))
     }
 
     /// Runs `calls` as a step, `carried` appended to the conversation in the transaction that
@@ -350,8 +489,142 @@ impl Agent {
         while let Ok(event) = events.try_recv() {
             self.relay(turn, event);
         }
-        conversation.appended(carried);
+        conversation.appended(turn.id(), carried);
         Ok(outcome)
+    }
+
+    /// What the turn and its session used, when the budget limits anything.
+    fn ledger(&self, turn: &Turn, conversation: &Conversation) -> Result<Ledger, AgentError> {
+        if !self.budget.is_limited() {
+            return Ok(Ledger::default());
+        }
+        Ledger::of(conversation, turn.id(), &self.budget)
+    }
+
+    /// Parks the turn on a session-limit request for `reached`, `carried` appended with it.
+    async fn park(
+        &self,
+        turn: &Turn,
+        conversation: &mut Conversation,
+        reached: &[crate::budget::LimitReached],
+        carried: Vec<Message>,
+    ) -> Result<AgentOutcome, AgentError> {
+        let (prompt, details) = request_of(reached);
+        let (first, encoded) = conversation.encode(&carried)?;
+        let options = StepOptions::new().conversation(first, encoded);
+        let mut events = self.runtime.subscribe();
+        let request = turn.park_on_limit(prompt, details, options).await?;
+        conversation.appended(turn.id(), carried);
+        while let Ok(event) = events.try_recv() {
+            self.relay(turn, event);
+        }
+        Ok(AgentOutcome::Waiting(vec![request]))
+    }
+
+    /// Goes on after the session-limit request the turn's last step parked on was answered:
+    /// extended, the calls that waited run and the loop goes on; else the turn is over.
+    async fn after_limit(
+        &self,
+        turn: &Turn,
+        record: &TurnRecord,
+        mut conversation: Conversation,
+        request: InputRequest,
+    ) -> Result<AgentTurn, AgentError> {
+        let store = self.runtime.store();
+        let done = |outcome| {
+            Ok(AgentTurn {
+                turn_id: turn.id().to_owned(),
+                outcome,
+            })
+        };
+        let answer = answer_message(&request);
+        let extended = matches!(&answer, Message::Context { limit: Some(a), .. } if a.extended);
+        let calls = unanswered_calls(conversation.messages());
+        if !extended {
+            let reason = "the turn stopped at a limit of its budget before it ran";
+            let mut messages: Vec<Message> = calls
+                .iter()
+                .flatten()
+                .map(|call| not_run(call, reason))
+                .collect();
+            messages.push(answer);
+            conversation.append(store, turn.id(), messages).await?;
+            // Tasks that still owed the turn results kept it open: stop them with it.
+            if record.status == TurnStatus::Active {
+                turn.cancel().await?;
+            }
+            return done(AgentOutcome::Stopped(request));
+        }
+        let Some(calls) = calls else {
+            conversation.append(store, turn.id(), vec![answer]).await?;
+            return self.drive(turn, conversation).await;
+        };
+        // The calls parked before they ran: they run now, and the answer follows their
+        // results (a provider takes nothing between calls and their results). Should the step
+        // park on an approval, the answer is not kept: the ledger then counts the limit as
+        // not extended, and the next check asks again rather than spend past it.
+        let outcome = self
+            .step(turn, &calls, &mut conversation, Vec::new())
+            .await?;
+        match self
+            .take(turn, &mut conversation, outcome, vec![answer])
+            .await?
+        {
+            Some(outcome) => done(outcome),
+            None => self.drive(turn, conversation).await,
+        }
+    }
+
+    /// Before a new turn: calls of an earlier turn that ended without their results (it was
+    /// cancelled while they waited, or stopped at its budget before the loop resumed it) get
+    /// a result saying they did not run, since a provider refuses calls without results.
+    async fn close_dangling_calls(
+        &self,
+        conversation: &mut Conversation,
+    ) -> Result<(), AgentError> {
+        let Some(calls) = unanswered_calls(conversation.messages()) else {
+            return Ok(());
+        };
+        let Some(owner) = conversation.last_turn().map(str::to_owned) else {
+            return Ok(());
+        };
+        let record = self.runtime.turn(&owner).await?.record().await?;
+        if !matches!(record.status, TurnStatus::Completed | TurnStatus::Cancelled) {
+            return Ok(());
+        }
+        let reason = "its turn ended before it ran";
+        let results = calls.iter().map(|call| not_run(call, reason)).collect();
+        conversation
+            .append(self.runtime.store(), &owner, results)
+            .await
+    }
+
+    /// Fails the turn when the model retried a tool's invalid input more than it may.
+    async fn check_inputs(
+        &self,
+        turn: &Turn,
+        conversation: &Conversation,
+    ) -> Result<(), AgentError> {
+        let registry = self.runtime.registry();
+        let retries_of = |name: &str| {
+            registry
+                .get(name)
+                .and(None::<u8>) // INPUT_RETRIES_PENDING: tool.input_retries() once the key lands
+                .map_or(self.input_retries, u32::from)
+        };
+        let Some((tool, attempts, message)) =
+            input_retries_exhausted(conversation, turn.id(), retries_of)
+        else {
+            return Ok(());
+        };
+        let allowed = retries_of(&tool);
+        turn.cancel().await?;
+        Err(AgentError::InvalidInput {
+            tool,
+            attempts,
+            allowed,
+            message,
+        })
     }
 
     fn relay(&self, turn: &Turn, event: Event) {
@@ -384,6 +657,18 @@ fn result_message(result: &CallResult) -> Message {
         name: result.tool.clone(),
         output: result.model.clone(),
         is_error: result.is_error,
+        error: result.error.as_ref().map(ToolError::code),
+    }
+}
+
+/// The result of a call that never ran, for `reason`.
+fn not_run(call: &ToolUse, reason: &str) -> Message {
+    Message::ToolResult {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        output: ModelOutput::text(format!("`{}` did not run: {reason}.", call.name)),
+        is_error: true,
+        error: Some(ErrorCode::Cancelled),
     }
 }
 

@@ -1,0 +1,249 @@
+//! Budgets in the loop: the ledger, counted from the stored conversation (each model message
+//! keeps its usage and model; each answered session-limit request its answer), and the checks
+//! made before a model request and before a response's calls run.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+use toolwright_core::ErrorCode;
+use toolwright_runtime::{Decision, InputRequest, RequestStatus};
+
+use super::AgentError;
+use crate::budget::{Budget, Limit, LimitAnswer, LimitReached, Scope};
+use crate::conversation::Conversation;
+use crate::message::{Message, Usage};
+
+/// What was used, in one scope.
+#[derive(Debug, Default)]
+struct Spent {
+    steps: u64,
+    tool_calls: u64,
+    usage: Usage,
+    cost: f64,
+}
+
+impl Spent {
+    fn get(&self, limit: Limit) -> f64 {
+        match limit {
+            Limit::Steps => self.steps as f64,
+            Limit::ToolCalls => self.tool_calls as f64,
+            Limit::InputTokens => self.usage.input_tokens as f64,
+            Limit::OutputTokens => self.usage.output_tokens as f64,
+            Limit::Cost => self.cost,
+        }
+    }
+}
+
+/// What a turn and its session used, and the extensions approved for each limit.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    turn: Spent,
+    session: Spent,
+    extensions: HashMap<(Scope, Limit), u32>,
+}
+
+impl Ledger {
+    /// The ledger of turn `turn_id` from `conversation`. Cost is counted only when `budget`
+    /// limits it, and then every model that answered needs a price.
+    pub(crate) fn of(
+        conversation: &Conversation,
+        turn_id: &str,
+        budget: &Budget,
+    ) -> Result<Ledger, AgentError> {
+        let priced = budget.turn.cost.is_some() || budget.session.cost.is_some();
+        let mut ledger = Ledger::default();
+        for (turn, message) in conversation.by_turn() {
+            let here = turn == turn_id;
+            match message {
+                Message::Assistant(answer) => {
+                    let usage = answer.usage.unwrap_or_default();
+                    let cost = if priced {
+                        let model = answer.model.as_deref().unwrap_or_default();
+                        let price = budget.price_of(model).ok_or_else(|| {
+                            AgentError::Budget(format!(
+                                "the budget limits cost, but no price is configured for model \
+                                 `{model}`: add `Budget::price(\"{model}\", ..)`"
+                            ))
+                        })?;
+                        price.cost(&usage)
+                    } else {
+                        0.0
+                    };
+                    let calls = answer.tool_calls.len() as u64;
+                    for spent in [Some(&mut ledger.session), here.then_some(&mut ledger.turn)]
+                        .into_iter()
+                        .flatten()
+                    {
+                        spent.steps += 1;
+                        spent.tool_calls += calls;
+                        spent.usage += usage;
+                        spent.cost += cost;
+                    }
+                }
+                Message::Context {
+                    limit: Some(answer),
+                    ..
+                } if answer.extended => {
+                    for &(scope, limit) in &answer.limits {
+                        if scope == Scope::Session || here {
+                            *ledger.extensions.entry((scope, limit)).or_default() += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(ledger)
+    }
+
+    /// The limits reached before the next model request: rounds, tokens and cost used up.
+    pub(crate) fn before_request(&self, budget: &Budget) -> Vec<LimitReached> {
+        let limits = [
+            Limit::Steps,
+            Limit::InputTokens,
+            Limit::OutputTokens,
+            Limit::Cost,
+        ];
+        self.reached(budget, &limits, 0, |used, max| used >= max)
+    }
+
+    /// The limits `calls` more tool calls would go past.
+    pub(crate) fn before_calls(&self, budget: &Budget, calls: usize) -> Vec<LimitReached> {
+        self.reached(budget, &[Limit::ToolCalls], calls as u64, |used, max| {
+            used > max
+        })
+    }
+
+    fn reached(
+        &self,
+        budget: &Budget,
+        limits: &[Limit],
+        calls: u64,
+        over: impl Fn(f64, f64) -> bool,
+    ) -> Vec<LimitReached> {
+        let mut reached = Vec::new();
+        for scope in [Scope::Turn, Scope::Session] {
+            let spent = match scope {
+                Scope::Turn => &self.turn,
+                Scope::Session => &self.session,
+            };
+            for &limit in limits {
+                let Some(base) = budget.limits(scope).get(limit) else {
+                    continue;
+                };
+                // Each approval adds the configured amount again (one unit for a limit of 0).
+                let extend_by = if base > 0.0 { base } else { 1.0 };
+                let extensions = self.extensions.get(&(scope, limit)).copied().unwrap_or(0);
+                let max = base + extend_by * f64::from(extensions);
+                let mut used = spent.get(limit);
+                if limit == Limit::ToolCalls {
+                    used += calls as f64;
+                }
+                if over(used, max) {
+                    reached.push(LimitReached {
+                        scope,
+                        limit,
+                        used,
+                        max,
+                        extend_by,
+                    });
+                }
+            }
+        }
+        reached
+    }
+}
+
+/// What the person is asked, and what their client shows.
+pub(crate) fn request_of(reached: &[LimitReached]) -> (String, serde_json::Value) {
+    let what: Vec<String> = reached.iter().map(LimitReached::describe).collect();
+    let prompt = format!(
+        "The agent {}. Approve to extend the limit, or cancel to stop the turn.",
+        what.join("; ")
+    );
+    (prompt, json!({ "limits": reached }))
+}
+
+/// How `request`, a session-limit request of the turn's last step, was answered, as the
+/// context message that tells the model and keeps the answer in the ledger.
+pub(crate) fn answer_message(request: &InputRequest) -> Message {
+    let reached: Vec<LimitReached> = request
+        .input
+        .as_ref()
+        .and_then(|input| input.get("limits"))
+        .and_then(|limits| serde_json::from_value(limits.clone()).ok())
+        .unwrap_or_default();
+    let extended = matches!(
+        request.status,
+        RequestStatus::Settled {
+            decision: Decision::Approved,
+            ..
+        }
+    );
+    let what: Vec<String> = reached.iter().map(LimitReached::describe).collect();
+    let text = if extended {
+        format!(
+            "The person extended the budget: {} and may go on.",
+            what.join("; ")
+        )
+    } else {
+        format!(
+            "The turn stopped: {} and the person did not extend it.",
+            what.join("; ")
+        )
+    };
+    Message::Context {
+        text,
+        limit: Some(LimitAnswer {
+            request_id: request.request_id.clone(),
+            limits: reached.iter().map(|r| (r.scope, r.limit)).collect(),
+            extended,
+        }),
+    }
+}
+
+/// Whether the conversation already holds the answer to request `request_id`.
+pub(crate) fn answered(conversation: &Conversation, request_id: &str) -> bool {
+    conversation.messages().iter().rev().any(|message| {
+        matches!(
+            message,
+            Message::Context { limit: Some(answer), .. } if answer.request_id == request_id
+        )
+    })
+}
+
+/// The tool whose invalid input the model has retried more times than `retries_of` allows,
+/// counted in turn `turn_id`: its name, the invalid calls in a row and the last validation
+/// message.
+pub(crate) fn input_retries_exhausted(
+    conversation: &Conversation,
+    turn_id: &str,
+    retries_of: impl Fn(&str) -> u32,
+) -> Option<(String, u32, String)> {
+    let mut in_a_row: HashMap<&str, (u32, String)> = HashMap::new();
+    for (turn, message) in conversation.by_turn() {
+        if turn != turn_id {
+            continue;
+        }
+        if let Message::ToolResult {
+            name,
+            output,
+            error,
+            ..
+        } = message
+        {
+            if *error == Some(ErrorCode::InvalidInput) {
+                let entry = in_a_row.entry(name).or_default();
+                entry.0 += 1;
+                entry.1 = output.to_text();
+            } else {
+                in_a_row.remove(name.as_str());
+            }
+        }
+    }
+    in_a_row
+        .into_iter()
+        .filter(|(name, (count, _))| *count > retries_of(name))
+        .map(|(name, (count, last))| (name.to_owned(), count, last))
+        .min_by(|a, b| a.0.cmp(&b.0))
+}
