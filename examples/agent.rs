@@ -3,6 +3,8 @@
 //! asked right here.
 //!
 //! ```sh
+//! export ANTHROPIC_API_KEY=...
+//! cargo run --example agent --features agent -- --provider anthropic --model claude-sonnet-4-5
 //! # Ollama, vLLM, llama.cpp's server or any other Chat Completions server (a key is optional):
 //! cargo run --example agent --features agent -- \
 //!     --provider openai-compatible --base-url http://127.0.0.1:11434/v1 --model llama3.1

@@ -6,8 +6,8 @@
 //!
 //! Every scenario runs on the scripted model itself (`scripted::<scenario>`) and through each
 //! HTTP adapter against a `LoopbackProvider` serving the same script in that adapter's wire
-//! format (`chat_completions::<scenario>`): what the loop does must not depend on how the model
-//! is reached.
+//! format (`chat_completions::<scenario>`, `anthropic::<scenario>`): what the loop does must not
+//! depend on how the model is reached.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolwright::Principal;
 use toolwright::agent::{
-    Agent, AgentEvent, AgentOutcome, Backend, ChatCompletions, LoopbackProvider, Message, Model,
-    ModelError, Reply, Request, ResponseStream, ScriptedModel, Wire,
+    Agent, AgentEvent, AgentOutcome, Anthropic, Backend, ChatCompletions, LoopbackProvider,
+    Message, Model, ModelError, Reply, Request, ResponseStream, ScriptedModel, Wire,
 };
 use toolwright::prelude::*;
 use toolwright::registry::Format;
@@ -176,6 +176,7 @@ impl Via {
         match self {
             Via::Scripted => "scripted",
             Via::Http(Wire::ChatCompletions) => "chat_completions",
+            Via::Http(Wire::Anthropic) => "anthropic",
             Via::Http(other) => panic!("no adapter for {other} yet"),
         }
     }
@@ -184,6 +185,7 @@ impl Via {
         match key {
             "scripted" => Via::Scripted,
             "chat_completions" => Via::Http(Wire::ChatCompletions),
+            "anthropic" => Via::Http(Wire::Anthropic),
             other => panic!("unknown model `{other}`"),
         }
     }
@@ -258,6 +260,11 @@ fn adapter(provider: &LoopbackProvider) -> Arc<dyn Model> {
                 .base_url(provider.base_url())
                 .api_key("sk-loopback"),
         ),
+        Wire::Anthropic => Arc::new(
+            Anthropic::new("claude-sonnet-4-5")
+                .base_url(provider.base_url())
+                .api_key("sk-ant-loopback"),
+        ),
         other => panic!("no adapter for {other} yet"),
     }
 }
@@ -279,6 +286,7 @@ macro_rules! on_every_model {
     ($($scenario:ident),* $(,)?) => {
         on_model!(scripted, Via::Scripted, $($scenario),*);
         on_model!(chat_completions, Via::Http(Wire::ChatCompletions), $($scenario),*);
+        on_model!(anthropic, Via::Http(Wire::Anthropic), $($scenario),*);
     };
 }
 

@@ -181,16 +181,35 @@ async fn openai_compatible_a_turn_left_waiting_is_approved_from_a_new_process() 
         .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_a_turn_left_waiting_is_approved_from_a_new_process() {
+    a_turn_left_waiting_is_approved_from_a_new_process(Wire::Anthropic, "anthropic").await;
+}
+
+/// The example with `args` and no provider variables: it must fail, saying on stderr what to
+/// set or pass.
+fn refused(args: &[&str]) -> String {
+    let mut command = Command::new(example("agent"));
+    for var in PROVIDER_VARS {
+        command.env_remove(var);
+    }
+    let output = command.args(args).stdin(Stdio::null()).output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn without_a_key_anthropic_says_what_to_set() {
+    let stderr = refused(&["--provider", "anthropic", "--model", "claude-sonnet-4-5"]);
+    assert!(
+        stderr.contains("ANTHROPIC_API_KEY") && stderr.contains("ANTHROPIC_AUTH_TOKEN"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn an_openai_compatible_server_needs_its_url() {
-    let output = Command::new(example("agent"))
-        .args(["--provider", "openai-compatible", "--model", "llama3.1"])
-        .env_remove("OPENAI_BASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused(&["--provider", "openai-compatible", "--model", "llama3.1"]);
     assert!(
         stderr.contains("--base-url") && stderr.contains("OPENAI_BASE_URL"),
         "{stderr}"

@@ -4,11 +4,14 @@
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use toolwright::agent::{ChatCompletions, Model};
+use toolwright::agent::{Anthropic, ChatCompletions, Model};
 
 /// Who answers.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Provider {
+    /// Anthropic's Messages API: `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`), and
+    /// `--base-url` or `ANTHROPIC_BASE_URL` for a gateway.
+    Anthropic,
     /// A server speaking OpenAI's Chat Completions (vLLM, llama.cpp's server, Ollama, or
     /// OpenAI's own): `--base-url` or `OPENAI_BASE_URL`, and `OPENAI_API_KEY` if it wants one.
     OpenaiCompatible,
@@ -22,6 +25,13 @@ pub(crate) fn model(
 ) -> Result<Arc<dyn Model>, String> {
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     match provider {
+        Provider::Anthropic => {
+            let mut model = Anthropic::from_env(name).map_err(|e| e.to_string())?;
+            if let Some(url) = base_url {
+                model = model.base_url(url);
+            }
+            Ok(Arc::new(model))
+        }
         Provider::OpenaiCompatible => {
             let url = base_url
                 .map(str::to_owned)

@@ -45,9 +45,9 @@ pub enum Wire {
     /// `response.completed` (with the usage), function-call arguments in
     /// `response.function_call_arguments.delta` events.
     Responses,
-    /// Anthropic's Messages API, `POST /v1/messages`: `message_start`, content blocks
-    /// (`text_delta`, `input_json_delta`), `message_delta` with the stop reason and usage,
-    /// `message_stop`.
+    /// Anthropic's Messages API, `POST /v1/messages`, as [`Anthropic`](crate::Anthropic)
+    /// speaks it: `message_start`, content blocks (`text_delta`, `input_json_delta`),
+    /// `message_delta` with the stop reason and usage, `message_stop`.
     Anthropic,
 }
 

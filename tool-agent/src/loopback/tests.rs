@@ -8,7 +8,7 @@ use sse_stream::SseStream;
 
 use super::{LoopbackProvider, Wire};
 use crate::model::{FinishReason, Model, ModelError, Request, StreamEvent, complete};
-use crate::{ChatCompletions, Message, Reply, Usage};
+use crate::{Anthropic, ChatCompletions, Message, Reply, Usage};
 
 fn chat(provider: &LoopbackProvider) -> ChatCompletions {
     ChatCompletions::new("gpt-4.1")
@@ -219,6 +219,48 @@ async fn anthropic_events_follow_the_streaming_guide() {
 }
 
 #[tokio::test]
+async fn the_anthropic_adapter_gets_text_split_calls_usage_and_refusals() {
+    let mut replies = script().to_vec();
+    replies.push(Reply::refusal("I can't help with that."));
+    let provider = LoopbackProvider::start(Wire::Anthropic, replies)
+        .await
+        .unwrap();
+    let model = Anthropic::new("claude-sonnet-4-5")
+        .base_url(provider.base_url())
+        .api_key("sk-ant-test");
+    let events: Vec<_> = model.stream(request()).await.unwrap().collect().await;
+    let deltas = events
+        .iter()
+        .filter(|e| matches!(e, Ok(StreamEvent::ToolCallDelta { index: 1, .. })))
+        .count();
+    assert!(deltas > 1, "the input arrives in pieces: {events:?}");
+    let Some(Ok(StreamEvent::Completed(response))) = events.last() else {
+        panic!("the stream completes: {events:?}");
+    };
+    assert_eq!(response.message.text, "Restarting payment-api.");
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    let calls = &response.message.tool_calls;
+    assert_eq!(calls[0].call_id, "toolu_loopback_1_1");
+    assert_eq!(
+        serde_json::from_str::<Value>(&calls[1].arguments).unwrap(),
+        json!({ "service": "payment-api", "lines": 20 })
+    );
+    assert_eq!(response.model, "claude-sonnet-4-5");
+    assert_eq!(
+        response.usage,
+        Some(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        })
+    );
+    assert_eq!(provider.requests()[0]["model"], "claude-sonnet-4-5");
+
+    let refused = complete(&model, request()).await.unwrap();
+    assert_eq!(refused.finish_reason, FinishReason::ContentFilter);
+}
+
+#[tokio::test]
 async fn an_http_failure_keeps_its_status_code_and_retry_after() {
     let limited = ModelError::Http {
         status: 429,
@@ -232,9 +274,12 @@ async fn an_http_failure_keeps_its_status_code_and_retry_after() {
     let error = complete(&chat(&provider), request()).await.unwrap_err();
     assert_eq!(error, limited);
 
-    let provider = LoopbackProvider::start(Wire::Anthropic, [Reply::fail(limited)])
+    let provider = LoopbackProvider::start(Wire::Anthropic, [Reply::fail(limited.clone())])
         .await
         .unwrap();
+    let model = Anthropic::new("claude-sonnet-4-5").base_url(provider.base_url());
+    assert_eq!(complete(&model, request()).await.unwrap_err(), limited);
+    provider.push(Reply::fail(limited));
     let response = reqwest::Client::new()
         .post(format!("{}/v1/messages", provider.base_url()))
         .body(json!({ "stream": true }).to_string())
