@@ -24,6 +24,7 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use futures_util::stream;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -166,6 +167,12 @@ impl LoopbackProvider {
             let shutdown = async {
                 let _ = stopped.await;
             };
+            // Each event is a write of its own, as a provider streams them: without
+            // `TCP_NODELAY` the small writes wait for the client's delayed ACKs (tens of ms
+            // per answer on loopback).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await;
