@@ -1,8 +1,9 @@
 //! The model loop of toolwright: a provider-neutral [`Model`] trait, the Chat Completions
-//! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), a
-//! deterministic [`ScriptedModel`] for tests, and the [`Agent`] that drives a runtime turn:
-//! it sends the conversation, runs the model's tool calls as steps, renders their results back
-//! and repeats until a final answer, a tool that ends the turn, or a park on input requests.
+//! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), the OpenAI
+//! Responses API adapter ([`Responses`]), a deterministic [`ScriptedModel`] for tests, and the
+//! [`Agent`] that drives a runtime turn: it sends the conversation, runs the model's tool calls
+//! as steps, renders their results back and repeats until a final answer, a tool that ends the
+//! turn, or a park on input requests.
 //! The conversation is stored with the session, so a parked turn resumes in any process.
 
 #![warn(missing_docs)]
@@ -15,6 +16,7 @@ mod http;
 mod message;
 mod model;
 mod openai;
+mod responses;
 mod scripted;
 
 pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
@@ -25,4 +27,5 @@ pub use model::{
     ToolChoice, ToolDefinitions, complete,
 };
 pub use openai::{ChatCompletions, OPENAI_BASE_URL};
+pub use responses::{ReasoningEffort, ReasoningSummary, Responses};
 pub use scripted::{Reply, ScriptedModel};
