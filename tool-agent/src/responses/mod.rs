@@ -7,7 +7,6 @@ mod render;
 mod wire;
 
 use futures_util::future::BoxFuture;
-use serde::Serialize;
 use serde_json::value::RawValue;
 use toolwright_core::Format;
 
@@ -84,8 +83,7 @@ impl std::fmt::Debug for Responses {
 /// takes every value (see OpenAI's reasoning guide). A value this enum does not name yet can be
 /// sent with [`Settings::extra`](crate::Settings::extra) as `"reasoning"`, which replaces the
 /// adapter's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReasoningEffort {
     /// No reasoning.
@@ -106,8 +104,7 @@ pub enum ReasoningEffort {
 
 /// Whether and how a reasoning model summarises its reasoning (`reasoning.summary`); the
 /// summaries arrive in the reasoning items.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReasoningSummary {
     /// The most detailed summary the model supports.
@@ -116,6 +113,32 @@ pub enum ReasoningSummary {
     Concise,
     /// A detailed summary.
     Detailed,
+}
+
+impl ReasoningEffort {
+    /// The value of `reasoning.effort`.
+    pub(crate) const fn wire(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::XHigh => "xhigh",
+            ReasoningEffort::Max => "max",
+        }
+    }
+}
+
+impl ReasoningSummary {
+    /// The value of `reasoning.summary`.
+    pub(crate) const fn wire(self) -> &'static str {
+        match self {
+            ReasoningSummary::Auto => "auto",
+            ReasoningSummary::Concise => "concise",
+            ReasoningSummary::Detailed => "detailed",
+        }
+    }
 }
 
 impl Responses {
@@ -202,13 +225,13 @@ impl Responses {
 
     /// `self` asking a reasoning model for `effort` (`reasoning.effort`).
     pub fn reasoning_effort(mut self, effort: ReasoningEffort) -> Self {
-        self.reasoning.effort = Some(effort);
+        self.reasoning.effort = Some(effort.wire());
         self
     }
 
     /// `self` asking a reasoning model for a summary of its reasoning (`reasoning.summary`).
     pub fn reasoning_summary(mut self, summary: ReasoningSummary) -> Self {
-        self.reasoning.summary = Some(summary);
+        self.reasoning.summary = Some(summary.wire());
         self
     }
 

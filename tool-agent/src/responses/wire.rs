@@ -48,9 +48,9 @@ pub(crate) struct CreateResponse<'a> {
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub(crate) struct Reasoning {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) effort: Option<super::ReasoningEffort>,
+    pub(crate) effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) summary: Option<super::ReasoningSummary>,
+    pub(crate) summary: Option<&'static str>,
 }
 
 impl Reasoning {
