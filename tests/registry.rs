@@ -555,12 +555,7 @@ fn tools_are_sorted_by_name_whatever_the_input_order() {
     ];
     assert_eq!(names(&forward), expected);
     assert_eq!(names(&backward), expected);
-    for format in [
-        Format::OpenAi,
-        Format::OpenAiStrict,
-        Format::Anthropic,
-        Format::Mcp,
-    ] {
+    for format in Format::ALL {
         for audience in Audience::ALL {
             assert_eq!(
                 forward.list(audience, format).json(),
@@ -784,12 +779,7 @@ fn meta_tools_appear_only_where_deferred_tools_are_visible() {
 #[test]
 fn meta_tools_are_rendered_in_every_format() {
     let registry = visibility_registry();
-    for format in [
-        Format::OpenAi,
-        Format::OpenAiStrict,
-        Format::Anthropic,
-        Format::Mcp,
-    ] {
+    for format in Format::ALL {
         let list: Value =
             serde_json::from_str(registry.list(Audience::Model, format).json()).unwrap();
         let names: Vec<&str> = list
@@ -859,12 +849,7 @@ fn lists_are_serialized_once_per_audience_and_format() {
     let registry = visibility_registry();
     let clone = registry.clone();
     for audience in Audience::ALL {
-        for format in [
-            Format::OpenAi,
-            Format::OpenAiStrict,
-            Format::Anthropic,
-            Format::Mcp,
-        ] {
+        for format in Format::ALL {
             let first = registry.list(audience, format);
             let again = registry.list(audience, format);
             assert!(std::ptr::eq(first, again), "{audience:?} {format:?}");

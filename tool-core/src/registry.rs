@@ -563,6 +563,7 @@ mod tests {
             ])
         );
         assert_eq!(list(Format::OpenAiStrict), list(Format::OpenAi));
+        assert_eq!(list(Format::OpenAiResponses), list(Format::OpenAi));
         assert_eq!(
             list(Format::Anthropic),
             json!([{ "type": "web_search_20250305", "name": "web_search" }])
@@ -587,7 +588,7 @@ mod tests {
         assert!(tool.visible_to(Audience::Model));
         assert!(tool.visible_to(Audience::Subagent));
         assert!(!tool.visible_to(Audience::User));
-        for format in [Format::OpenAi, Format::Anthropic, Format::Mcp] {
+        for format in Format::ALL {
             assert_eq!(registry.list(Audience::User, format).json(), "[]");
             assert!(registry.list(Audience::User, format).notes().is_empty());
         }
