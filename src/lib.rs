@@ -51,7 +51,7 @@
 //! | `mcp` | [`mcp`]: serving tools over MCP (stdio, streamable HTTP) and remote MCP servers' tools (rmcp, axum); implies `runtime` | yes |
 //! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
 //! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
-//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions adapter, the `Agent` that drives a runtime turn; implies `runtime` | no |
+//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions and Responses API adapters, the `Agent` that drives a runtime turn; implies `runtime` | no |
 //! | `agent-loopback` | `agent::LoopbackProvider`: a model provider on `127.0.0.1` answering a script in each adapter's wire format, for tests (axum); implies `agent` | no |
 //! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
 //!
@@ -249,8 +249,9 @@ pub mod mcp {
 }
 
 /// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
-/// (also for OpenAI-compatible servers), a scripted model for tests (served over HTTP in each
-/// adapter's wire format by `LoopbackProvider`, with `agent-loopback`), and the
+/// (also for OpenAI-compatible servers), the OpenAI Responses API adapter, a scripted model
+/// for tests (served over HTTP in each adapter's wire format by `LoopbackProvider`, with
+/// `agent-loopback`), and the
 /// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
 /// a park, with the conversation stored beside the turn; [`Backend`](agent::Backend) lends the
 /// same model to the tools (`ctx.model()`).

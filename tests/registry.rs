@@ -72,6 +72,18 @@ async fn submit_report(_: NoInput) -> bool {
     true
 }
 
+/// Merges two customer records. The model gets two chances to correct invalid input.
+#[tool(effect = write, input_retries = 2)]
+async fn merge_customers(args: CustomerArgs) -> String {
+    args.customer
+}
+
+/// Closes a customer's account. One invalid input fails the turn.
+#[tool(effect = write, input_retries = 0)]
+async fn close_account(args: CustomerArgs) -> String {
+    args.customer
+}
+
 /// Looks a customer up in the billing system.
 #[tool(effect = read, toolset = "billing", name = "lookup")]
 async fn billing_lookup(args: CustomerArgs) -> String {
@@ -221,6 +233,13 @@ static SERVE_WITH_TASK_ID: ToolDescriptor = ToolDescriptor {
     kind: ToolKind::Workflow(Entry::Serve),
     location: here!(),
     ..*task_status::TOOL
+};
+
+/// More retries than `#[tool]` accepts (C20), which the registry refuses again.
+static TOO_PATIENT: ToolDescriptor = ToolDescriptor {
+    input_retries: Some(11),
+    location: here!(),
+    ..*merge_customers::TOOL
 };
 
 fn refused(tools: impl IntoIterator<Item = &'static ToolDescriptor>) -> RegistryError {
@@ -426,6 +445,42 @@ fn a_serve_tool_may_not_declare_task_id() {
 }
 
 #[test]
+fn input_retries_reach_the_tool() {
+    let registry = Registry::from_tools([
+        merge_customers::TOOL,
+        close_account::TOOL,
+        list_invoices::TOOL,
+    ])
+    .unwrap();
+    let retries = |name| registry.get(name).unwrap().input_retries();
+    assert_eq!(merge_customers::TOOL.input_retries, Some(2));
+    assert_eq!(retries("merge_customers"), Some(2));
+    assert_eq!(retries("close_account"), Some(0));
+    // Without the key, `None`: the model loop's default applies.
+    assert_eq!(retries("list_invoices"), None);
+}
+
+#[test]
+fn input_retries_over_the_limit_are_refused() {
+    let error = refused([&TOO_PATIENT]);
+    assert_eq!(
+        error.problems,
+        [RegistryProblem::InputRetries {
+            tool: "merge_customers".into(),
+            retries: 11,
+            at: TOO_PATIENT.location,
+        }]
+    );
+    assert_eq!(
+        error.problems[0].to_string(),
+        format!(
+            "tool `merge_customers` at {} sets `input_retries` to 11, over the most a tool may set (10); set 0 to 10, or leave it out for the model loop's default",
+            site(&TOO_PATIENT)
+        )
+    );
+}
+
+#[test]
 fn every_problem_is_listed_together() {
     let error = refused([
         list_invoices::TOOL,
@@ -555,12 +610,7 @@ fn tools_are_sorted_by_name_whatever_the_input_order() {
     ];
     assert_eq!(names(&forward), expected);
     assert_eq!(names(&backward), expected);
-    for format in [
-        Format::OpenAi,
-        Format::OpenAiStrict,
-        Format::Anthropic,
-        Format::Mcp,
-    ] {
+    for format in Format::ALL {
         for audience in Audience::ALL {
             assert_eq!(
                 forward.list(audience, format).json(),
@@ -784,12 +834,7 @@ fn meta_tools_appear_only_where_deferred_tools_are_visible() {
 #[test]
 fn meta_tools_are_rendered_in_every_format() {
     let registry = visibility_registry();
-    for format in [
-        Format::OpenAi,
-        Format::OpenAiStrict,
-        Format::Anthropic,
-        Format::Mcp,
-    ] {
+    for format in Format::ALL {
         let list: Value =
             serde_json::from_str(registry.list(Audience::Model, format).json()).unwrap();
         let names: Vec<&str> = list
@@ -859,12 +904,7 @@ fn lists_are_serialized_once_per_audience_and_format() {
     let registry = visibility_registry();
     let clone = registry.clone();
     for audience in Audience::ALL {
-        for format in [
-            Format::OpenAi,
-            Format::OpenAiStrict,
-            Format::Anthropic,
-            Format::Mcp,
-        ] {
+        for format in Format::ALL {
             let first = registry.list(audience, format);
             let again = registry.list(audience, format);
             assert!(std::ptr::eq(first, again), "{audience:?} {format:?}");

@@ -1,4 +1,4 @@
-//! The compile-time contract of `#[tool]` and `#[derive(ToolInput)]`: every rule C1–C19 has a
+//! The compile-time contract of `#[tool]` and `#[derive(ToolInput)]`: every rule C1–C20 has a
 //! failing case in `tests/ui/fail/<rule>_<slug>.rs` whose `.stderr` is the message a user sees,
 //! and `tests/ui/pass/` uses every key of the attribute. Snapshots are made by the toolchain
 //! pinned in `rust-toolchain.toml`; regenerate with `TRYBUILD=overwrite cargo test --test ui`

@@ -57,13 +57,20 @@ async fn transfer(args: TransferArgs) -> Result<String, ToolError> {
     Ok(format!("moved {} to {}", args.cents, args.to))
 }
 
+/// Moves money; one invalid input fails the turn.
+#[tool(effect = write, input_retries = 0)]
+async fn wire(args: TransferArgs) -> Result<String, ToolError> {
+    Ok(format!("wired {} to {}", args.cents, args.to))
+}
+
 fn alice() -> Principal {
     Principal::user("test", "alice")
 }
 
 fn runtime_on(path: &Path, tally: &Tally) -> Runtime {
     Runtime::builder(
-        Registry::from_tools([tally::TOOL, transfer::TOOL]).expect("the tools register"),
+        Registry::from_tools([tally::TOOL, transfer::TOOL, wire::TOOL])
+            .expect("the tools register"),
     )
     .store(SqliteStore::open(path).expect("the store opens"))
     .state(tally.clone())
@@ -97,6 +104,16 @@ impl Fixture {
             .open_session(SessionSpec::new(id).initiator(alice()))
             .await
             .unwrap()
+    }
+
+    /// The id of session `session`'s last turn, from its stored conversation.
+    async fn last_turn(&self, session: &str) -> String {
+        let entries = self.runtime.store().conversation(session).await.unwrap();
+        entries
+            .last()
+            .expect("the session has messages")
+            .turn_id
+            .clone()
     }
 
     fn counted(&self) -> usize {
@@ -635,4 +652,34 @@ async fn a_paused_turn_is_sent_again_to_go_on() {
         Some("Searching…"),
         "the paused message goes back last"
     );
+}
+
+#[tokio::test]
+async fn a_tools_own_input_retries_take_precedence_over_the_agents() {
+    let fx = Fixture::new();
+    let session = fx.session("own-limit").await;
+    let model = ScriptedModel::new([
+        Reply::call("wire", json!({ "cents": 10 })),
+        Reply::text("never asked"),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone()).input_retries(5);
+    let error = agent
+        .send(&session, Some(alice()), "wire bob")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AgentError::InvalidInput { tool, attempts: 1, allowed: 0, .. } if tool == "wire"),
+        "{error:?}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no retry for `input_retries = 0`"
+    );
+    let run = fx
+        .runtime
+        .turn(&fx.last_turn("own-limit").await)
+        .await
+        .unwrap();
+    assert_eq!(run.record().await.unwrap().status, TurnStatus::Cancelled);
 }

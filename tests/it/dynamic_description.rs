@@ -135,12 +135,7 @@ fn model_text(text: &str, format: Format) -> String {
     }
 }
 
-const FORMATS: [Format; 4] = [
-    Format::OpenAi,
-    Format::OpenAiStrict,
-    Format::Anthropic,
-    Format::Mcp,
-];
+const FORMATS: [Format; 5] = Format::ALL;
 
 #[test]
 fn collection_uses_the_text_for_no_services() {

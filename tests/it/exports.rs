@@ -286,12 +286,7 @@ fn registry() -> Registry {
     .unwrap()
 }
 
-const FORMATS: [Format; 4] = [
-    Format::OpenAi,
-    Format::OpenAiStrict,
-    Format::Anthropic,
-    Format::Mcp,
-];
+const FORMATS: [Format; 5] = Format::ALL;
 
 fn list(registry: &Registry, audience: Audience, format: Format) -> Vec<Value> {
     serde_json::from_str(registry.list(audience, format).json()).unwrap()
@@ -308,7 +303,7 @@ fn exported(registry: &Registry, audience: Audience, format: Format, name: &str)
 fn tool_name(tool: &Value, format: Format) -> &str {
     let pointer = match format {
         Format::OpenAi | Format::OpenAiStrict => "/function/name",
-        Format::Anthropic | Format::Mcp => "/name",
+        Format::OpenAiResponses | Format::Anthropic | Format::Mcp => "/name",
     };
     tool.pointer(pointer).and_then(Value::as_str).unwrap()
 }
@@ -316,7 +311,7 @@ fn tool_name(tool: &Value, format: Format) -> &str {
 fn description(tool: &Value, format: Format) -> &str {
     let pointer = match format {
         Format::OpenAi | Format::OpenAiStrict => "/function/description",
-        Format::Anthropic | Format::Mcp => "/description",
+        Format::OpenAiResponses | Format::Anthropic | Format::Mcp => "/description",
     };
     tool.pointer(pointer).and_then(Value::as_str).unwrap()
 }
@@ -324,6 +319,7 @@ fn description(tool: &Value, format: Format) -> &str {
 fn input_schema(tool: &Value, format: Format) -> &Value {
     let pointer = match format {
         Format::OpenAi | Format::OpenAiStrict => "/function/parameters",
+        Format::OpenAiResponses => "/parameters",
         Format::Anthropic => "/input_schema",
         Format::Mcp => "/inputSchema",
     };
@@ -347,6 +343,19 @@ fn openai_strict_snapshot() {
         json!({
             "notes": strict.notes(),
             "tools": list(&registry, Audience::Model, Format::OpenAiStrict),
+        })
+    );
+}
+
+#[test]
+fn openai_responses_snapshot() {
+    let registry = registry();
+    let responses = registry.list(Audience::Model, Format::OpenAiResponses);
+    insta::assert_json_snapshot!(
+        "openai_responses",
+        json!({
+            "notes": responses.notes(),
+            "tools": list(&registry, Audience::Model, Format::OpenAiResponses),
         })
     );
 }
@@ -428,6 +437,18 @@ fn every_export_meets_its_providers_constraints() {
                             "{what}"
                         );
                         assert!(tool["function"]["strict"].is_boolean(), "{what}");
+                    }
+                    Format::OpenAiResponses => {
+                        assert!(is_provider_name(name), "{what}");
+                        let keys: Vec<&String> = tool.as_object().unwrap().keys().collect();
+                        assert_eq!(
+                            keys,
+                            ["description", "name", "parameters", "strict", "type"],
+                            "{what}"
+                        );
+                        assert_eq!(tool["type"], "function", "{what}");
+                        // The Responses API makes a function strict when `strict` is left out.
+                        assert!(tool["strict"].is_boolean(), "{what}");
                     }
                     Format::Anthropic => {
                         assert!(is_provider_name(name), "{what}");
@@ -655,6 +676,36 @@ fn openai_strict_says_why_a_tool_cannot_be_strict() {
         "tool_call",
     );
     assert_eq!(call["function"]["strict"], false);
+}
+
+#[test]
+fn openai_responses_is_the_strict_export_flattened() {
+    let registry = registry();
+    for audience in [Audience::Model, Audience::Subagent, Audience::User] {
+        let strict = registry.list(audience, Format::OpenAiStrict);
+        let responses = registry.list(audience, Format::OpenAiResponses);
+        // Strict where the schema allows it, exactly as the strict export decides, and the
+        // same notes for the same reasons.
+        assert_eq!(responses.notes(), strict.notes(), "{audience:?}");
+        let nested = list(&registry, audience, Format::OpenAiStrict);
+        let flat = list(&registry, audience, Format::OpenAiResponses);
+        assert_eq!(nested.len(), flat.len());
+        for (nested, flat) in nested.iter().zip(&flat) {
+            let mut expected = nested["function"].clone();
+            expected["type"] = json!("function");
+            assert_eq!(flat, &expected, "{audience:?}");
+        }
+    }
+    let tag = exported(
+        &registry,
+        Audience::Model,
+        Format::OpenAiResponses,
+        "tag_resources",
+    );
+    assert_eq!(
+        tag["strict"], false,
+        "written out: Responses defaults to strict"
+    );
 }
 
 #[test]
@@ -921,7 +972,7 @@ fn serve_tools_take_an_optional_task_id_and_say_how() {
                     .unwrap()
                     .contains("running task")
             );
-            if format == Format::OpenAiStrict {
+            if matches!(format, Format::OpenAiStrict | Format::OpenAiResponses) {
                 assert_eq!(task_id["type"], json!(["string", "null"]));
             } else {
                 assert_eq!(task_id["type"], "string");
@@ -1013,11 +1064,15 @@ fn provider_tools_are_sent_as_configured() {
     let entries = |format| -> Vec<Value> {
         list(&registry, Audience::Model, format)
             .into_iter()
-            .filter(|t| t.get("function").is_none() && t.get("input_schema").is_none())
+            .filter(|t| t["type"] != "function" && t.get("input_schema").is_none())
             .collect()
     };
-    // OpenAI: the configuration as given, strict or not.
-    for format in [Format::OpenAi, Format::OpenAiStrict] {
+    // OpenAI: the configuration as given, strict or not, for either API.
+    for format in [
+        Format::OpenAi,
+        Format::OpenAiStrict,
+        Format::OpenAiResponses,
+    ] {
         assert_eq!(
             entries(format),
             [
@@ -1059,6 +1114,12 @@ fn a_provider_tool_without_a_configuration_is_left_out_with_a_note() {
     // Strict mode only concerns function tools: a provider tool gets no "not strict" note.
     assert_eq!(
         registry.list(Audience::Model, Format::OpenAiStrict).notes(),
+        ["web_fetch: not sent to OpenAI: no openai configuration"]
+    );
+    assert_eq!(
+        registry
+            .list(Audience::Model, Format::OpenAiResponses)
+            .notes(),
         ["web_fetch: not sent to OpenAI: no openai configuration"]
     );
     assert_eq!(

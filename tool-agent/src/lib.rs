@@ -1,12 +1,13 @@
 //! The model loop of toolwright: a provider-neutral [`Model`] trait, the Chat Completions
-//! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), the Anthropic
-//! Messages API adapter ([`Anthropic`], prompt caching on by default), a deterministic
-//! [`ScriptedModel`] for tests (with the `loopback` feature, a `LoopbackProvider` serves the
-//! same scripts over HTTP in each provider's wire format), and the [`Agent`] that drives a
-//! runtime turn: it sends the conversation, runs the model's tool calls as steps, renders their
-//! results back and repeats until a final answer, a tool that ends the turn, or a park on input
-//! requests. The conversation is stored with the session, so a parked turn resumes in any
-//! process.
+//! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), the OpenAI
+//! Responses API adapter ([`Responses`]), the Anthropic Messages API adapter ([`Anthropic`],
+//! prompt caching on by default), a deterministic [`ScriptedModel`] for tests (with the
+//! `loopback` feature, a `LoopbackProvider` serves the same scripts over HTTP in each
+//! provider's wire format), and the [`Agent`] that drives a runtime turn: it sends the
+//! conversation, runs the model's tool calls as steps, renders their results back and repeats
+//! until a final answer, a tool that ends the turn, or a park on input requests, within a
+//! [`Budget`] and retrying what a provider fails for now ([`RetryPolicy`]). The conversation is
+//! stored with the session, so a parked turn resumes in any process.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -22,6 +23,7 @@ mod loopback;
 mod message;
 mod model;
 mod openai;
+mod responses;
 mod retry;
 mod scripted;
 mod telemetry;
@@ -38,5 +40,6 @@ pub use model::{
     ToolChoice, ToolDefinitions, complete,
 };
 pub use openai::{ChatCompletions, OPENAI_BASE_URL};
+pub use responses::{ReasoningEffort, ReasoningSummary, Responses};
 pub use retry::{RetryPolicy, Retrying};
 pub use scripted::{Reply, ScriptedModel};

@@ -177,6 +177,11 @@ pub struct ToolDescriptor {
     pub approval: Option<ApprovalSpec>,
     /// Whether success ends the turn.
     pub ends_turn: EndsTurn,
+    /// How many times the model loop lets the model correct a call whose input failed
+    /// validation before the turn fails, from 0 to [`ToolDescriptor::MAX_INPUT_RETRIES`]
+    /// (`#[tool(input_retries = N)]`); `None` leaves it to the loop's default. The registry
+    /// refuses a larger value.
+    pub input_retries: Option<u8>,
     /// Activity labels.
     pub label: LabelSpec,
     /// Explicit MCP annotation overrides.
@@ -204,6 +209,11 @@ pub struct ToolDescriptor {
 }
 
 impl ToolDescriptor {
+    /// The largest [`ToolDescriptor::input_retries`]: `#[tool(input_retries = N)]` takes 0 to
+    /// this. A model that has not produced valid input after this many corrections is not
+    /// going to; more attempts only spend the turn's tokens.
+    pub const MAX_INPUT_RETRIES: u8 = 10;
+
     /// A plain tool written by hand (the built-ins, fallbacks, tests): every key at its
     /// `#[tool]` default (no toolset, title, approval or labels; subagents allowed; output
     /// projected). Change what differs with struct update syntax:
@@ -233,6 +243,7 @@ impl ToolDescriptor {
             subagents: true,
             approval: None,
             ends_turn: EndsTurn::Never,
+            input_retries: None,
             label: LabelSpec {
                 start: None,
                 delta: None,

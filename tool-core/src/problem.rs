@@ -92,6 +92,20 @@ pub enum RegistryProblem {
         /// The definition.
         at: Location,
     },
+    /// An `input_retries` over [`crate::ToolDescriptor::MAX_INPUT_RETRIES`], in a descriptor
+    /// built without `#[tool]` (which refuses it at compile time).
+    #[error(
+        "tool `{tool}` at {at} sets `input_retries` to {retries}, over the most a tool may set ({max}); set 0 to {max}, or leave it out for the model loop's default",
+        max = crate::ToolDescriptor::MAX_INPUT_RETRIES
+    )]
+    InputRetries {
+        /// The tool.
+        tool: String,
+        /// The value given.
+        retries: u8,
+        /// The definition.
+        at: Location,
+    },
     /// The output schema is not an object.
     #[error(
         "tool `{tool}` at {at} publishes an output schema that is not a JSON object (MCP `outputSchema` must be); return a struct, or drop `output_schema`"

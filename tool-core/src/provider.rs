@@ -66,8 +66,9 @@ impl ProviderTool {
             .anthropic(json!({ "type": "code_execution_20250825", "name": "code_execution" }))
     }
 
-    /// Sets the object sent in OpenAI tool lists (`Format::OpenAi` and `Format::OpenAiStrict`),
-    /// e.g. `{"type": "web_search"}`.
+    /// Sets the object sent in OpenAI tool lists (`Format::OpenAi`, `Format::OpenAiStrict` and
+    /// `Format::OpenAiResponses`), e.g. `{"type": "web_search"}`. OpenAI runs its hosted tools
+    /// in the Responses API, so write the object that API documents.
     pub fn openai(mut self, config: Value) -> Self {
         self.openai = Some(config);
         self

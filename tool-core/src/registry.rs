@@ -563,6 +563,7 @@ mod tests {
             ])
         );
         assert_eq!(list(Format::OpenAiStrict), list(Format::OpenAi));
+        assert_eq!(list(Format::OpenAiResponses), list(Format::OpenAi));
         assert_eq!(
             list(Format::Anthropic),
             json!([{ "type": "web_search_20250305", "name": "web_search" }])
@@ -587,7 +588,7 @@ mod tests {
         assert!(tool.visible_to(Audience::Model));
         assert!(tool.visible_to(Audience::Subagent));
         assert!(!tool.visible_to(Audience::User));
-        for format in [Format::OpenAi, Format::Anthropic, Format::Mcp] {
+        for format in Format::ALL {
             assert_eq!(registry.list(Audience::User, format).json(), "[]");
             assert!(registry.list(Audience::User, format).notes().is_empty());
         }
@@ -813,6 +814,53 @@ mod tests {
         assert!(
             message.contains(": no catalog; return a fallback"),
             "{message}"
+        );
+    }
+
+    /// A plain tool (`ask_question`'s schema, another name) with `input_retries` set by hand.
+    fn retrying(name: &'static str, input_retries: Option<u8>) -> &'static ToolDescriptor {
+        Box::leak(Box::new(ToolDescriptor {
+            fn_name: name,
+            name,
+            input_retries,
+            ..*crate::builtin::ask_question()
+        }))
+    }
+
+    #[test]
+    fn tools_report_their_input_retries() {
+        let registry = Registry::from_tools([
+            retrying("strict", Some(0)),
+            retrying("patient", Some(ToolDescriptor::MAX_INPUT_RETRIES)),
+            retrying("unset", None),
+        ])
+        .unwrap();
+        let retries = |name| registry.get(name).unwrap().input_retries();
+        assert_eq!(retries("strict"), Some(0));
+        assert_eq!(retries("patient"), Some(10));
+        // Without the key, the model loop's default applies.
+        assert_eq!(retries("unset"), None);
+        assert_eq!(crate::builtin::ask_question().input_retries, None);
+    }
+
+    #[test]
+    fn input_retries_the_macro_refuses_are_refused_by_hand_too() {
+        let over = problems(retrying("eager", Some(11)));
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(over[0].starts_with("tool `eager` at "), "{over:?}");
+        assert!(
+            over[0].contains("sets `input_retries` to 11, over the most a tool may set (10)"),
+            "{over:?}"
+        );
+        let provider: &'static ToolDescriptor = Box::leak(Box::new(ToolDescriptor {
+            input_retries: Some(1),
+            ..provider_tool("retried_search", openai_only)
+        }));
+        let refused = problems(provider);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].contains("it sets `input_retries`, but the provider runs the call"),
+            "{refused:?}"
         );
     }
 }

@@ -109,6 +109,7 @@ impl Tool {
         let mut problems = Vec::new();
         let name = descriptor.model_name();
         check_names(descriptor, &name, &mut problems);
+        check_input_retries(descriptor, &name, &mut problems);
         let input = LocalInput::build(descriptor, &name, &mut problems);
         let (output_schema, output_validator) = local_output(descriptor, &name, &mut problems);
         let provider = descriptor
@@ -320,6 +321,17 @@ impl Tool {
     /// Whether success ends the turn (never, for remote tools).
     pub fn ends_turn(&self) -> EndsTurn {
         self.descriptor().map_or(EndsTurn::Never, |d| d.ends_turn)
+    }
+
+    /// How many times the model may correct a call of this tool whose input failed validation
+    /// before the turn fails: `#[tool(input_retries = N)]`, from 0 (the first invalid input
+    /// fails the turn) to [`ToolDescriptor::MAX_INPUT_RETRIES`]. The model loop shows the model
+    /// each validation error and lets it call again until the limit is spent.
+    ///
+    /// `None` when the tool does not set it, so the loop's default applies; always `None` for
+    /// remote tools.
+    pub fn input_retries(&self) -> Option<u8> {
+        self.descriptor().and_then(|d| d.input_retries)
     }
 
     /// Plain, durable or workflow (remote tools are plain).
@@ -608,6 +620,24 @@ fn check_names(
     }
 }
 
+/// A hand-built descriptor can hold any `u8`; `#[tool]` refuses the same values at compile time
+/// (C20), so the limit the getter documents holds for every tool.
+fn check_input_retries(
+    descriptor: &'static ToolDescriptor,
+    name: &str,
+    problems: &mut Vec<RegistryProblem>,
+) {
+    if let Some(retries) = descriptor.input_retries
+        && retries > ToolDescriptor::MAX_INPUT_RETRIES
+    {
+        problems.push(RegistryProblem::InputRetries {
+            tool: name.to_owned(),
+            retries,
+            at: descriptor.location,
+        });
+    }
+}
+
 /// The input side of a `#[tool]`: its model-facing schema, the same with every `$ref` inlined
 /// (or why that is impossible), and the validator compiled from the first (`None` when it does
 /// not compile; a problem then says why).
@@ -738,6 +768,9 @@ fn provider_config(
             "it is `user_only`, but only the model can reach a provider tool; remove `user_only`"
                 .to_owned(),
         );
+    }
+    if descriptor.input_retries.is_some() {
+        report("it sets `input_retries`, but the provider runs the call and the runtime never validates its input; remove `input_retries`".to_owned());
     }
     // A user fn runs here, at collection: a panic in it becomes a problem naming the tool
     // instead of taking the whole program down without saying which tool failed.

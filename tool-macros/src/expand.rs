@@ -585,6 +585,10 @@ fn emit(
     let user_only = Attrs::flag(&attrs.user_only);
     let deferred = Attrs::flag(&attrs.deferred);
     let subagents = attrs.subagents.as_ref().is_none_or(|g| g.value);
+    let input_retries = match attrs.input_retries() {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
+    };
     let location = quote_spanned! {ident.span()=>
         #tw::Location {
             file: ::core::file!(),
@@ -638,6 +642,7 @@ fn emit(
                 user_only: #user_only,
                 deferred: #deferred,
                 subagents: #subagents,
+                input_retries: #input_retries,
                 enabled: #enabled,
                 location: #location,
                 #fields

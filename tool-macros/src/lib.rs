@@ -1,7 +1,7 @@
 //! The `#[tool]` attribute and `#[derive(ToolInput)]` of toolwright.
 //!
 //! Use them through the `toolwright` facade, which documents them in full. The macro parses its
-//! keys into a typed IR (`attrs`), checks the rules C1–C19 over it (`rules`, `sig`), and only then
+//! keys into a typed IR (`attrs`), checks the rules C1–C20 over it (`rules`, `sig`), and only then
 //! expands (`expand`); on any error it emits the user's fn untouched with every error at once
 //! (`fallback`). It never panics on user input.
 
@@ -130,6 +130,13 @@ mod tests {
             ),
             ("provider, effect = read, deferred", "/// d\nfn f() {}"),
             ("effect = read, description", "fn f(a: A) {}"),
+            ("effect = read, input_retries = ", "/// d\nfn f(a: A) {}"),
+            ("effect = read, input_retries = -", "/// d\nfn f(a: A) {}"),
+            (
+                "effect = read, input_retries = 340282366920938463463374607431768211456",
+                "/// d\nfn f(a: A) {}",
+            ),
+            ("effect = read, input_retries = 1e3", "/// d\nfn f(a: A) {}"),
             ("effect = read, description = ", "fn f(a: A) {}"),
             ("effect = read, description = |s| s", "fn f(a: A) {}"),
             (

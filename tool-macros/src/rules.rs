@@ -1,8 +1,10 @@
-//! The compile-time rules C1–C19. Each has an id, the sentence the README's rule table shows,
+//! The compile-time rules C1–C20. Each has an id, the sentence the README's rule table shows,
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
-use crate::attrs::{ApprovalKey, Attrs, Description, Effect, Entry, Given, Policy};
+use crate::attrs::{
+    ApprovalKey, Attrs, Description, Effect, Entry, Given, MAX_INPUT_RETRIES, Policy,
+};
 use crate::ctxt::Ctxt;
 use crate::sig::Sig;
 
@@ -66,7 +68,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         id: "C9",
-        summary: "`user_only` + `deferred`, `ends_turn`, `approval` or `subagents` → error (the model never sees it)",
+        summary: "`user_only` + `deferred`, `ends_turn`, `approval`, `subagents` or `input_retries` → error (the model never sees it)",
         check: Some(c09_user_only),
     },
     Rule {
@@ -111,13 +113,18 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         id: "C18",
-        summary: "`provider` + a key for tools the runtime runs (`workflow`, `durable`, `approval`, `approval_key`, `ends_turn`, `user_only`, `label`, `output_schema`, `to_model_output`, `annotations`), or `effect = money`/`public` → error (the provider runs the call: nobody can approve it first)",
+        summary: "`provider` + a key for tools the runtime runs (`workflow`, `durable`, `approval`, `approval_key`, `ends_turn`, `input_retries`, `user_only`, `label`, `output_schema`, `to_model_output`, `annotations`), or `effect = money`/`public` → error (the provider runs the call: nobody can approve it first)",
         check: Some(c18_provider_keys),
     },
     Rule {
         id: "C19",
         summary: "a `provider` fn that takes parameters, is `async`, or does not return `ProviderTool` → error",
         check: Some(c19_provider_signature),
+    },
+    Rule {
+        id: "C20",
+        summary: "`input_retries` not an integer literal from 0 to 10 → error giving the range",
+        check: Some(c20_input_retries),
     },
 ];
 
@@ -215,6 +222,12 @@ fn c09_user_only(tool: &Tool<'_>, cx: &mut Ctxt) {
         cx.error_at(
             g.span,
             format!("`subagents` with `user_only`: {why}, nor do subagents; remove one"),
+        );
+    }
+    if let Some(g) = &a.input_retries {
+        cx.error_at(
+            g.span,
+            format!("`input_retries` with `user_only`: {why}, so no model retries its invalid input (a person sees the error directly); remove one"),
         );
     }
 }
@@ -473,6 +486,13 @@ fn c18_provider_keys(tool: &Tool<'_>, cx: &mut Ctxt) {
             "the provider hands the result straight back to the model, which goes on answering",
         );
     }
+    if let Some(g) = &a.input_retries {
+        refuse(
+            g.span,
+            "input_retries",
+            "the provider checks the arguments it defines, and the runtime never validates them",
+        );
+    }
     if let Some(g) = a.user_only.as_ref().filter(|g| g.value) {
         refuse(
             g.span,
@@ -543,6 +563,24 @@ fn c19_provider_signature(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
 }
 
+/// Each retry is another model call that shows the model its validation error again; past ten
+/// corrections a model that has not produced valid input will rarely produce it, and more
+/// attempts only spend the turn. The literal's type is checked while parsing; this is its range.
+fn c20_input_retries(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let Some(given) = &tool.attrs.input_retries else {
+        return;
+    };
+    if tool.attrs.input_retries().is_none() {
+        cx.error_spanned(
+            &given.value,
+            format!(
+                "`input_retries = {}` is over the limit: write 0 to {MAX_INPUT_RETRIES} (a model that has not produced valid input after {MAX_INPUT_RETRIES} corrections rarely will, and each retry is another model call)",
+                given.value.base10_digits()
+            ),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +619,15 @@ mod tests {
         assert!(run("effect = write, workflow = task", F).is_empty());
         assert!(run("effect = public, user_only", F).is_empty());
         assert!(run("effect = write, label(start = \"x {a}\", delta = d)", F).is_empty());
+        assert!(run("effect = read, input_retries = 0", F).is_empty());
+        assert!(
+            run(
+                "effect = write, workflow = serve, deferred, input_retries = 10",
+                F
+            )
+            .is_empty()
+        );
+        assert!(run("effect = read, user_only = false, input_retries = 2", F).is_empty());
     }
 
     #[test]
@@ -594,7 +641,21 @@ mod tests {
         assert!(
             run("effect = read, workflow = execute, durable", F)[0].contains("already durable")
         );
-        assert_eq!(run("effect = read, user_only, deferred, ends_turn, approval = always, subagents = false", F).len(), 4);
+        assert_eq!(run("effect = read, user_only, deferred, ends_turn, approval = always, subagents = false, input_retries = 1", F).len(), 5);
+        assert!(
+            run("effect = read, user_only, input_retries = 0", F)[0]
+                .starts_with("`input_retries` with `user_only`")
+        );
+        for over in ["11", "255", "256", "99999999999999999999999"] {
+            let messages = run(&format!("effect = read, input_retries = {over}"), F);
+            assert_eq!(messages.len(), 1, "{messages:?}");
+            assert!(
+                messages[0].starts_with(&format!(
+                    "`input_retries = {over}` is over the limit: write 0 to 10"
+                )),
+                "{messages:?}"
+            );
+        }
         assert!(run("effect = money", F)[0].contains("explicit approval policy"));
         assert!(run("effect = write, approval_key = input", F)[0].contains("no `approval`"));
         assert!(
@@ -653,13 +714,18 @@ mod tests {
         );
         assert!(run("provider, effect = read, deferred", P)[0].contains("could never reach it"));
         let keys = run(
-            "provider, effect = read, workflow = execute, durable, approval = always, approval_key = input, ends_turn, user_only, label(start = \"x\"), output_schema, to_model_output = p, annotations(read_only = true)",
+            "provider, effect = read, workflow = execute, durable, approval = always, approval_key = input, ends_turn, input_retries = 2, user_only, label(start = \"x\"), output_schema, to_model_output = p, annotations(read_only = true)",
             P,
         );
-        assert_eq!(keys.len(), 10, "{keys:?}");
+        assert_eq!(keys.len(), 11, "{keys:?}");
         assert!(
             keys.iter().all(|m| m.contains("on a `provider` tool")),
             "{keys:?}"
+        );
+        // C20 stays quiet: C18 already refuses the key, whatever its value.
+        assert_eq!(
+            run("provider, effect = read, input_retries = 99", P).len(),
+            1
         );
         // C10 stays quiet: C18 says why no approval can work.
         let money = run("provider, effect = money", P);

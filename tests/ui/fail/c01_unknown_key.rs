@@ -21,6 +21,7 @@ async fn restart(args: Args) -> String {
     annotations(idempotnt = true),
     i18n(en(titel = "Restart")),
     xyzzy = 1,
+    retries = 3,
 )]
 async fn restart_nested(args: Args) -> String {
     args.service

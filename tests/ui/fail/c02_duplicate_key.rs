@@ -16,6 +16,8 @@ struct Args {
     untrusted,
     approval = always,
     approval = once,
+    input_retries = 2,
+    input_retries = 3,
     label(start = "Restarting {service}", start = "Restart {service}"),
     i18n(en(title = "Restart"), en(title = "Restart again")),
 )]

@@ -13,6 +13,7 @@ fn shorten(output: &serde_json::Value) -> String {
     approval = always,
     approval_key = input,
     ends_turn,
+    input_retries = 2,
     user_only,
     label(start = "Running code"),
     output_schema,

@@ -609,7 +609,7 @@ impl Agent {
         let retries_of = |name: &str| {
             registry
                 .get(name)
-                .and(None::<u8>) // INPUT_RETRIES_PENDING: tool.input_retries() once the key lands
+                .and_then(|tool| tool.input_retries())
                 .map_or(self.input_retries, u32::from)
         };
         let Some((tool, attempts, message)) =

@@ -1,5 +1,6 @@
-//! Provider exports: OpenAI function tools (plain and strict), Anthropic tools and MCP tools,
-//! and the provider-native tools each provider runs itself, in that provider's own format.
+//! Provider exports: OpenAI function tools (Chat Completions plain and strict, and the
+//! Responses API's flat form), Anthropic tools and MCP tools, and the provider-native tools
+//! each provider runs itself, in that provider's own format.
 
 use serde_json::{Map, Value, json};
 
@@ -12,9 +13,9 @@ pub use strict::{strict_schema, strip_strict_nulls};
 
 /// A provider's tool format.
 ///
-/// Provider-native tools (`#[tool(provider)]`) appear in the OpenAI and Anthropic lists as their
-/// configuration object for that provider, are left out (with a note) where they have none, and
-/// are never in the MCP list.
+/// Provider-native tools (`#[tool(provider)]`) appear in the three OpenAI lists and the Anthropic
+/// list as their configuration object for that provider, are left out (with a note) where they
+/// have none, and are never in the MCP list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     /// OpenAI function tools (`{"type":"function","function":{...}}`), `strict: false`:
@@ -23,6 +24,12 @@ pub enum Format {
     /// OpenAI function tools in strict mode where the schema allows it; a tool whose schema
     /// cannot be made strict is exported with `strict: false` and a note saying why.
     OpenAiStrict,
+    /// OpenAI Responses API function tools, flat (`{"type":"function","name","description",
+    /// "parameters","strict"}`), strict where the schema allows it exactly as
+    /// [`Format::OpenAiStrict`] decides, with the same notes. `strict` is always written: the
+    /// Responses API makes a function strict when it is left out, which would turn the optional
+    /// fields of a schema that cannot be strict into required ones.
+    OpenAiResponses,
     /// Anthropic tools (`{"name","description","input_schema"}`).
     Anthropic,
     /// MCP tools (`name`, `title`, `description`, `inputSchema`, `outputSchema`, `annotations`).
@@ -30,15 +37,30 @@ pub enum Format {
 }
 
 impl Format {
-    pub(crate) const COUNT: usize = 4;
+    /// Every format, in declaration order.
+    pub const ALL: [Format; 5] = [
+        Format::OpenAi,
+        Format::OpenAiStrict,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::Mcp,
+    ];
+
+    pub(crate) const COUNT: usize = Format::ALL.len();
 
     pub(crate) const fn index(self) -> usize {
         match self {
             Format::OpenAi => 0,
             Format::OpenAiStrict => 1,
-            Format::Anthropic => 2,
-            Format::Mcp => 3,
+            Format::OpenAiResponses => 2,
+            Format::Anthropic => 3,
+            Format::Mcp => 4,
         }
+    }
+
+    /// Whether function tools are strict in this format where their schema allows it.
+    const fn strict(self) -> bool {
+        matches!(self, Format::OpenAiStrict | Format::OpenAiResponses)
     }
 }
 
@@ -54,20 +76,29 @@ pub fn export(tool: &Tool, audience: Audience, format: Format) -> (Option<Value>
     }
     match format {
         Format::OpenAi => (Some(openai(tool, audience)), None),
-        Format::OpenAiStrict => match openai_strict(tool, audience) {
-            Ok(value) => (Some(value), None),
-            Err(reason) => (
-                Some(openai(tool, audience)),
-                Some(format!("not strict: {reason}")),
-            ),
-        },
+        Format::OpenAiStrict | Format::OpenAiResponses => {
+            let (value, note) = match openai_strict(tool, audience) {
+                Ok(value) => (value, None),
+                Err(reason) => (
+                    openai(tool, audience),
+                    Some(format!("not strict: {reason}")),
+                ),
+            };
+            let value = if format == Format::OpenAiResponses {
+                flat(value)
+            } else {
+                value
+            };
+            (Some(value), note)
+        }
         Format::Anthropic => (Some(anthropic(tool, audience)), None),
         Format::Mcp => (Some(mcp(tool)), None),
     }
 }
 
 /// The entry of the provider-native tool `name` in `format`: the OpenAI configuration as given
-/// (strict mode does not apply: the provider defines the tool's input), the Anthropic
+/// (strict mode does not apply: the provider defines the tool's input; OpenAI's hosted tools
+/// are Responses API tools, so the configuration is already in that API's form), the Anthropic
 /// configuration with `name` set when it has none; or why the tool has no entry there.
 pub fn provider_entry(
     name: &str,
@@ -75,7 +106,7 @@ pub fn provider_entry(
     format: Format,
 ) -> Result<Value, String> {
     match format {
-        Format::OpenAi | Format::OpenAiStrict => provider
+        Format::OpenAi | Format::OpenAiStrict | Format::OpenAiResponses => provider
             .openai_config()
             .cloned()
             .ok_or_else(|| "not sent to OpenAI: no openai configuration".to_owned()),
@@ -115,6 +146,21 @@ pub fn openai_strict(tool: &Tool, audience: Audience) -> Result<Value, String> {
             "strict": true,
         }
     }))
+}
+
+/// A Chat Completions function tool (`{"type":"function","function":{...}}`) in the Responses
+/// API's flat form (`{"type":"function","name",...}`).
+fn flat(nested: Value) -> Value {
+    match nested {
+        Value::Object(mut map) => match map.remove("function") {
+            Some(Value::Object(mut function)) => {
+                function.insert("type".into(), json!("function"));
+                Value::Object(function)
+            }
+            _ => Value::Object(map),
+        },
+        other => other,
+    }
 }
 
 /// The Anthropic tool. Anthropic accepts `$defs`/`$ref`; the schema is passed as is. For a
@@ -234,6 +280,9 @@ pub fn meta_tools(format: Format) -> Vec<(&'static str, Value)> {
         Format::OpenAiStrict => {
             json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": name == "tool_search" } })
         }
+        Format::OpenAiResponses => {
+            json!({ "type": "function", "name": name, "description": text, "parameters": schema, "strict": name == "tool_search" })
+        }
         Format::Anthropic => json!({ "name": name, "description": text, "input_schema": schema }),
         Format::Mcp => {
             json!({ "name": name, "description": text, "inputSchema": schema, "annotations": { "readOnlyHint": name == "tool_search" } })
@@ -252,7 +301,7 @@ pub fn meta_tools(format: Format) -> Vec<(&'static str, Value)> {
 pub fn task_meta_tools(format: Format) -> Vec<(&'static str, Value)> {
     // Strict mode needs every property required, so optional ones are nullable there; other
     // formats leave them out of `required`.
-    let wait_schema = if format == Format::OpenAiStrict {
+    let wait_schema = if format.strict() {
         json!({
             "type": "object",
             "properties": {
@@ -284,7 +333,10 @@ pub fn task_meta_tools(format: Format) -> Vec<(&'static str, Value)> {
     let cancel_text = "Cancel a running task by its task_id. The task stops after its cleanup; its result will not arrive.";
     let render = |name: &str, text: &str, schema: &Value, read_only: bool| match format {
         Format::OpenAi | Format::OpenAiStrict => {
-            json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": format == Format::OpenAiStrict } })
+            json!({ "type": "function", "function": { "name": name, "description": text, "parameters": schema, "strict": format.strict() } })
+        }
+        Format::OpenAiResponses => {
+            json!({ "type": "function", "name": name, "description": text, "parameters": schema, "strict": true })
         }
         Format::Anthropic => json!({ "name": name, "description": text, "input_schema": schema }),
         Format::Mcp => {
@@ -343,6 +395,36 @@ mod tests {
         );
     }
     use super::*;
+
+    #[test]
+    fn responses_entries_are_the_strict_ones_flattened() {
+        let nested = json!({ "type": "function", "function": {
+            "name": "n", "description": "d", "parameters": { "type": "object" }, "strict": false
+        }});
+        assert_eq!(
+            flat(nested),
+            json!({ "type": "function", "name": "n", "description": "d",
+                "parameters": { "type": "object" }, "strict": false })
+        );
+        // Provider-native configurations have no `function` and pass through.
+        assert_eq!(
+            flat(json!({ "type": "web_search" })),
+            json!({ "type": "web_search" })
+        );
+        for tools in [meta_tools, task_meta_tools] {
+            let strict = tools(Format::OpenAiStrict);
+            let responses = tools(Format::OpenAiResponses);
+            assert_eq!(strict.len(), responses.len());
+            for ((name, nested), (same, flat_entry)) in strict.into_iter().zip(responses) {
+                assert_eq!(name, same);
+                assert_eq!(flat(nested), flat_entry, "{name}");
+                assert!(
+                    flat_entry["strict"].is_boolean(),
+                    "{name}: strict is explicit"
+                );
+            }
+        }
+    }
 
     #[test]
     fn strict_closes_objects_and_nulls_optional_fields() {

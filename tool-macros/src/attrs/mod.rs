@@ -4,7 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitBool, LitStr, Path, Token};
+use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::ctxt::{Ctxt, suggest};
 use crate::template::Template;
@@ -87,6 +87,11 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
         "success ends the turn (always, or when a fn of the output says so)",
     ),
     (
+        "input_retries",
+        "input_retries = N",
+        "how many times the model may correct an invalid input of this tool before the turn fails, 0 to 10 (0: the first invalid input fails it); default: the model loop's",
+    ),
+    (
         "label",
         "label(start = \"...\" | path, delta = path, complete = \"...\" | path)",
         "user-facing activity text; `{field}` placeholders name argument fields",
@@ -133,9 +138,21 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Names other tool frameworks give our keys, pointed to ours when used as a key: a typo search
+/// would not find them (`retries` is far from `input_retries` by edit distance).
+const KEY_ALIASES: &[(&str, &str)] = &[
+    ("retries", "input_retries"),
+    ("max_retries", "input_retries"),
+];
+
 pub(crate) const EFFECTS: &[&str] = &["read", "write", "money", "public"];
 pub(crate) const POLICIES: &[&str] = &["never", "once", "always", "auto"];
 pub(crate) const ENTRIES: &[&str] = &["execute", "task", "serve"];
+
+/// The largest `input_retries`. tool-core's `ToolDescriptor::MAX_INPUT_RETRIES` is the same
+/// number (this crate depends on nothing of ours); `tests/ui/pass/input_retries.rs` checks that
+/// they agree.
+pub(crate) const MAX_INPUT_RETRIES: u8 = 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Effect {
@@ -267,6 +284,8 @@ pub(crate) struct Attrs {
     pub(crate) approval: Option<Approval>,
     pub(crate) approval_key: Option<Given<ApprovalKey>>,
     pub(crate) ends_turn: Option<Given<Option<EndsTurn>>>,
+    /// The integer literal as written; its range is C20's.
+    pub(crate) input_retries: Option<Given<LitInt>>,
     pub(crate) label: Option<Given<Label>>,
     pub(crate) output_schema: Option<Given<bool>>,
     pub(crate) to_model_output: Option<Given<Path>>,
@@ -281,6 +300,16 @@ pub(crate) struct Attrs {
 impl Attrs {
     pub(crate) fn flag(value: &Option<Given<bool>>) -> bool {
         value.as_ref().is_some_and(|g| g.value)
+    }
+
+    /// The value of `input_retries`, when it is given and in range (C20 reports it otherwise).
+    pub(crate) fn input_retries(&self) -> Option<u8> {
+        let given = self.input_retries.as_ref()?;
+        given
+            .value
+            .base10_parse::<u8>()
+            .ok()
+            .filter(|n| *n <= MAX_INPUT_RETRIES)
     }
 }
 
@@ -424,6 +453,17 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
             };
             set(&mut attrs.ends_turn, value, span, &key, cx);
         }
+        "input_retries" => {
+            if !meta.input.peek(Token![=]) {
+                cx.error_at(span, format!("`input_retries` needs a number of retries from 0 to {MAX_INPUT_RETRIES}: `input_retries = 3`"));
+                skip_value(&meta)?;
+                return Ok(());
+            }
+            let expr: Expr = meta.value()?.parse()?;
+            if let Some(lit) = retries_value(&expr, cx) {
+                set(&mut attrs.input_retries, lit, span, &key, cx);
+            }
+        }
         "label" => {
             let label = parse_label(&meta, cx)?;
             set(&mut attrs.label, label, span, &key, cx);
@@ -477,11 +517,14 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
                 .map(|k| format!("`{}`", k.0))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let hint = suggest(
-                &key,
-                KEYS.iter().map(|k| k.0),
-                &format!("the keys are {known}"),
-            );
+            let hint = match KEY_ALIASES.iter().find(|(alias, _)| *alias == key) {
+                Some((_, ours)) => format!("; did you mean `{ours}`?"),
+                None => suggest(
+                    &key,
+                    KEYS.iter().map(|k| k.0),
+                    &format!("the keys are {known}"),
+                ),
+            };
             cx.error_at(span, format!("unknown key `{key}` in `#[tool]`{hint}"));
             skip_value(&meta)?;
         }
@@ -510,11 +553,12 @@ mod tests {
             r#"name = "n", toolset = "t", title = "T", summary = "S", description = "d",
                i18n(en(title = "T", summary = "S")), effect = money, untrusted, deferred,
                subagents = false, approval(request = once, prompt = "Pay {amount}?", response = only_me),
-               approval_key = input, ends_turn = done, label(start = "Paying {amount}", delta = d, complete = c),
+               approval_key = input, ends_turn = done, input_retries = 2, label(start = "Paying {amount}", delta = d, complete = c),
                output_schema, to_model_output = p, durable, enabled = e, provider,
                annotations(idempotent = true), crate = ::toolwright"#,
         );
         assert!(!cx.has_errors(), "{:?}", cx.messages());
+        assert_eq!(attrs.input_retries(), Some(2));
         assert_eq!(attrs.effect.unwrap().value, Effect::Money);
         assert!(attrs.approval.unwrap().object_form);
         assert!(matches!(
@@ -670,6 +714,72 @@ mod tests {
         let (attrs, cx) = parse_str("effect = read, ends_turn = false");
         assert!(!cx.has_errors());
         assert!(attrs.ends_turn.unwrap().value.is_none());
+    }
+
+    #[test]
+    fn input_retries_is_an_integer_literal() {
+        for (src, value) in [("0", 0), ("3", 3), ("10", 10), ("4u8", 4), ("5_usize", 5)] {
+            let (attrs, cx) = parse_str(&format!("effect = read, input_retries = {src}"));
+            assert!(!cx.has_errors(), "{src}: {:?}", cx.messages());
+            assert_eq!(attrs.input_retries(), Some(value), "{src}");
+        }
+        // Out of range is C20's: parsing keeps the literal, the value reads as none.
+        let (attrs, cx) = parse_str("effect = read, input_retries = 11");
+        assert!(!cx.has_errors());
+        assert!(attrs.input_retries.is_some());
+        assert_eq!(attrs.input_retries(), None);
+    }
+
+    #[test]
+    fn input_retries_that_is_not_an_integer_literal_is_refused() {
+        let (attrs, cx) = parse_str(
+            r#"input_retries = "3", input_retries = -1, input_retries = MAX_RETRIES,
+               input_retries = 2.5, input_retries = "many", input_retries = 3abc,
+               input_retries, input_retries(3), effect = read"#,
+        );
+        let messages = cx.messages();
+        assert_eq!(messages.len(), 8, "{messages:?}");
+        assert!(messages[0].contains("without quotes: `input_retries = 3`"));
+        assert!(messages[1].contains("cannot be negative"));
+        assert!(messages[2].contains("not a path"));
+        for message in &messages[3..6] {
+            assert!(
+                message.contains("takes an integer literal from 0 to 10"),
+                "{message}"
+            );
+        }
+        for message in &messages[6..] {
+            assert!(message.contains("needs a number of retries"), "{message}");
+        }
+        assert!(attrs.input_retries.is_none());
+        assert!(attrs.effect.is_some(), "parsing goes on");
+    }
+
+    #[test]
+    fn other_frameworks_names_for_input_retries_point_to_it() {
+        let (_, cx) = parse_str(
+            r#"effect = read, retries = 3, max_retries = 3, input_retry = 3, input_retries = "30""#,
+        );
+        let messages = cx.messages();
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        for message in &messages[..3] {
+            assert!(
+                message.ends_with("; did you mean `input_retries`?"),
+                "{message}"
+            );
+        }
+        // A quoted number out of range is not told to drop the quotes, only to mind the range.
+        assert!(
+            messages[3].contains("takes an integer literal from 0 to 10"),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn input_retries_given_twice_keeps_the_first() {
+        let (attrs, cx) = parse_str("effect = read, input_retries = 1, input_retries = 2");
+        assert_eq!(cx.messages(), ["`input_retries` is given twice; keep one"]);
+        assert_eq!(attrs.input_retries(), Some(1));
     }
 
     #[test]

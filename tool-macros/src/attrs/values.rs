@@ -58,6 +58,46 @@ pub(super) fn string_value(
     }
 }
 
+/// `input_retries = N`: an integer literal (with an integer suffix or none). Whether it is in
+/// range is C20's check over the parsed value.
+pub(super) fn retries_value(expr: &Expr, cx: &mut Ctxt) -> Option<LitInt> {
+    const INTEGER_SUFFIXES: &[&str] = &[
+        "", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+    ];
+    let range = format!("0 to {MAX_INPUT_RETRIES}");
+    let message = match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(lit), ..
+        }) if INTEGER_SUFFIXES.contains(&lit.suffix()) => return Some(lit.clone()),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) if text
+            .value()
+            .trim()
+            .parse::<u8>()
+            .is_ok_and(|n| n <= MAX_INPUT_RETRIES) =>
+        {
+            format!(
+                "write the number without quotes: `input_retries = {}`",
+                text.value().trim()
+            )
+        }
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            ..
+        }) => format!(
+            "`input_retries` counts retries and cannot be negative; write {range} (0: the first invalid input fails the turn)"
+        ),
+        Expr::Path(_) => format!(
+            "`input_retries` takes an integer literal from {range}, not a path (the macro cannot read a const's value); write the number: `input_retries = 3`"
+        ),
+        _ => format!("`input_retries` takes an integer literal from {range}: `input_retries = 3`"),
+    };
+    cx.error_spanned(expr, message);
+    None
+}
+
 /// `description = "..."` or `description = path`.
 pub(super) fn description_value(
     meta: &ParseNestedMeta<'_>,
