@@ -3,7 +3,9 @@
 //! asked right here.
 //!
 //! ```sh
-//! export ANTHROPIC_API_KEY=...
+//! # OpenAI's Responses API, with OPENAI_API_KEY set:
+//! cargo run --example agent --features agent -- --provider openai --model gpt-4.1
+//! # Anthropic's Messages API, with ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) set:
 //! cargo run --example agent --features agent -- --provider anthropic --model claude-sonnet-4-5
 //! # Ollama, vLLM, llama.cpp's server or any other Chat Completions server (a key is optional):
 //! cargo run --example agent --features agent -- \

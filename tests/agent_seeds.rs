@@ -6,8 +6,8 @@
 //!
 //! Every scenario runs on the scripted model itself (`scripted::<scenario>`) and through each
 //! HTTP adapter against a `LoopbackProvider` serving the same script in that adapter's wire
-//! format (`chat_completions::<scenario>`, `anthropic::<scenario>`): what the loop does must not
-//! depend on how the model is reached.
+//! format (`chat_completions::<scenario>`, `responses::<scenario>`, `anthropic::<scenario>`):
+//! what the loop does must not depend on how the model is reached.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,7 +21,7 @@ use serde_json::json;
 use toolwright::Principal;
 use toolwright::agent::{
     Agent, AgentEvent, AgentOutcome, Anthropic, Backend, ChatCompletions, LoopbackProvider,
-    Message, Model, ModelError, Reply, Request, ResponseStream, ScriptedModel, Wire,
+    Message, Model, ModelError, Reply, Request, ResponseStream, Responses, ScriptedModel, Wire,
 };
 use toolwright::prelude::*;
 use toolwright::registry::Format;
@@ -176,6 +176,7 @@ impl Via {
         match self {
             Via::Scripted => "scripted",
             Via::Http(Wire::ChatCompletions) => "chat_completions",
+            Via::Http(Wire::Responses) => "responses",
             Via::Http(Wire::Anthropic) => "anthropic",
             Via::Http(other) => panic!("no adapter for {other} yet"),
         }
@@ -185,6 +186,7 @@ impl Via {
         match key {
             "scripted" => Via::Scripted,
             "chat_completions" => Via::Http(Wire::ChatCompletions),
+            "responses" => Via::Http(Wire::Responses),
             "anthropic" => Via::Http(Wire::Anthropic),
             other => panic!("unknown model `{other}`"),
         }
@@ -260,6 +262,11 @@ fn adapter(provider: &LoopbackProvider) -> Arc<dyn Model> {
                 .base_url(provider.base_url())
                 .api_key("sk-loopback"),
         ),
+        Wire::Responses => Arc::new(
+            Responses::new("gpt-4.1")
+                .base_url(provider.base_url())
+                .api_key("sk-loopback"),
+        ),
         Wire::Anthropic => Arc::new(
             Anthropic::new("claude-sonnet-4-5")
                 .base_url(provider.base_url())
@@ -286,6 +293,7 @@ macro_rules! on_every_model {
     ($($scenario:ident),* $(,)?) => {
         on_model!(scripted, Via::Scripted, $($scenario),*);
         on_model!(chat_completions, Via::Http(Wire::ChatCompletions), $($scenario),*);
+        on_model!(responses, Via::Http(Wire::Responses), $($scenario),*);
         on_model!(anthropic, Via::Http(Wire::Anthropic), $($scenario),*);
     };
 }

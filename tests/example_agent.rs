@@ -182,6 +182,11 @@ async fn openai_compatible_a_turn_left_waiting_is_approved_from_a_new_process() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_a_turn_left_waiting_is_approved_from_a_new_process() {
+    a_turn_left_waiting_is_approved_from_a_new_process(Wire::Responses, "openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_a_turn_left_waiting_is_approved_from_a_new_process() {
     a_turn_left_waiting_is_approved_from_a_new_process(Wire::Anthropic, "anthropic").await;
 }
@@ -196,6 +201,12 @@ fn refused(args: &[&str]) -> String {
     let output = command.args(args).stdin(Stdio::null()).output().unwrap();
     assert!(!output.status.success(), "{output:?}");
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn without_a_key_openai_says_what_to_set() {
+    let stderr = refused(&["--provider", "openai", "--model", "gpt-4.1"]);
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
 }
 
 #[test]

@@ -4,11 +4,14 @@
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use toolwright::agent::{Anthropic, ChatCompletions, Model};
+use toolwright::agent::{Anthropic, ChatCompletions, Model, Responses};
 
 /// Who answers.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Provider {
+    /// OpenAI's Responses API: `OPENAI_API_KEY`, and `--base-url` or `OPENAI_BASE_URL` for a
+    /// proxy.
+    Openai,
     /// Anthropic's Messages API: `ANTHROPIC_API_KEY` (or `ANTHROPIC_AUTH_TOKEN`), and
     /// `--base-url` or `ANTHROPIC_BASE_URL` for a gateway.
     Anthropic,
@@ -25,6 +28,13 @@ pub(crate) fn model(
 ) -> Result<Arc<dyn Model>, String> {
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     match provider {
+        Provider::Openai => {
+            let mut model = Responses::from_env(name).map_err(|e| e.to_string())?;
+            if let Some(url) = base_url {
+                model = model.base_url(url);
+            }
+            Ok(Arc::new(model))
+        }
         Provider::Anthropic => {
             let mut model = Anthropic::from_env(name).map_err(|e| e.to_string())?;
             if let Some(url) = base_url {

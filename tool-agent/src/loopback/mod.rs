@@ -42,9 +42,9 @@ pub enum Wire {
     /// arguments split across chunks, the usage chunk when `stream_options.include_usage` asks
     /// for it, then `data: [DONE]`.
     ChatCompletions,
-    /// OpenAI's Responses API, `POST /v1/responses`: typed events from `response.created` to
-    /// `response.completed` (with the usage), function-call arguments in
-    /// `response.function_call_arguments.delta` events.
+    /// OpenAI's Responses API, `POST /v1/responses`, as [`Responses`](crate::Responses) speaks
+    /// it: typed events from `response.created` to `response.completed` (with the usage),
+    /// function-call arguments in `response.function_call_arguments.delta` events.
     Responses,
     /// Anthropic's Messages API, `POST /v1/messages`, as [`Anthropic`](crate::Anthropic)
     /// speaks it: `message_start`, content blocks (`text_delta`, `input_json_delta`),

@@ -8,7 +8,7 @@ use sse_stream::SseStream;
 
 use super::{LoopbackProvider, Wire};
 use crate::model::{FinishReason, Model, ModelError, Request, StreamEvent, complete};
-use crate::{Anthropic, ChatCompletions, Message, Reply, Usage};
+use crate::{Anthropic, ChatCompletions, Message, Reply, Responses, Usage};
 
 fn chat(provider: &LoopbackProvider) -> ChatCompletions {
     ChatCompletions::new("gpt-4.1")
@@ -216,6 +216,58 @@ async fn anthropic_events_follow_the_streaming_guide() {
     let delta = &events[events.len() - 2].1;
     assert_eq!(delta["delta"]["stop_reason"], "tool_use");
     assert_eq!(delta["usage"]["output_tokens"], 5);
+}
+
+#[tokio::test]
+async fn the_responses_adapter_gets_text_split_calls_usage_refusals_and_failures() {
+    let mut replies = script().to_vec();
+    replies.push(Reply::refusal("I can't help with that."));
+    let failed = ModelError::Provider {
+        message: "The model failed to generate a response.".into(),
+        code: Some("server_error".into()),
+    };
+    replies.push(Reply::fail(failed.clone()));
+    let provider = LoopbackProvider::start(Wire::Responses, replies)
+        .await
+        .unwrap();
+    let model = Responses::new("gpt-4.1")
+        .base_url(provider.base_url())
+        .api_key("sk-test");
+    let events: Vec<_> = model.stream(request()).await.unwrap().collect().await;
+    let deltas = events
+        .iter()
+        .filter(|e| matches!(e, Ok(StreamEvent::ToolCallDelta { index: 1, .. })))
+        .count();
+    assert!(deltas > 1, "the arguments arrive in pieces: {events:?}");
+    let Some(Ok(StreamEvent::Completed(response))) = events.last() else {
+        panic!("the stream completes: {events:?}");
+    };
+    assert_eq!(response.message.text, "Restarting payment-api.");
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    let calls = &response.message.tool_calls;
+    assert_eq!(calls[0].call_id, "call_loopback_1_1");
+    assert_eq!(
+        serde_json::from_str::<Value>(&calls[1].arguments).unwrap(),
+        json!({ "service": "payment-api", "lines": 20 })
+    );
+    assert_eq!(response.model, "gpt-4.1");
+    assert_eq!(response.id, "resp_loopback_1");
+    assert_eq!(
+        response.usage,
+        Some(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Usage::default()
+        })
+    );
+    assert_eq!(provider.requests()[0]["model"], "gpt-4.1");
+
+    let refused = complete(&model, request()).await.unwrap();
+    assert_eq!(
+        refused.message.refusal.as_deref(),
+        Some("I can't help with that.")
+    );
+    assert_eq!(complete(&model, request()).await.unwrap_err(), failed);
 }
 
 #[tokio::test]
