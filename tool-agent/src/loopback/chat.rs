@@ -59,7 +59,7 @@ pub(super) fn opening(answer: &Answer<'_>) -> Vec<Frame> {
 
 /// An error inside a started stream: a `data:` event holding the error object, as
 /// OpenAI-compatible servers (vLLM's, llama.cpp's) send one; the stream ends there.
-pub(super) fn failed(_answer: &Answer<'_>, failure: &Failure<'_>) -> Vec<Frame> {
+pub(super) fn failed(failure: &Failure<'_>) -> Vec<Frame> {
     vec![Frame::data(error_body(failure).to_string())]
 }
 

@@ -343,7 +343,7 @@ async fn answer(State(shared): State<Arc<Shared>>, body: String) -> Response {
             };
             let mut frames = opening(wire, &answer);
             frames.extend(match wire {
-                Wire::ChatCompletions => chat::failed(&answer, &failure),
+                Wire::ChatCompletions => chat::failed(&failure),
                 Wire::Responses => responses::failed(&answer, &failure),
                 Wire::Anthropic => anthropic::failed(&failure),
             });
