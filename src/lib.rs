@@ -52,6 +52,7 @@
 //! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
 //! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
 //! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions and Responses API adapters, the `Agent` that drives a runtime turn; implies `runtime` | no |
+//! | `agent-loopback` | `agent::LoopbackProvider`: a model provider on `127.0.0.1` answering a script in each adapter's wire format, for tests (axum); implies `agent` | no |
 //! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
 //!
 //! The default is what the README's quick start needs (the example MCP server on the embedded
@@ -249,7 +250,8 @@ pub mod mcp {
 
 /// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
 /// (also for OpenAI-compatible servers), the OpenAI Responses API adapter, a scripted model
-/// for tests, and the
+/// for tests (served over HTTP in each adapter's wire format by `LoopbackProvider`, with
+/// `agent-loopback`), and the
 /// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
 /// a park, with the conversation stored beside the turn; [`Backend`](agent::Backend) lends the
 /// same model to the tools (`ctx.model()`).

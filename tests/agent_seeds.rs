@@ -1,13 +1,18 @@
-//! The model loop over the seeds' tools (`examples/seed`), driven by a scripted model: an
-//! approval that parks the turn and is resumed by another process on the same SQLite file,
-//! `once` memory across turns, a workflow's question answered through `Runtime::respond`, a task
-//! whose result reaches the model in a later request, taint making a write ask, a tool that ends
-//! the turn, and a deferred tool found through `tool_search`, then called.
+//! The model loop over the seeds' tools (`examples/seed`), driven by a script: an approval that
+//! parks the turn and is resumed by another process on the same SQLite file, `once` memory
+//! across turns, a workflow's question answered through `Runtime::respond`, a task whose result
+//! reaches the model in a later request, taint making a write ask, a tool that ends the turn,
+//! and a deferred tool found through `tool_search`, then called.
+//!
+//! Every scenario runs on the scripted model itself (`scripted::<scenario>`) and through each
+//! HTTP adapter against a `LoopbackProvider` serving the same script in that adapter's wire
+//! format (`chat_completions::<scenario>`, `responses::<scenario>`, `anthropic::<scenario>`):
+//! what the loop does must not depend on how the model is reached.
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
@@ -15,8 +20,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolwright::Principal;
 use toolwright::agent::{
-    Agent, AgentEvent, AgentOutcome, Backend, Message, Model, ModelError, Reply, Request,
-    ResponseStream, ScriptedModel,
+    Agent, AgentEvent, AgentOutcome, Anthropic, Backend, ChatCompletions, LoopbackProvider,
+    Message, Model, ModelError, Reply, Request, ResponseStream, Responses, ScriptedModel, Wire,
 };
 use toolwright::prelude::*;
 use toolwright::registry::Format;
@@ -80,7 +85,7 @@ async fn book_room(args: RoomArgs, ctx: WorkflowContext) -> Result<String, ToolE
 /// A scripted model whose answer loses a race: while it answers, another writer takes the
 /// conversation's next position (where the model's message with its calls goes).
 struct Raced {
-    inner: ScriptedModel,
+    inner: Scripted,
     runtime: Runtime,
     session: String,
 }
@@ -138,7 +143,7 @@ async fn summarize(args: SummaryArgs, ctx: ToolContext) -> Result<String, ToolEr
 /// A scripted model that opens `gate` when it is asked for the second time: what the task's
 /// body waits for happens only after the model has seen the task's receipt.
 struct OpensGate {
-    inner: ScriptedModel,
+    inner: Scripted,
     gate: Gate,
     asked: AtomicUsize,
 }
@@ -156,12 +161,176 @@ impl Model for OpensGate {
     }
 }
 
+/// Where a scenario's model answers from.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    /// The scripted model, in process.
+    Scripted,
+    /// The adapter of `Wire`, over HTTP to a loopback provider serving the script.
+    Http(Wire),
+}
+
+impl Via {
+    /// Its name in the child process's environment.
+    fn key(self) -> &'static str {
+        match self {
+            Via::Scripted => "scripted",
+            Via::Http(Wire::ChatCompletions) => "chat_completions",
+            Via::Http(Wire::Responses) => "responses",
+            Via::Http(Wire::Anthropic) => "anthropic",
+            Via::Http(other) => panic!("no adapter for {other} yet"),
+        }
+    }
+
+    fn from_key(key: &str) -> Via {
+        match key {
+            "scripted" => Via::Scripted,
+            "chat_completions" => Via::Http(Wire::ChatCompletions),
+            "responses" => Via::Http(Wire::Responses),
+            "anthropic" => Via::Http(Wire::Anthropic),
+            other => panic!("unknown model `{other}`"),
+        }
+    }
+}
+
+/// The model of a scenario: `replies` answered through its [`Via`], with the provider-neutral
+/// requests the loop sent kept whatever the wire.
+#[derive(Clone)]
+struct Scripted {
+    model: Arc<dyn Model>,
+    requests: Arc<Mutex<Vec<Request>>>,
+    source: Source,
+}
+
+/// What holds the script.
+#[derive(Clone)]
+enum Source {
+    Script(ScriptedModel),
+    Loopback(Arc<LoopbackProvider>),
+}
+
+impl Scripted {
+    async fn new(via: Via, replies: impl IntoIterator<Item = Reply>) -> Scripted {
+        let (model, source): (Arc<dyn Model>, _) = match via {
+            Via::Scripted => {
+                let script = ScriptedModel::new(replies);
+                (Arc::new(script.clone()), Source::Script(script))
+            }
+            Via::Http(wire) => {
+                let provider = LoopbackProvider::start(wire, replies)
+                    .await
+                    .expect("the loopback provider starts");
+                (adapter(&provider), Source::Loopback(Arc::new(provider)))
+            }
+        };
+        Scripted {
+            model,
+            requests: Arc::default(),
+            source,
+        }
+    }
+
+    /// The requests it was sent, in order.
+    fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// How many replies are left.
+    fn remaining(&self) -> usize {
+        match &self.source {
+            Source::Script(script) => script.remaining(),
+            Source::Loopback(provider) => provider.remaining(),
+        }
+    }
+
+    /// Whether the last request body the provider received holds `text`; `None` in process.
+    fn provider_saw(&self, text: &str) -> Option<bool> {
+        let Source::Loopback(provider) = &self.source else {
+            return None;
+        };
+        let body = provider.requests().pop().expect("the provider was asked");
+        // The body as JSON text escapes quotes; the texts looked for have none.
+        Some(body.to_string().contains(text))
+    }
+}
+
+/// The adapter of the provider's wire, pointed at it.
+fn adapter(provider: &LoopbackProvider) -> Arc<dyn Model> {
+    match provider.wire() {
+        Wire::ChatCompletions => Arc::new(
+            ChatCompletions::new("gpt-4.1")
+                .base_url(provider.base_url())
+                .api_key("sk-loopback"),
+        ),
+        Wire::Responses => Arc::new(
+            Responses::new("gpt-4.1")
+                .base_url(provider.base_url())
+                .api_key("sk-loopback"),
+        ),
+        Wire::Anthropic => Arc::new(
+            Anthropic::new("claude-sonnet-4-5")
+                .base_url(provider.base_url())
+                .api_key("sk-ant-loopback"),
+        ),
+        other => panic!("no adapter for {other} yet"),
+    }
+}
+
+impl Model for Scripted {
+    fn tool_format(&self) -> Format {
+        self.model.tool_format()
+    }
+
+    fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.model.stream(request)
+    }
+}
+
+/// Tests `scripted::<scenario>` and `<wire>::<scenario>` for each scenario: one module per
+/// model, one test per scenario.
+macro_rules! on_every_model {
+    ($($scenario:ident),* $(,)?) => {
+        on_model!(scripted, Via::Scripted, $($scenario),*);
+        on_model!(chat_completions, Via::Http(Wire::ChatCompletions), $($scenario),*);
+        on_model!(responses, Via::Http(Wire::Responses), $($scenario),*);
+        on_model!(anthropic, Via::Http(Wire::Anthropic), $($scenario),*);
+    };
+}
+
+macro_rules! on_model {
+    ($module:ident, $via:expr, $($scenario:ident),*) => {
+        mod $module {
+            #[allow(unused_imports)] // reason: `Wire` only names the HTTP models
+            use super::{Via, Wire};
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario($via).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_model!(
+    an_approval_parks_the_turn_and_another_process_resumes_it_from_the_store,
+    a_tool_that_ends_the_turn_ends_the_run,
+    a_deferred_tool_is_found_through_tool_search_and_then_called,
+    an_approval_remembered_once_is_not_asked_again_in_the_session,
+    a_workflows_question_parks_the_turn_and_the_answer_resumes_the_loop,
+    a_tasks_result_reaches_the_model_in_a_later_request,
+    untrusted_output_makes_a_later_write_ask,
+    a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them,
+    the_agents_model_answers_the_tools_it_runs,
+);
+
 fn alice() -> Principal {
     Principal::user("oidc", "alice")
 }
 
 /// The results the model was shown in its last request.
-fn last_results(model: &ScriptedModel) -> Vec<(String, String, bool)> {
+fn last_results(model: &Scripted) -> Vec<(String, String, bool)> {
     let requests = model.requests();
     let last = requests.last().expect("the model was asked");
     last.messages
@@ -178,8 +347,7 @@ fn last_results(model: &ScriptedModel) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-#[tokio::test]
-async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_store() {
+async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_store(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agent.db");
 
@@ -190,11 +358,11 @@ async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_stor
             .open_session(SessionSpec::new("ops-1").initiator(alice()))
             .await
             .unwrap();
-        let model = ScriptedModel::new([Reply::call(
+        let model = Scripted::new(via, [Reply::call(
             "restart_service",
             json!({ "service": "payment-api", "reason": "p99 latency doubled since the deploy" }),
         )
-        .saying("I'll restart it.")]);
+        .saying("I'll restart it.")]).await;
         let agent = Agent::new(runtime.clone(), model.clone()).instructions("You run ops.");
         let run = agent
             .send(&session, Some(alice()), "payment-api is slow, restart it")
@@ -230,6 +398,7 @@ async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_stor
         .env(CHILD_DB, &path)
         .env(CHILD_TURN, &turn_id)
         .env(CHILD_REQUEST, &request_id)
+        .env(CHILD_VIA, via.key())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -269,12 +438,17 @@ async fn an_approval_parks_the_turn_and_another_process_resumes_it_from_the_stor
         seen["completed_resumes"], "refused",
         "a completed turn has nothing left to run"
     );
+    assert_ne!(
+        seen["provider_saw_the_note"], false,
+        "the resumed step's result reached the provider in its wire format"
+    );
 }
 
 /// Where the child process finds the parked turn (see the test above).
 const CHILD_DB: &str = "TOOLWRIGHT_AGENT_CHILD_DB";
 const CHILD_TURN: &str = "TOOLWRIGHT_AGENT_CHILD_TURN";
 const CHILD_REQUEST: &str = "TOOLWRIGHT_AGENT_CHILD_REQUEST";
+const CHILD_VIA: &str = "TOOLWRIGHT_AGENT_CHILD_VIA";
 
 /// The other process of the approval test: approves the parked request, resumes the turn with a
 /// fresh agent and prints what the model was shown. Does nothing unless the parent set it up.
@@ -287,13 +461,14 @@ async fn child_entry() {
         std::env::var(CHILD_TURN).unwrap(),
         std::env::var(CHILD_REQUEST).unwrap(),
     );
+    let via = Via::from_key(&std::env::var(CHILD_VIA).unwrap());
     let runtime = runtime_on(Path::new(&path));
     let outcome = runtime
         .respond(InputResponse::approve(&request_id, Some(alice())).note("go ahead"))
         .await
         .unwrap();
     assert!(matches!(outcome, RespondOutcome::Resumed(_)), "{outcome:?}");
-    let model = ScriptedModel::new([Reply::text("Restarted payment-api.")]);
+    let model = Scripted::new(via, [Reply::text("Restarted payment-api.")]).await;
     let agent = Agent::new(runtime.clone(), model.clone());
     let run = agent.resume(&turn_id).await.unwrap();
     let AgentOutcome::Answered(response) = run.outcome else {
@@ -314,19 +489,19 @@ async fn child_entry() {
         "results": last_results(&model),
         "stored": stored.len(),
         "completed_resumes": completed_resumes,
+        "provider_saw_the_note": model.provider_saw("Note from the approver: go ahead"),
     });
     println!("RESUMED {seen}");
 }
 
-#[tokio::test]
-async fn a_tool_that_ends_the_turn_ends_the_run() {
+async fn a_tool_that_ends_the_turn_ends_the_run(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
     let session = runtime
         .open_session(SessionSpec::new("chat-1"))
         .await
         .unwrap();
-    let model = ScriptedModel::new([Reply::call("react", json!({ "emoji": "👍" }))]);
+    let model = Scripted::new(via, [Reply::call("react", json!({ "emoji": "👍" }))]).await;
     let agent = Agent::new(runtime.clone(), model.clone());
     let run = agent
         .send(&session, Some(alice()), "thanks!")
@@ -351,19 +526,22 @@ async fn a_tool_that_ends_the_turn_ends_the_run() {
     );
 }
 
-#[tokio::test]
-async fn a_deferred_tool_is_found_through_tool_search_and_then_called() {
+async fn a_deferred_tool_is_found_through_tool_search_and_then_called(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
     let session = runtime
         .open_session(SessionSpec::new("reports-1"))
         .await
         .unwrap();
-    let model = ScriptedModel::new([
-        Reply::call("tool_search", json!({ "query": "export a report as pdf" })),
-        Reply::call("export_report", json!({ "report_id": "rpt_storefront" })),
-        Reply::text("Exported to reports/rpt_storefront.pdf."),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call("tool_search", json!({ "query": "export a report as pdf" })),
+            Reply::call("export_report", json!({ "report_id": "rpt_storefront" })),
+            Reply::text("Exported to reports/rpt_storefront.pdf."),
+        ],
+    )
+    .await;
     let agent = Agent::new(runtime.clone(), model.clone());
     let first_list = {
         let run = agent
@@ -404,8 +582,7 @@ async fn a_deferred_tool_is_found_through_tool_search_and_then_called() {
     );
 }
 
-#[tokio::test]
-async fn an_approval_remembered_once_is_not_asked_again_in_the_session() {
+async fn an_approval_remembered_once_is_not_asked_again_in_the_session(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
     let session = runtime
@@ -413,12 +590,16 @@ async fn an_approval_remembered_once_is_not_asked_again_in_the_session() {
         .await
         .unwrap();
     let recharge = json!({ "amount_cents": 5000 });
-    let model = ScriptedModel::new([
-        Reply::call("wallet__recharge", recharge.clone()),
-        Reply::text("Recharged 50 yuan."),
-        Reply::call("wallet__recharge", recharge.clone()),
-        Reply::text("Recharged another 50 yuan."),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call("wallet__recharge", recharge.clone()),
+            Reply::text("Recharged 50 yuan."),
+            Reply::call("wallet__recharge", recharge.clone()),
+            Reply::text("Recharged another 50 yuan."),
+        ],
+    )
+    .await;
     let agent = Agent::new(runtime.clone(), model.clone());
 
     let first = agent
@@ -460,18 +641,21 @@ async fn an_approval_remembered_once_is_not_asked_again_in_the_session() {
     assert_eq!(model.remaining(), 0);
 }
 
-#[tokio::test]
-async fn a_workflows_question_parks_the_turn_and_the_answer_resumes_the_loop() {
+async fn a_workflows_question_parks_the_turn_and_the_answer_resumes_the_loop(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
     let session = runtime
         .open_session(SessionSpec::new("rooms-1").initiator(alice()))
         .await
         .unwrap();
-    let model = ScriptedModel::new([
-        Reply::call("book_room", json!({ "topic": "quarterly review" })),
-        Reply::text("Booked room 4.2 for the afternoon."),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call("book_room", json!({ "topic": "quarterly review" })),
+            Reply::text("Booked room 4.2 for the afternoon."),
+        ],
+    )
+    .await;
     let agent = Agent::new(runtime.clone(), model.clone());
     let mut events = agent.subscribe();
     let run = agent
@@ -519,8 +703,7 @@ async fn a_workflows_question_parks_the_turn_and_the_answer_resumes_the_loop() {
     assert!(results[0].1.contains("14:00"), "{results:?}");
 }
 
-#[tokio::test]
-async fn a_tasks_result_reaches_the_model_in_a_later_request() {
+async fn a_tasks_result_reaches_the_model_in_a_later_request(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let gate = Gate::default();
     let runtime = runtime_with(&dir.path().join("agent.db"), gate.clone());
@@ -528,11 +711,15 @@ async fn a_tasks_result_reaches_the_model_in_a_later_request() {
         .open_session(SessionSpec::new("videos-1").initiator(alice()))
         .await
         .unwrap();
-    let script = ScriptedModel::new([
-        Reply::call("transcode", json!({ "video": "launch" })),
-        Reply::text("Transcoding has started; I'll tell you when it is done."),
-        Reply::text("Your video is ready: https://cdn.example/launch.webm"),
-    ]);
+    let script = Scripted::new(
+        via,
+        [
+            Reply::call("transcode", json!({ "video": "launch" })),
+            Reply::text("Transcoding has started; I'll tell you when it is done."),
+            Reply::text("Your video is ready: https://cdn.example/launch.webm"),
+        ],
+    )
+    .await;
     let model = OpensGate {
         inner: script.clone(),
         gate,
@@ -580,8 +767,7 @@ async fn a_tasks_result_reaches_the_model_in_a_later_request() {
     );
 }
 
-#[tokio::test]
-async fn untrusted_output_makes_a_later_write_ask() {
+async fn untrusted_output_makes_a_later_write_ask(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
 
@@ -590,10 +776,14 @@ async fn untrusted_output_makes_a_later_write_ask() {
         .open_session(SessionSpec::new("treehole-clean").initiator(alice()))
         .await
         .unwrap();
-    let model = ScriptedModel::new([
-        Reply::call("treehole__send_code", json!({})),
-        Reply::text("A code is on its way."),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call("treehole__send_code", json!({})),
+            Reply::text("A code is on its way."),
+        ],
+    )
+    .await;
     let agent = Agent::new(runtime.clone(), model);
     let run = agent
         .send(&clean, Some(alice()), "I want to post, send me the code")
@@ -610,10 +800,14 @@ async fn untrusted_output_makes_a_later_write_ask() {
         .open_session(SessionSpec::new("treehole-1").initiator(alice()))
         .await
         .unwrap();
-    let model = ScriptedModel::new([
-        Reply::call("treehole__read", json!({ "limit": 3 })),
-        Reply::call("treehole__send_code", json!({})),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call("treehole__read", json!({ "limit": 3 })),
+            Reply::call("treehole__send_code", json!({})),
+        ],
+    )
+    .await;
     let agent = Agent::new(runtime.clone(), model.clone());
     let run = agent
         .send(&session, Some(alice()), "what's new on the treehole?")
@@ -642,8 +836,7 @@ async fn untrusted_output_makes_a_later_write_ask() {
     assert_eq!(record.tainted_by.as_deref(), Some("treehole__read"));
 }
 
-#[tokio::test]
-async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them() {
+async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them(via: Via) {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_on(&dir.path().join("agent.db"));
     let session = runtime
@@ -651,7 +844,7 @@ async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them()
         .await
         .unwrap();
     let model = Raced {
-        inner: ScriptedModel::new([Reply::call("treehole__send_code", json!({}))]),
+        inner: Scripted::new(via, [Reply::call("treehole__send_code", json!({}))]).await,
         runtime: runtime.clone(),
         session: "raced-1".into(),
     };
@@ -692,17 +885,20 @@ async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them()
     assert!(record.pending.is_none() && record.last_step.is_none());
 }
 
-#[tokio::test]
-async fn the_agents_model_answers_the_tools_it_runs() {
+async fn the_agents_model_answers_the_tools_it_runs(via: Via) {
     let dir = tempfile::tempdir().unwrap();
-    let model = ScriptedModel::new([
-        Reply::call(
-            "summarize",
-            json!({ "text": "p99 doubled after 2.4; 2.3 was fine" }),
-        ),
-        Reply::text("The 2.4 release slowed the service."),
-        Reply::text("In short: 2.4 made it slower."),
-    ]);
+    let model = Scripted::new(
+        via,
+        [
+            Reply::call(
+                "summarize",
+                json!({ "text": "p99 doubled after 2.4; 2.3 was fine" }),
+            ),
+            Reply::text("The 2.4 release slowed the service."),
+            Reply::text("In short: 2.4 made it slower."),
+        ],
+    )
+    .await;
     let shared: Arc<dyn Model> = Arc::new(model.clone());
     let runtime = Runtime::builder(Registry::collect().unwrap())
         .store(SqliteStore::open(dir.path().join("agent.db")).unwrap())

@@ -1,12 +1,13 @@
 //! The model loop of toolwright: a provider-neutral [`Model`] trait, the Chat Completions
 //! adapter ([`ChatCompletions`], which also speaks to OpenAI-compatible servers), the OpenAI
 //! Responses API adapter ([`Responses`]), the Anthropic Messages API adapter ([`Anthropic`],
-//! prompt caching on by default), a deterministic [`ScriptedModel`] for tests, and the
-//! [`Agent`] that drives a runtime turn: it sends the conversation, runs the model's tool calls
-//! as steps, renders their results back and repeats until a final answer, a tool that ends the
-//! turn, or a park on input requests, within a [`Budget`] and retrying what a provider fails
-//! for now ([`RetryPolicy`]). The conversation is stored with the session, so a parked turn
-//! resumes in any process.
+//! prompt caching on by default), a deterministic [`ScriptedModel`] for tests (with the
+//! `loopback` feature, a `LoopbackProvider` serves the same scripts over HTTP in each
+//! provider's wire format), and the [`Agent`] that drives a runtime turn: it sends the
+//! conversation, runs the model's tool calls as steps, renders their results back and repeats
+//! until a final answer, a tool that ends the turn, or a park on input requests, within a
+//! [`Budget`] and retrying what a provider fails for now ([`RetryPolicy`]). The conversation is
+//! stored with the session, so a parked turn resumes in any process.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -17,6 +18,8 @@ mod backend;
 mod budget;
 mod conversation;
 mod http;
+#[cfg(feature = "loopback")]
+mod loopback;
 mod message;
 mod model;
 mod openai;
@@ -29,6 +32,8 @@ pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
 pub use anthropic::{ANTHROPIC_BASE_URL, Anthropic};
 pub use backend::Backend;
 pub use budget::{Budget, Limit, LimitAnswer, LimitReached, Limits, Price, Scope};
+#[cfg(feature = "loopback")]
+pub use loopback::{LoopbackProvider, Wire};
 pub use message::{AssistantMessage, Message, ProviderItem, ToolUse, Usage};
 pub use model::{
     FinishReason, Model, ModelError, Request, Response, ResponseStream, Settings, StreamEvent,

@@ -167,6 +167,18 @@ impl Reply {
         self
     }
 
+    /// What the reply says and calls (empty for a failure).
+    #[cfg(feature = "loopback")]
+    pub(crate) fn message(&self) -> &AssistantMessage {
+        &self.message
+    }
+
+    /// The error the request fails with, for a [`Reply::fail`].
+    #[cfg(feature = "loopback")]
+    pub(crate) fn failure(&self) -> Option<&ModelError> {
+        self.failure.as_ref()
+    }
+
     fn events(self, round: usize) -> Vec<Result<StreamEvent, ModelError>> {
         if let Some(error) = self.failure {
             return vec![Err(error)];
@@ -211,7 +223,7 @@ impl Reply {
 }
 
 /// `text` in pieces of at most [`PIECE`] bytes, cut at character boundaries.
-fn pieces(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn pieces(text: &str) -> impl Iterator<Item = &str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {

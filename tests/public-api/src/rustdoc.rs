@@ -17,10 +17,10 @@ pub(crate) const PACKAGES: &[(&str, &str)] = &[
 ];
 
 /// The facade's features the surface is listed with: every feature that gates items (`runtime`,
-/// `mcp`, `sandbox`, `postgres`, `agent`), less `tls`, which only turns on rmcp's HTTPS client and gates
-/// no item. A feature that starts gating items belongs here.
-pub(crate) const FEATURES: &str =
-    "toolwright/mcp,toolwright/sandbox,toolwright/postgres,toolwright/agent";
+/// `mcp`, `sandbox`, `postgres`, `agent`, `agent-loopback`), less `tls`, which only turns on
+/// rmcp's HTTPS client and gates no item. A feature that starts gating items belongs here.
+pub(crate) const FEATURES: &str = "toolwright/mcp,toolwright/sandbox,toolwright/postgres,\
+    toolwright/agent,toolwright/agent-loopback";
 
 /// Variables that cargo sets for the test or build it runs (or that a user sets for the main
 /// build) and that must not steer the nested cargo: its own target directory and flags keep its
