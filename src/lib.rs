@@ -51,7 +51,7 @@
 //! | `mcp` | [`mcp`]: serving tools over MCP (stdio, streamable HTTP) and remote MCP servers' tools (rmcp, axum); implies `runtime` | yes |
 //! | `tls` | HTTPS to remote MCP servers (rustls with ring); implies `mcp` | yes |
 //! | `sandbox` | [`sandbox::LocalSandbox`]: files, search and processes confined to a directory; implies `runtime` | yes |
-//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions and Responses API adapters, the `Agent` that drives a runtime turn; implies `runtime` | no |
+//! | `agent` | [`agent`]: the model loop: the `Model` trait, the Chat Completions, Responses and Anthropic Messages adapters, the `Agent` that drives a runtime turn within a budget, retrying what a provider fails for now; implies `runtime` | no |
 //! | `agent-loopback` | `agent::LoopbackProvider`: a model provider on `127.0.0.1` answering a script in each adapter's wire format, for tests (axum); implies `agent` | no |
 //! | `postgres` | [`runtime::PostgresStore`], for several instances sharing one database; implies `runtime` | no |
 //!
@@ -249,12 +249,15 @@ pub mod mcp {
 }
 
 /// The model loop: a provider-neutral [`Model`](agent::Model), the Chat Completions adapter
-/// (also for OpenAI-compatible servers), the OpenAI Responses API adapter, a scripted model
+/// (also for OpenAI-compatible servers), the OpenAI Responses API and Anthropic Messages API
+/// adapters, a scripted model
 /// for tests (served over HTTP in each adapter's wire format by `LoopbackProvider`, with
 /// `agent-loopback`), and the
 /// [`Agent`](agent::Agent) that drives a runtime turn until a final answer, an ending tool or
-/// a park, with the conversation stored beside the turn; [`Backend`](agent::Backend) lends the
-/// same model to the tools (`ctx.model()`).
+/// a park, with the conversation stored beside the turn, within a [`Budget`](agent::Budget)
+/// whose limits park the turn on a session-limit request, retrying model requests per a
+/// [`RetryPolicy`](agent::RetryPolicy); [`Backend`](agent::Backend) lends the same model to the
+/// tools (`ctx.model()`).
 #[cfg(feature = "agent")]
 pub mod agent {
     #[doc(inline)]
