@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use toolwright::agent::{Agent, AgentError, AgentOutcome, AgentTurn};
+use toolwright::agent::{Agent, AgentError, AgentOutcome, AgentTurn, Budget, Limits};
 use toolwright::runtime::{RespondOutcome, Runtime, SessionSpec, SqliteStore};
 use toolwright::{Principal, Registry};
 
@@ -63,6 +63,9 @@ struct Cli {
     /// Answer a waiting turn and go on: the one named, else the session's latest.
     #[arg(long, value_name = "TURN_ID")]
     resume: Option<Option<String>>,
+    /// Model rounds a turn may take before you are asked whether it may go on.
+    #[arg(long, default_value_t = 20)]
+    max_steps: u64,
 }
 
 #[tokio::main]
@@ -92,7 +95,12 @@ async fn chat(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     let session = runtime
         .open_session(SessionSpec::new(&cli.session).initiator(you.clone()))
         .await?;
-    let agent = Agent::shared(runtime.clone(), model).instructions(INSTRUCTIONS);
+    // A turn that keeps calling tools asks before it goes past its rounds (a session-limit
+    // request, answered here like an approval: `y` allows as many again, `n` stops the turn).
+    let budget = Budget::new().turn(Limits::new().steps(cli.max_steps));
+    let agent = Agent::shared(runtime.clone(), model)
+        .instructions(INSTRUCTIONS)
+        .budget(budget);
     let mut chat = Chat {
         terminal: Terminal::new(you.clone()),
         agent,
@@ -162,6 +170,11 @@ impl Chat {
                         run.turn_id
                     );
                     return Ok(false);
+                }
+                AgentOutcome::Stopped(_) => {
+                    self.terminal.end_line();
+                    println!("the turn stopped at its budget; send a new message to go on");
+                    return Ok(true);
                 }
                 _ => {
                     self.terminal.end_line();

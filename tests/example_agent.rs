@@ -2,7 +2,8 @@
 //! sends a message whose answer calls `restart_service`, is asked to approve it, and leaves the
 //! turn waiting when its input ends; a second process started with `--resume` asks again, runs
 //! the restart once approved, and prints the model's final text. Each run goes through the
-//! `--provider` the example maps to the loopback's wire.
+//! `--provider` the example maps to the loopback's wire. A turn past `--max-steps` asks whether
+//! it may go on, and a `n` stops it.
 
 use std::io::{BufRead, BufReader, Lines, Write};
 use std::path::Path;
@@ -144,7 +145,6 @@ async fn a_turn_left_waiting_is_approved_from_a_new_process(wire: Wire, provider
         .unwrap()
         .to_owned();
     let out = first.finish();
-    eprintln!("FIRST\n{out}");
     assert!(!out.contains("✓ restart_service"), "nothing ran: {out}");
     assert_eq!(provider.requests().len(), 1);
 
@@ -159,7 +159,6 @@ async fn a_turn_left_waiting_is_approved_from_a_new_process(wire: Wire, provider
     second.until("Restarted payment-api; latency should settle in a minute.");
     second.close_input();
     let out = second.finish();
-    eprintln!("FIRST-SECOND\n{out}");
     assert!(out.contains("? Restart payment-api?"), "{out}");
 
     let requests = provider.requests();
@@ -191,6 +190,38 @@ async fn anthropic_a_turn_left_waiting_is_approved_from_a_new_process() {
     a_turn_left_waiting_is_approved_from_a_new_process(Wire::Anthropic, "anthropic").await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_its_rounds_asks_and_a_no_stops_it() {
+    let provider = LoopbackProvider::start(
+        Wire::ChatCompletions,
+        [
+            Reply::call("get_service_status", json!({ "service": "payment-api" })),
+            Reply::text("never asked"),
+        ],
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("agent.db");
+    let base_url = provider.base_url();
+    let mut args = flags("openai-compatible", &base_url, &db);
+    args.extend(["--max-steps", "1"]);
+    let mut run = Run::start(&args, &[]);
+    run.type_line("how is payment-api?");
+    let asked = run.until("reached its limit of 1 model rounds");
+    assert!(asked.starts_with("? "), "asked like an approval: {asked}");
+    run.until("approve?");
+    run.type_line("n");
+    run.until("the turn stopped at its budget");
+    run.close_input();
+    let out = run.finish();
+    assert!(
+        out.contains("get_service_status"),
+        "the first round ran: {out}"
+    );
+    assert_eq!(provider.requests().len(), 1, "no second round: {out}");
+}
+
 /// The example with `args` and no provider variables: it must fail, saying on stderr what to
 /// set or pass.
 fn refused(args: &[&str]) -> String {
@@ -207,6 +238,22 @@ fn refused(args: &[&str]) -> String {
 fn without_a_key_openai_says_what_to_set() {
     let stderr = refused(&["--provider", "openai", "--model", "gpt-4.1"]);
     assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}
+
+#[test]
+fn a_blank_key_is_a_missing_one() {
+    let mut command = Command::new(example("agent"));
+    for var in PROVIDER_VARS {
+        command.env_remove(var);
+    }
+    let output = command
+        .args(["--provider", "openai", "--model", "gpt-4.1"])
+        .env("OPENAI_API_KEY", " ")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("OPENAI_API_KEY"));
 }
 
 #[test]

@@ -158,6 +158,13 @@ impl WireError {
     }
 }
 
+/// Environment variable `name`, unless it is unset or blank (an empty key is a missing one).
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+}
+
 /// reqwest's rustls without a provider needs one installed: ring, unless the application
 /// installed another first.
 pub(crate) fn install_crypto_provider() {

@@ -9,7 +9,7 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 use toolwright_core::Format;
 
-use crate::http::{events, http_error, install_crypto_provider};
+use crate::http::{env_var, events, http_error, install_crypto_provider};
 use crate::model::{Model, ModelError, Request, ResponseStream};
 use decode::Decoder;
 use wire::{API_VERSION, MessagesRequest};
@@ -112,7 +112,7 @@ impl Anthropic {
     /// # }
     /// ```
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        Self::from_vars(model.into(), |name| std::env::var(name).ok())
+        Self::from_vars(model.into(), env_var)
     }
 
     fn from_vars(model: String, var: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {

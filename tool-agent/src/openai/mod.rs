@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use toolwright_core::Format;
 
-use crate::http::{events, http_error, install_crypto_provider};
+use crate::http::{env_var, events, http_error, install_crypto_provider};
 use crate::model::{Model, ModelError, Request, ResponseStream};
 use decode::Decoder;
 use wire::{ChatRequest, StreamOptions};
@@ -74,13 +74,13 @@ impl ChatCompletions {
     /// Model `model` with the key in `OPENAI_API_KEY` and, when it is set, the server in
     /// `OPENAI_BASE_URL`; fails saying what to set when the key is missing.
     pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
-        let key = std::env::var("OPENAI_API_KEY").map_err(|_| {
+        let key = env_var("OPENAI_API_KEY").ok_or_else(|| {
             ModelError::Unavailable(
                 "set OPENAI_API_KEY to the API key of the Chat Completions provider".into(),
             )
         })?;
         let mut model = Self::new(model).api_key(key);
-        if let Ok(url) = std::env::var("OPENAI_BASE_URL") {
+        if let Some(url) = env_var("OPENAI_BASE_URL") {
             model = model.base_url(url);
         }
         Ok(model)
