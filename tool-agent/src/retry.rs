@@ -120,6 +120,7 @@ fn retryable(error: &ModelError) -> bool {
                 "overloaded_error"
                     | "rate_limit_error"
                     | "rate_limit_exceeded"
+                    | "too_many_requests"
                     | "api_error"
                     | "server_error"
                     | "internal_error"

@@ -647,3 +647,60 @@ async fn an_incomplete_response_finishes_for_its_reason() {
     let response = complete(&model, request()).await.unwrap();
     assert_eq!(response.finish_reason, FinishReason::ContentFilter);
 }
+
+// Streaming events, `error`, as the API has also been seen sending it: the code and message in
+// a nested `error` object (`{"type":"error","error":{"type","code","message"}}`).
+#[tokio::test]
+async fn a_nested_error_event_keeps_its_code_and_message() {
+    let body = sse(&[
+        created(),
+        json!({ "type": "error", "sequence_number": 2, "error": {
+            "type": "too_many_requests", "code": "too_many_requests", "message": "Too Many Requests"
+        }}),
+    ]);
+    let (model, _) = serve(body).await;
+    let events = events(&model, request()).await;
+    assert_eq!(
+        events.last(),
+        Some(&Err(ModelError::Provider {
+            message: "Too Many Requests".into(),
+            code: Some("too_many_requests".into()),
+        }))
+    );
+}
+
+// "Computer use" and the function-calling guide's custom tools: a `computer_call` or
+// `custom_tool_call` waits for the client's output item, which this loop does not produce.
+#[tokio::test]
+async fn an_item_that_needs_the_clients_answer_fails_the_request_clearly() {
+    let computer = json!({ "type": "computer_call", "id": "cu_1", "call_id": "call_1",
+        "action": { "type": "screenshot" }, "status": "completed" });
+    let body = sse(&[
+        created(),
+        added(0, computer.clone()),
+        done(0, computer.clone()),
+        completed(json!([computer])),
+    ]);
+    let (model, _) = serve(body).await;
+    let events = events(&model, request()).await;
+    let Some(Err(ModelError::Unavailable(message))) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert!(message.contains("computer_call"), "{message}");
+}
+
+// Reasoning guide, "Encrypted reasoning items": only reasoning models return them; other models
+// refuse `include: ["reasoning.encrypted_content"]`.
+#[tokio::test]
+async fn encrypted_reasoning_is_asked_of_reasoning_models_only() {
+    let body = sse(&[created(), completed(json!([]))]);
+    let (plain, seen) = server::serve_as("gpt-4.1", vec![(200, vec![], body)]).await;
+    complete(&plain, request()).await.unwrap();
+    let (_, sent) = seen.lock().unwrap().remove(0);
+    assert!(sent.get("include").is_none(), "{sent}");
+    complete(&plain.clone().encrypted_reasoning(true), request())
+        .await
+        .unwrap();
+    let (_, sent) = seen.lock().unwrap().remove(0);
+    assert_eq!(sent["include"], json!(["reasoning.encrypted_content"]));
+}

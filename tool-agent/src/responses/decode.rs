@@ -78,6 +78,17 @@ impl Decoder {
     }
 }
 
+/// Output items the client must answer with an output item of its own before the next request
+/// (the computer-use, shell and custom tools, MCP approvals).
+const NEEDS_CLIENT_OUTPUT: &[&str] = &[
+    "computer_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
+    "custom_tool_call",
+    "mcp_approval_request",
+];
+
 impl Decode for Decoder {
     /// The events of one SSE event: its `data:` is the event object, whose `type` names it
     /// (the `event:` line repeats it). `response.completed` and `response.incomplete` end the
@@ -155,7 +166,24 @@ impl Decode for Decoder {
                     code: error.code,
                 });
             }
-            Event::Error { code, message } => return Err(ModelError::Provider { message, code }),
+            Event::Error {
+                code,
+                message,
+                error,
+            } => {
+                let (code, message) = match error {
+                    Some(nested) if !nested.message.is_empty() || nested.code.is_some() => {
+                        (nested.code.or(code), nested.message)
+                    }
+                    _ => (code, message),
+                };
+                let message = if message.is_empty() {
+                    "the provider reported an error without saying why".into()
+                } else {
+                    message
+                };
+                return Err(ModelError::Provider { message, code });
+            }
             Event::TextDelta { .. } | Event::RefusalDelta { .. } | Event::Other => {}
         }
         Ok(false)
@@ -250,6 +278,18 @@ impl Decoder {
         events: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
         if item["type"] != "function_call" {
+            if let Some(kind) = item["type"]
+                .as_str()
+                .filter(|k| NEEDS_CLIENT_OUTPUT.contains(k))
+            {
+                // Replayed without the output the API waits for, the next request would be
+                // refused: say so now, naming the tool to leave out.
+                return Err(ModelError::Unavailable(format!(
+                    "the model called a built-in tool that needs the client's answer \
+                     (`{kind}`), which this loop does not run: leave that tool out of the \
+                     request's tools"
+                )));
+            }
             self.slots.insert(output_index, Slot::Item(Some(item)));
             return Ok(());
         }

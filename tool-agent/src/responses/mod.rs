@@ -58,6 +58,8 @@ pub struct Responses {
     store: bool,
     chain: bool,
     reasoning: Reasoning,
+    /// Whether to ask for encrypted reasoning; `None`: when it applies.
+    encrypted_reasoning: Option<bool>,
 }
 
 impl std::fmt::Debug for Responses {
@@ -96,10 +98,8 @@ pub enum ReasoningEffort {
     Medium,
     /// More reasoning.
     High,
-    /// More than `High`.
+    /// The most reasoning (`xhigh`), where the model offers it.
     XHigh,
-    /// The most reasoning.
-    Max,
 }
 
 /// Whether and how a reasoning model summarises its reasoning (`reasoning.summary`); the
@@ -125,7 +125,6 @@ impl ReasoningEffort {
             ReasoningEffort::Medium => "medium",
             ReasoningEffort::High => "high",
             ReasoningEffort::XHigh => "xhigh",
-            ReasoningEffort::Max => "max",
         }
     }
 }
@@ -156,7 +155,24 @@ impl Responses {
             store: false,
             chain: false,
             reasoning: Reasoning::default(),
+            encrypted_reasoning: None,
         }
+    }
+
+    /// `self` asking for reasoning items with their reasoning encrypted
+    /// (`include: ["reasoning.encrypted_content"]`), which is what carries a reasoning model's
+    /// reasoning from one request to the next without storing it at OpenAI. By default it is
+    /// asked for when the request is not stored and either a reasoning setting is given or the
+    /// model's name is one of OpenAI's reasoning models (`o1`, `o3`, `o4`, `gpt-5` except its
+    /// `-chat` models, `codex`): other models refuse the field.
+    pub fn encrypted_reasoning(mut self, on: bool) -> Self {
+        self.encrypted_reasoning = Some(on);
+        self
+    }
+
+    fn wants_encrypted_reasoning(&self) -> bool {
+        self.encrypted_reasoning
+            .unwrap_or_else(|| !self.reasoning.is_empty() || is_reasoning_model(&self.model))
     }
 
     /// Model `model` with the key in `OPENAI_API_KEY` and, when it is set, the server in
@@ -276,7 +292,8 @@ impl Responses {
             store: Some(self.store).filter(|_| ours("store")),
             // Without `store` a reasoning item is useless in the next request unless it
             // carries its reasoning, encrypted.
-            include: (!self.store && ours("include")).then(|| vec!["reasoning.encrypted_content"]),
+            include: (!self.store && self.wants_encrypted_reasoning() && ours("include"))
+                .then(|| vec!["reasoning.encrypted_content"]),
             reasoning: Some(self.reasoning).filter(|r| !r.is_empty() && ours("reasoning")),
             max_output_tokens: settings
                 .max_output_tokens
@@ -350,5 +367,36 @@ impl Model for Responses {
 
     fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
         Box::pin(self.send(request))
+    }
+}
+
+/// Whether `model` is one of OpenAI's reasoning models, which take `reasoning` and return
+/// encrypted reasoning on request.
+fn is_reasoning_model(model: &str) -> bool {
+    let model = model.rsplit('/').next().unwrap_or(model);
+    ["o1", "o3", "o4", "codex"]
+        .iter()
+        .any(|prefix| model.starts_with(prefix))
+        || (model.starts_with("gpt-5") && !model.contains("-chat"))
+}
+
+#[cfg(test)]
+mod reasoning_models {
+    use super::is_reasoning_model;
+
+    #[test]
+    fn reasoning_models_are_told_apart_by_name() {
+        for model in [
+            "o3",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5-mini-2025-08-07",
+            "codex-mini-latest",
+        ] {
+            assert!(is_reasoning_model(model), "{model}");
+        }
+        for model in ["gpt-4.1", "gpt-4o-mini", "gpt-5-chat-latest", "llama3.1"] {
+            assert!(!is_reasoning_model(model), "{model}");
+        }
     }
 }

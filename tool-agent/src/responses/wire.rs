@@ -99,11 +99,15 @@ pub(crate) enum Event {
     Failed { response: WireResponse },
     /// `ResponseErrorEvent`: `code`, `message` and `param` at the top level.
     #[serde(rename = "error")]
+    /// Documented with `code` and `message` at the top; the API has also been seen sending
+    /// them in a nested `error` object (`{"type":"error","error":{"code","message"}}`).
     Error {
         #[serde(default)]
         code: Option<String>,
         #[serde(default)]
         message: String,
+        #[serde(default)]
+        error: Option<ResponseError>,
     },
     #[serde(other)]
     Other,

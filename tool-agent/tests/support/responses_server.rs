@@ -51,6 +51,11 @@ pub(crate) type Seen = Arc<Mutex<Vec<(HeaderMap, Value)>>>;
 
 /// A server answering with `answers` in turn; the model pointed at it, and what it was sent.
 pub(crate) async fn serve_all(answers: Vec<Answer>) -> (Responses, Seen) {
+    serve_as("gpt-5", answers).await
+}
+
+/// [`serve_all`] with the model named `name`.
+pub(crate) async fn serve_as(name: &str, answers: Vec<Answer>) -> (Responses, Seen) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let fixture = Fixture {
         answers: Arc::new(answers),
@@ -62,7 +67,7 @@ pub(crate) async fn serve_all(answers: Vec<Answer>) -> (Responses, Seen) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let model = Responses::new("gpt-5")
+    let model = Responses::new(name)
         .base_url(format!("http://{address}/v1"))
         .api_key("sk-test");
     (model, seen)
