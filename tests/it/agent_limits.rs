@@ -261,10 +261,18 @@ async fn cancelling_a_limit_stops_the_turn_and_the_session_goes_on() {
     };
     assert_eq!(answered.request_id, request.request_id);
     assert_eq!(fx.counted(), 0, "a stopped turn runs nothing");
-    assert!(matches!(
-        agent.resume(&run.turn_id).await,
-        Err(AgentError::TurnState { .. })
-    ));
+    // Resuming again says the same and writes nothing more.
+    let stored = fx.runtime.store().conversation("stop").await.unwrap().len();
+    let again = agent.resume(&run.turn_id).await.unwrap();
+    assert!(
+        matches!(again.outcome, AgentOutcome::Stopped(_)),
+        "{:?}",
+        again.outcome
+    );
+    assert_eq!(
+        fx.runtime.store().conversation("stop").await.unwrap().len(),
+        stored
+    );
 
     // The next turn's request answers the calls that never ran, right after them.
     let next = agent.send(&session, Some(alice()), "hello").await.unwrap();
@@ -682,4 +690,50 @@ async fn a_tools_own_input_retries_take_precedence_over_the_agents() {
         .await
         .unwrap();
     assert_eq!(run.record().await.unwrap().status, TurnStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn parallel_invalid_calls_of_a_tool_are_one_attempt() {
+    let fx = Fixture::new();
+    let session = fx.session("parallel-invalid").await;
+    let model = ScriptedModel::new([
+        Reply::call("transfer", json!({ "cents": "ten", "to": "bob" }))
+            .and_call("transfer", json!({ "to": "carol" })),
+        Reply::call("transfer", json!({ "cents": 10, "to": "bob" })),
+        Reply::text("paid"),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone());
+    let run = agent.send(&session, Some(alice()), "pay").await.unwrap();
+    assert!(
+        matches!(run.outcome, AgentOutcome::Answered(_)),
+        "one response with two invalid calls leaves the one retry: {:?}",
+        run.outcome
+    );
+}
+
+#[tokio::test]
+async fn a_new_turn_waits_until_the_sessions_waiting_turn_is_settled() {
+    let fx = Fixture::new();
+    let session = fx.session("busy").await;
+    let model = ScriptedModel::new([
+        Reply::call("tally", json!({ "item": "a" })).and_call("tally", json!({ "item": "b" }))
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model)
+        .budget(Budget::new().turn(Limits::new().tool_calls(1)));
+    let parked = agent.send(&session, Some(alice()), "count").await.unwrap();
+    waiting_on_limit(&parked.outcome);
+    let error = agent
+        .send(&session, Some(alice()), "something else")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AgentError::TurnState { turn, .. } if *turn == parked.turn_id),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("answer and resume it, or cancel it"),
+        "{error}"
+    );
 }

@@ -183,7 +183,9 @@ impl Price {
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_input_tokens;
         let written = usage.cache_write_input_tokens;
-        let plain = usage.input_tokens.saturating_sub(cached + written);
+        let plain = usage
+            .input_tokens
+            .saturating_sub(cached.saturating_add(written));
         (plain as f64 * self.input
             + cached as f64 * self.cached_input
             + written as f64 * self.cache_write

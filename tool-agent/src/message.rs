@@ -145,12 +145,16 @@ impl std::ops::Add for Usage {
     type Output = Usage;
 
     fn add(self, other: Usage) -> Usage {
+        // Saturating: token counts come from the provider.
         Usage {
-            input_tokens: self.input_tokens + other.input_tokens,
-            cached_input_tokens: self.cached_input_tokens + other.cached_input_tokens,
-            cache_write_input_tokens: self.cache_write_input_tokens
-                + other.cache_write_input_tokens,
-            output_tokens: self.output_tokens + other.output_tokens,
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_add(other.cached_input_tokens),
+            cache_write_input_tokens: self
+                .cache_write_input_tokens
+                .saturating_add(other.cache_write_input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
         }
     }
 }

@@ -222,13 +222,13 @@ pub enum StreamEvent {
     ToolCallDone(crate::message::ToolUse),
     /// Token counts for the request.
     Usage(Usage),
-    /// The attempt so far failed and the request was sent again (see
+    /// The attempt so far failed and the request is sent again after `delay` (see
     /// [`RetryPolicy`](crate::RetryPolicy)): what it streamed is void, the next events are
     /// attempt `attempt`'s.
     Retrying {
         /// The attempt that begins, from 2.
         attempt: u32,
-        /// How long it waited before sending again.
+        /// How long it waits before sending again.
         delay: Duration,
         /// Why the previous attempt failed.
         error: ModelError,

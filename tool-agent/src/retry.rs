@@ -167,6 +167,8 @@ struct Attempts {
     request: Request,
     attempt: u32,
     current: Option<ResponseStream>,
+    /// The wait before the next attempt, announced already.
+    wait: Option<Duration>,
     finished: bool,
 }
 
@@ -177,8 +179,17 @@ impl Attempts {
         if self.finished {
             return None;
         }
+        if let Some(wait) = self.wait.take() {
+            tokio::time::sleep(wait).await;
+        }
         let failure = match self.current.as_mut() {
-            None => match self.inner.stream(self.request.clone()).await {
+            None => match start(
+                Arc::clone(&self.inner),
+                self.request.clone(),
+                self.policy.idle_timeout,
+            )
+            .await
+            {
                 Ok(stream) => {
                     self.current = Some(stream);
                     return Box::pin(self.next()).await;
@@ -205,13 +216,32 @@ impl Attempts {
             error = %failure,
             "model request failed; retrying"
         );
-        tokio::time::sleep(delay).await;
+        // Announced before the wait, which may be a provider's long `Retry-After`.
+        self.wait = Some(delay);
         self.attempt += 1;
         Some(Ok(StreamEvent::Retrying {
             attempt: self.attempt,
             delay,
             error: failure,
         }))
+    }
+}
+
+/// Sends `request` to `inner`; a provider that does not answer within `idle_timeout` failed.
+async fn start(
+    inner: Arc<dyn Model>,
+    request: Request,
+    idle_timeout: Option<Duration>,
+) -> Result<ResponseStream, ModelError> {
+    let sent = inner.stream(request);
+    match idle_timeout {
+        Some(limit) => tokio::time::timeout(limit, sent).await.map_err(|_| {
+            ModelError::Transport(format!(
+                "the provider did not answer the request for {} s",
+                limit.as_secs_f64()
+            ))
+        })?,
+        None => sent.await,
     }
 }
 
@@ -259,6 +289,7 @@ impl Model for Retrying {
             request,
             attempt: 1,
             current: None,
+            wait: None,
             finished: false,
         };
         let events = stream::unfold(attempts, |mut attempts| async move {

@@ -153,10 +153,11 @@ impl Turn {
     ///
     /// The request is answered like an approval, with [`Runtime::respond`](crate::Runtime::respond)
     /// from any process: approving it resumes the turn (active again; the host extends its
-    /// budget), cancelling it — or revoking it with a message, or cancelling the turn — stops
-    /// the turn (completed with [`CompletionReason::SessionLimit`]).
-    /// Either way [`ClosedStep::session_limit`] of the
-    /// turn's last step says how it was answered. Only an active turn can park so.
+    /// budget); cancelling it, or revoking it with a message, stops the turn (completed with
+    /// [`CompletionReason::SessionLimit`], or left active while workflow tasks still owe it
+    /// results, for the host to cancel). Either way [`ClosedStep::session_limit`] of the turn's
+    /// last step says how it was answered. Cancelling the turn itself cancels it as usual.
+    /// Only an active turn can park so.
     pub async fn park_on_limit(
         &self,
         prompt: impl Into<String>,

@@ -57,7 +57,9 @@ impl Ledger {
             match message {
                 Message::Assistant(answer) => {
                     let usage = answer.usage.unwrap_or_default();
-                    let cost = if priced {
+                    // A response without usage (a provider that reports none) costs nothing
+                    // that can be counted.
+                    let cost = if priced && answer.usage.is_some() {
                         let model = answer.model.as_deref().unwrap_or_default();
                         let price = budget.price_of(model).ok_or_else(|| {
                             AgentError::Budget(format!(
@@ -78,6 +80,18 @@ impl Ledger {
                         spent.tool_calls += calls;
                         spent.usage += usage;
                         spent.cost += cost;
+                    }
+                }
+                // Calls that never ran (stopped at a limit, their turn cancelled) used nothing.
+                Message::ToolResult {
+                    error: Some(ErrorCode::Cancelled),
+                    ..
+                } => {
+                    for spent in [Some(&mut ledger.session), here.then_some(&mut ledger.turn)]
+                        .into_iter()
+                        .flatten()
+                    {
+                        spent.tool_calls = spent.tool_calls.saturating_sub(1);
                     }
                 }
                 Message::Context {
@@ -220,30 +234,39 @@ pub(crate) fn input_retries_exhausted(
     turn_id: &str,
     retries_of: impl Fn(&str) -> u32,
 ) -> Option<(String, u32, String)> {
-    let mut in_a_row: HashMap<&str, (u32, String)> = HashMap::new();
+    // Per tool: invalid rounds in a row, the round last counted, the last message. Parallel
+    // invalid calls of one tool in one response are one attempt.
+    let mut in_a_row: HashMap<&str, (u32, usize, String)> = HashMap::new();
+    let mut round = 0;
     for (turn, message) in conversation.by_turn() {
         if turn != turn_id {
             continue;
         }
-        if let Message::ToolResult {
-            name,
-            output,
-            error,
-            ..
-        } = message
-        {
-            if *error == Some(ErrorCode::InvalidInput) {
-                let entry = in_a_row.entry(name).or_default();
-                entry.0 += 1;
-                entry.1 = output.to_text();
-            } else {
-                in_a_row.remove(name.as_str());
+        match message {
+            Message::Assistant(_) => round += 1,
+            Message::ToolResult {
+                name,
+                output,
+                error,
+                ..
+            } => {
+                if *error == Some(ErrorCode::InvalidInput) {
+                    let entry = in_a_row.entry(name).or_default();
+                    if entry.1 != round || entry.0 == 0 {
+                        entry.0 += 1;
+                        entry.1 = round;
+                    }
+                    entry.2 = output.to_text();
+                } else {
+                    in_a_row.remove(name.as_str());
+                }
             }
+            _ => {}
         }
     }
     in_a_row
         .into_iter()
-        .filter(|(name, (count, _))| *count > retries_of(name))
-        .map(|(name, (count, last))| (name.to_owned(), count, last))
+        .filter(|(name, (count, _, _))| *count > retries_of(name))
+        .map(|(name, (count, _, last))| (name.to_owned(), count, last))
         .min_by(|a, b| a.0.cmp(&b.0))
 }

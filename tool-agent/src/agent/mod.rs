@@ -30,6 +30,10 @@ use limits::{Ledger, answer_message, answered, input_retries_exhausted, request_
 /// otherwise (`#[tool(input_retries = N)]`) or [`Agent::input_retries`] changed it.
 const INPUT_RETRIES: u32 = 1;
 
+/// How many times in a row a paused response (`pause_turn`) is sent again before the loop
+/// takes it as the answer (a budget's step limit stops it sooner).
+const MAX_PAUSES: u32 = 10;
+
 /// How long a final answer waits for the results of workflow tasks the turn started.
 const TASK_WAIT: Duration = Duration::from_secs(30);
 
@@ -235,11 +239,15 @@ impl Agent {
         current: Option<Principal>,
         text: &str,
     ) -> Result<AgentTurn, AgentError> {
-        let turn = session.begin_turn(current, Caller::Model).await?;
-        tracing::Span::current().record("turn_id", turn.id());
         let store = self.runtime.store();
         let mut conversation = Conversation::load(store, session.id()).await?;
         self.close_dangling_calls(&mut conversation).await?;
+        // A budget that cannot be counted fails before the turn begins.
+        if self.budget.is_limited() {
+            Ledger::of(&conversation, "", &self.budget)?;
+        }
+        let turn = session.begin_turn(current, Caller::Model).await?;
+        tracing::Span::current().record("turn_id", turn.id());
         let mut opening = vec![Message::user(text)];
         if let Some(context) = turn.context(text).await?.render() {
             opening.push(Message::context(context));
@@ -277,7 +285,7 @@ impl Agent {
             TurnStatus::Active | TurnStatus::Completed => {}
         }
         if let Some(limit) = record.last_step.as_ref().and_then(|s| s.session_limit())
-            && !answered(&conversation, &limit.request_id)
+            && (!answered(&conversation, &limit.request_id) || !approved(limit))
         {
             let limit = limit.clone();
             return self.after_limit(&turn, &record, conversation, limit).await;
@@ -333,6 +341,7 @@ impl Agent {
             })
         };
         let store = self.runtime.store();
+        let mut paused = 0;
         loop {
             self.check_inputs(turn, &conversation).await?;
             let ledger = self.ledger(turn, &conversation)?;
@@ -351,9 +360,12 @@ impl Agent {
                 conversation
                     .append(store, turn.id(), vec![Message::Assistant(message)])
                     .await?;
-                if response.finish_reason == FinishReason::Other("pause_turn".into()) {
+                if response.finish_reason == FinishReason::Other("pause_turn".into())
+                    && paused < MAX_PAUSES
+                {
                     // Anthropic paused a long turn of its server tools: sending the
                     // conversation again, the paused message last, lets it go on.
+                    paused += 1;
                     continue;
                 }
                 let results = if turn.open_tasks().await?.is_empty() {
@@ -538,20 +550,20 @@ impl Agent {
             })
         };
         let answer = answer_message(&request);
-        let extended = matches!(&answer, Message::Context { limit: Some(a), .. } if a.extended);
-        let calls = unanswered_calls(conversation.messages());
+        let extended = approved(&request);
+        // Only this turn's calls: another turn of the session may have gone on since.
+        let calls = unanswered_calls(conversation.messages())
+            .filter(|_| conversation.last_turn() == Some(turn.id()));
         if !extended {
-            let reason = "the turn stopped at a limit of its budget before it ran";
-            let mut messages: Vec<Message> = calls
-                .iter()
-                .flatten()
-                .map(|call| not_run(call, reason))
-                .collect();
-            messages.push(answer);
-            conversation.append(store, turn.id(), messages).await?;
-            // Tasks that still owed the turn results kept it open: stop them with it.
+            // Tasks that still owed the turn results kept it open: stop them with it, before
+            // anything is written, so a stop is never taken back by a crash in between.
             if record.status == TurnStatus::Active {
                 turn.cancel().await?;
+            }
+            if !answered(&conversation, &request.request_id) {
+                let mut messages = known_results(record, calls.as_deref().unwrap_or_default());
+                messages.push(answer);
+                conversation.append(store, turn.id(), messages).await?;
             }
             return done(AgentOutcome::Stopped(request));
         }
@@ -589,11 +601,14 @@ impl Agent {
             return Ok(());
         };
         let record = self.runtime.turn(&owner).await?.record().await?;
-        if !matches!(record.status, TurnStatus::Completed | TurnStatus::Cancelled) {
-            return Ok(());
+        if matches!(record.status, TurnStatus::Waiting | TurnStatus::Running) {
+            return Err(state(
+                &owner,
+                "it still waits on its calls: answer and resume it, or cancel it, before the \
+                 session's next turn",
+            ));
         }
-        let reason = "its turn ended before it ran";
-        let results = calls.iter().map(|call| not_run(call, reason)).collect();
+        let results = known_results(&record, &calls);
         conversation
             .append(self.runtime.store(), &owner, results)
             .await
@@ -659,6 +674,41 @@ fn result_message(result: &CallResult) -> Message {
         is_error: result.is_error,
         error: result.error.as_ref().map(ToolError::code),
     }
+}
+
+/// Whether a session-limit request was approved.
+fn approved(request: &InputRequest) -> bool {
+    matches!(
+        request.status,
+        toolwright_runtime::RequestStatus::Settled {
+            decision: toolwright_runtime::Decision::Approved,
+            ..
+        }
+    )
+}
+
+/// The results of `calls` as `record` knows them (its last closed step, or a parked step's
+/// finished calls): a call with none on record never ran.
+fn known_results(record: &TurnRecord, calls: &[ToolUse]) -> Vec<Message> {
+    let closed = record.last_step.iter().flat_map(|step| &step.results);
+    let parked = record
+        .pending
+        .iter()
+        .flat_map(|step| &step.calls)
+        .filter_map(|call| match &call.state {
+            toolwright_runtime::CallState::Finished { result } => Some(result),
+            _ => None,
+        });
+    let known: Vec<&CallResult> = closed.chain(parked).collect();
+    calls
+        .iter()
+        .map(
+            |call| match known.iter().find(|r| r.call_id == call.call_id) {
+                Some(result) => result_message(result),
+                None => not_run(call, "its turn ended before it ran"),
+            },
+        )
+        .collect()
 }
 
 /// The result of a call that never ran, for `reason`.
