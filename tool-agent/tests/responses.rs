@@ -465,6 +465,10 @@ async fn a_chained_response_that_is_gone_is_resent_whole() {
     let mut earlier = AssistantMessage::text("Hello.");
     earlier.items.push(toolwright_agent::ProviderItem::new(
         "openai-responses",
+        message_item("completed", "Hello."),
+    ));
+    earlier.items.push(toolwright_agent::ProviderItem::new(
+        "openai-responses",
         json!({ "type": "response_id", "id": "resp_1" }),
     ));
     let request = Request::new(vec![
@@ -478,7 +482,13 @@ async fn a_chained_response_that_is_gone_is_resent_whole() {
     assert_eq!(seen[0].1["previous_response_id"], "resp_1");
     assert_eq!(seen[0].1["input"].as_array().unwrap().len(), 1);
     assert!(seen[1].1.get("previous_response_id").is_none());
-    assert_eq!(seen[1].1["input"].as_array().unwrap().len(), 3);
+    let input = seen[1].1["input"].as_array().unwrap();
+    assert_eq!(input.len(), 3);
+    // The stored items went with the response: they go back without their ids.
+    assert!(
+        input.iter().all(|item| item.get("id").is_none()),
+        "{input:#?}"
+    );
 }
 
 #[tokio::test]

@@ -73,12 +73,13 @@ pub(crate) fn tool_choice(choice: &ToolChoice, parallel: Option<bool>) -> Option
 /// request (this conversation and more) reads the history from the cache.
 pub(crate) fn messages(conversation: &[Message], cache: bool) -> Vec<WireMessage> {
     let mut out = Messages::default();
-    for message in conversation {
+    for (position, message) in conversation.iter().enumerate() {
+        let last = position + 1 == conversation.len();
         match message {
             Message::User { content } => {
                 out.push(Role::User, content.iter().map(user_part).collect());
             }
-            Message::Assistant(message) => out.push(Role::Assistant, assistant(message)),
+            Message::Assistant(message) => out.push(Role::Assistant, assistant(message, last)),
             Message::ToolResult {
                 call_id,
                 output,
@@ -137,11 +138,18 @@ impl Messages {
 
 /// An assistant message's blocks: this adapter's kept blocks in their order, the text, the
 /// calls. A refused answer's text is left out: the streaming refusals guide asks to remove or
-/// change the refused turn, since sending it back would be refused again.
-fn assistant(message: &AssistantMessage) -> Vec<Value> {
+/// change the refused turn, since sending it back would be refused again. The conversation's
+/// `last` message (a paused turn sent again) is a prefill, whose text may not end in
+/// whitespace.
+fn assistant(message: &AssistantMessage, last: bool) -> Vec<Value> {
     let mut blocks: Vec<Value> = message.items_of(PROVIDER).cloned().collect();
-    if message.refusal.is_none() && !message.text.is_empty() {
-        blocks.push(text_block(&message.text));
+    let text = if last {
+        message.text.trim_end()
+    } else {
+        message.text.as_str()
+    };
+    if message.refusal.is_none() && !text.is_empty() {
+        blocks.push(text_block(text));
     }
     blocks.extend(message.tool_calls.iter().map(tool_use));
     blocks
@@ -316,7 +324,7 @@ mod tests {
                 json!({ "type": "thinking", "thinking": "hm", "signature": "sig" }),
             ),
         ];
-        let blocks = assistant(&message);
+        let blocks = assistant(&message, false);
         let kinds: Vec<&Value> = blocks.iter().map(|b| &b["type"]).collect();
         assert_eq!(kinds, ["thinking", "text", "tool_use"]);
         assert_eq!(blocks[0]["signature"], "sig");
@@ -413,5 +421,16 @@ mod tests {
             serde_json::to_value(&blocks).unwrap(),
             json!([{ "type": "text", "text": "Be brief.", "cache_control": { "type": "ephemeral" } }])
         );
+    }
+
+    #[test]
+    fn a_paused_answer_sent_back_last_ends_without_whitespace() {
+        let paused = Message::Assistant(AssistantMessage::text("Searching the web…\n"));
+        let out = messages(&[Message::user("find it"), paused.clone()], false);
+        let last = serde_json::to_value(&out[1]).unwrap();
+        assert_eq!(last["content"][0]["text"], "Searching the web…");
+        let earlier = messages(&[paused, Message::user("and?")], false);
+        let first = serde_json::to_value(&earlier[0]).unwrap();
+        assert_eq!(first["content"][0]["text"], "Searching the web…\n");
     }
 }

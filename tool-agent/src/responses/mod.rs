@@ -254,7 +254,10 @@ impl Responses {
     /// The request body; `chain` continues the last stored response. A field of
     /// [`Settings::extra`](crate::Settings::extra) replaces the adapter's field of the same
     /// name.
-    fn body(&self, request: &Request, chain: bool) -> Result<String, ModelError> {
+    /// The request body; `chain` sends only what follows the last stored response. Without
+    /// `chain` on a stored conversation whose chained response is gone, items go without their
+    /// ids (`replay_ids` false): the stored items went with the response.
+    fn body(&self, request: &Request, chain: bool, replay_ids: bool) -> Result<String, ModelError> {
         let settings = &request.settings;
         if !settings.stop.is_empty() {
             return Err(ModelError::Unavailable(
@@ -268,7 +271,7 @@ impl Responses {
                 ModelError::Unavailable(format!("the tool definitions are not a JSON array: {e}"))
             })?)
         };
-        let input = render::input(&request.messages, self.store, chain);
+        let input = render::input(&request.messages, self.store && replay_ids, chain);
         let extra = &settings.extra;
         let ours = |name: &str| !extra.contains_key(name);
         let body = CreateResponse {
@@ -335,7 +338,7 @@ impl Responses {
                 "`Responses::chain(true)` needs `Responses::store(true)`: OpenAI keeps no response to chain to without it".into(),
             ));
         }
-        let response = match self.post(self.body(&request, self.chain)?).await {
+        let response = match self.post(self.body(&request, self.chain, true)?).await {
             // The chained response is gone (deleted, expired): the conversation is ours, so
             // the request is sent again whole.
             Err(ModelError::Http {
@@ -344,7 +347,7 @@ impl Responses {
                 tracing::warn!(
                     "the chained response is no longer stored at OpenAI; sending the whole conversation"
                 );
-                self.post(self.body(&request, false)?).await?
+                self.post(self.body(&request, false, false)?).await?
             }
             response => response?,
         };
