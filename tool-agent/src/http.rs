@@ -94,10 +94,36 @@ where
     Box::pin(stream)
 }
 
+/// Sends `http` (a POST with the adapter's URL and authentication) with the JSON `body`
+/// asking for an SSE answer, `headers` the host added last; a refused request is its
+/// [`http_error`].
+pub(crate) async fn post_sse(
+    http: reqwest::RequestBuilder,
+    headers: &[(String, String)],
+    body: String,
+) -> Result<reqwest::Response, ModelError> {
+    let mut http = http
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(body);
+    for (name, value) in headers {
+        http = http.header(name, value);
+    }
+    let response = http
+        .send()
+        .await
+        .map_err(|e| ModelError::Transport(e.to_string()))?;
+    if response.status().is_success() {
+        Ok(response)
+    } else {
+        Err(http_error(response).await)
+    }
+}
+
 /// The error of a refused request: the message and code of the documented error body
 /// (`{"error": {"message", "type", "code"}}`, which OpenAI's and Anthropic's APIs share), else
 /// the body's text; `Retry-After` in seconds or as an HTTP date.
-pub(crate) async fn http_error(response: reqwest::Response) -> ModelError {
+async fn http_error(response: reqwest::Response) -> ModelError {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()

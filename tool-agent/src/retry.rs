@@ -427,4 +427,48 @@ mod tests {
         );
         assert_eq!(script.requests().len(), 2);
     }
+
+    /// A provider that takes the request and never answers it, then one that answers.
+    struct Silent {
+        then: ScriptedModel,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Model for Silent {
+        fn tool_format(&self) -> Format {
+            Format::OpenAiStrict
+        }
+
+        fn stream(&self, request: Request) -> BoxFuture<'_, Result<ResponseStream, ModelError>> {
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                return Box::pin(std::future::pending());
+            }
+            self.then.stream(request)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_that_never_answers_the_request_times_out_and_is_asked_again() {
+        let model = Silent {
+            then: ScriptedModel::new([Reply::text("late but here")]),
+            calls: Default::default(),
+        };
+        let policy = fast().idle_timeout(Some(Duration::from_millis(20)));
+        let model = Retrying::new(Arc::new(model), policy);
+        let mut stream = model.stream(Request::default()).await.unwrap();
+        let mut retried = None;
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                StreamEvent::Retrying { error, .. } => retried = Some(error),
+                StreamEvent::TextDelta(delta) => text.push_str(&delta),
+                _ => {}
+            }
+        }
+        let Some(ModelError::Transport(why)) = retried else {
+            panic!("the silent attempt fails: {retried:?}");
+        };
+        assert!(why.contains("did not answer"), "{why}");
+        assert_eq!(text, "late but here");
+    }
 }

@@ -9,7 +9,7 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 use toolwright_core::Format;
 
-use crate::http::{env_var, events, http_error, install_crypto_provider};
+use crate::http::{env_var, events, install_crypto_provider, post_sse};
 use crate::model::{Model, ModelError, Request, ResponseStream};
 use decode::Decoder;
 use wire::{API_VERSION, MessagesRequest};
@@ -228,10 +228,7 @@ impl Anthropic {
         let mut http = self
             .client
             .post(format!("{}/v1/messages", self.base_url))
-            .header("anthropic-version", API_VERSION)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body);
+            .header("anthropic-version", API_VERSION);
         if let Some(key) = &self.api_key {
             http = http.header("x-api-key", key);
         }
@@ -241,16 +238,7 @@ impl Anthropic {
         if !self.betas.is_empty() {
             http = http.header("anthropic-beta", self.betas.join(","));
         }
-        for (name, value) in &self.headers {
-            http = http.header(name, value);
-        }
-        let response = http
-            .send()
-            .await
-            .map_err(|e| ModelError::Transport(e.to_string()))?;
-        if !response.status().is_success() {
-            return Err(http_error(response).await);
-        }
+        let response = post_sse(http, &self.headers, body).await?;
         Ok(events(response, Decoder::default()))
     }
 }

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use toolwright_core::Format;
 
-use crate::http::{env_var, events, http_error, install_crypto_provider};
+use crate::http::{env_var, events, install_crypto_provider, post_sse};
 use crate::model::{Model, ModelError, Request, ResponseStream};
 use decode::Decoder;
 use wire::{ChatRequest, StreamOptions};
@@ -158,24 +158,11 @@ impl ChatCompletions {
         let body = self.body(&request)?;
         let mut http = self
             .client
-            .post(format!("{}/chat/completions", self.base_url))
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body);
+            .post(format!("{}/chat/completions", self.base_url));
         if let Some(key) = &self.api_key {
             http = http.bearer_auth(key);
         }
-        for (name, value) in &self.headers {
-            http = http.header(name, value);
-        }
-        let response = http
-            .send()
-            .await
-            .map_err(|e| ModelError::Transport(e.to_string()))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(http_error(response).await);
-        }
+        let response = post_sse(http, &self.headers, body).await?;
         Ok(events(response, Decoder::default()))
     }
 }

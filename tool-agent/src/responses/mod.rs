@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use toolwright_core::Format;
 
-use crate::http::{env_var, events, http_error, install_crypto_provider};
+use crate::http::{env_var, events, install_crypto_provider, post_sse};
 use crate::model::{Model, ModelError, Request, ResponseStream};
 use crate::openai::OPENAI_BASE_URL;
 use decode::Decoder;
@@ -309,27 +309,11 @@ impl Responses {
     }
 
     async fn post(&self, body: String) -> Result<reqwest::Response, ModelError> {
-        let mut http = self
-            .client
-            .post(format!("{}/responses", self.base_url))
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body);
+        let mut http = self.client.post(format!("{}/responses", self.base_url));
         if let Some(key) = &self.api_key {
             http = http.bearer_auth(key);
         }
-        for (name, value) in &self.headers {
-            http = http.header(name, value);
-        }
-        let response = http
-            .send()
-            .await
-            .map_err(|e| ModelError::Transport(e.to_string()))?;
-        if response.status().is_success() {
-            Ok(response)
-        } else {
-            Err(http_error(response).await)
-        }
+        post_sse(http, &self.headers, body).await
     }
 
     async fn send(&self, request: Request) -> Result<ResponseStream, ModelError> {
