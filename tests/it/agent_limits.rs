@@ -57,6 +57,12 @@ async fn transfer(args: TransferArgs) -> Result<String, ToolError> {
     Ok(format!("moved {} to {}", args.cents, args.to))
 }
 
+/// Publishes an item, with a person's approval.
+#[tool(effect = write, approval = always)]
+async fn publish(args: TallyArgs) -> Result<String, ToolError> {
+    Ok(format!("{} published", args.item))
+}
+
 /// Moves money; one invalid input fails the turn.
 #[tool(effect = write, input_retries = 0)]
 async fn wire(args: TransferArgs) -> Result<String, ToolError> {
@@ -69,7 +75,7 @@ fn alice() -> Principal {
 
 fn runtime_on(path: &Path, tally: &Tally) -> Runtime {
     Runtime::builder(
-        Registry::from_tools([tally::TOOL, transfer::TOOL, wire::TOOL])
+        Registry::from_tools([tally::TOOL, transfer::TOOL, wire::TOOL, publish::TOOL])
             .expect("the tools register"),
     )
     .store(SqliteStore::open(path).expect("the store opens"))
@@ -736,4 +742,51 @@ async fn a_new_turn_waits_until_the_sessions_waiting_turn_is_settled() {
             .contains("answer and resume it, or cancel it"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_cancelled_turns_calls_reach_the_next_request_with_what_they_did() {
+    let fx = Fixture::new();
+    let session = fx.session("cancelled").await;
+    let model = ScriptedModel::new([
+        Reply::call("tally", json!({ "item": "a" })).and_call("publish", json!({ "item": "b" })),
+        Reply::text("next turn"),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone());
+    let run = agent
+        .send(&session, Some(alice()), "count and publish")
+        .await
+        .unwrap();
+    assert!(
+        matches!(run.outcome, AgentOutcome::Waiting(_)),
+        "{:?}",
+        run.outcome
+    );
+    assert_eq!(fx.counted(), 1, "the tally ran; the publish waits");
+    fx.runtime
+        .turn(&run.turn_id)
+        .await
+        .unwrap()
+        .cancel()
+        .await
+        .unwrap();
+
+    agent.send(&session, Some(alice()), "hello").await.unwrap();
+    let results: Vec<(String, bool)> = model.requests()[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResult {
+                output, is_error, ..
+            } => Some((output.to_text(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[0].0.contains("a counted (1)") && !results[0].1,
+        "the call that ran keeps its result: {results:?}"
+    );
+    assert!(results[1].1, "the cancelled one failed: {results:?}");
+    assert_eq!(fx.counted(), 1);
 }
