@@ -110,8 +110,6 @@ pub mod context {
 /// tool.
 pub mod registry {
     #[doc(inline)]
-    pub use toolwright_core::ask_question;
-    #[doc(inline)]
     pub use toolwright_core::descriptor::{
         DeltaFn, DescribeFn, EnabledFn, EndsTurn, InputSpec, InvokeFn, LabelFn, LabelSpec,
         LocaleText, Location, ProviderFn, SchemaFn, ToolDescriptor, ToolKind,
@@ -126,6 +124,8 @@ pub mod registry {
     pub use toolwright_core::{
         Audience, Format, RegistryError, RegistryProblem, Tool, ToolList, registry::ListEntry,
     };
+    #[doc(inline)]
+    pub use toolwright_core::{GENERAL_AGENT, TaskArgs, ask_question, task};
 }
 
 /// The model handle: a tool asks a model through `ctx.model()` (the MCP client's through
@@ -134,8 +134,8 @@ pub mod registry {
 pub mod model {
     #[doc(inline)]
     pub use toolwright_core::model::{
-        DEFAULT_MAX_TOKENS, MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelReply,
-        ModelRequest, Prompt, StopReason,
+        AgentHandle, DEFAULT_MAX_TOKENS, MessageRole, ModelBackend, ModelHandle, ModelMessage,
+        ModelOrigin, ModelReply, ModelRequest, ModelUsage, Prompt, StopReason,
     };
 }
 
@@ -206,7 +206,8 @@ pub mod runtime {
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
         RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
-        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
+        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, WeakRuntime,
+        Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -290,7 +290,10 @@ async fn cancelling_a_limit_stops_the_turn_and_the_session_goes_on() {
         .unwrap();
     for offset in 1..=2 {
         let Message::ToolResult {
-            is_error, output, ..
+            usage: None,
+            is_error,
+            output,
+            ..
         } = &sent[calls + offset]
         else {
             panic!("results follow the calls: {sent:?}");

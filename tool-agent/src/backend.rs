@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use toolwright_core::{
-    ErrorCode, MessageRole, ModelBackend, ModelReply, ModelRequest, StopReason, ToolError,
+    ErrorCode, MessageRole, ModelBackend, ModelReply, ModelRequest, ModelUsage, StopReason,
+    ToolError,
 };
 
 use tracing::Instrument;
 
+use crate::budget::Budget;
 use crate::message::{AssistantMessage, Message};
 use crate::model::{FinishReason, Model, ModelError, Request, Settings, complete};
 use crate::telemetry;
@@ -57,29 +59,53 @@ impl Backend {
 impl ModelBackend for Backend {
     fn complete(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelReply, ToolError>> {
         Box::pin(async move {
-            request.refuse_tools("the agent's model answers a tool in one request")?;
-            let request = to_request(&request);
-            // Inside the runtime's span of the tool call that asked.
-            let span = telemetry::request_span(self.model.as_ref(), &request);
-            let answer = complete(self.model.as_ref(), request)
-                .instrument(span.clone())
-                .await;
-            match &answer {
-                Ok(response) => telemetry::record_response(&span, response),
-                Err(error) => telemetry::record_error(&span, error),
-            }
-            let response = answer.map_err(to_tool_error)?;
-            let message = response.message;
-            if let Some(refusal) = message.refusal.filter(|_| message.text.is_empty()) {
-                return Err(ToolError::with_code(
-                    ErrorCode::ToolFailed,
-                    format!("the model refused: {refusal}"),
-                ));
-            }
-            let reply = ModelReply::new(response.model, message.text);
-            Ok(reply.stop_reason(stop_reason(response.finish_reason)))
+            request.refuse_tools(
+                "this backend answers in one request; install the agent as the runtime's model \
+                 (`Agent::install`) for sessions with tools and subagents",
+            )?;
+            one_shot(self.model.as_ref(), &request, None).await
         })
     }
+}
+
+/// One request to `model` for a tool's `request`, without tools: the reply with what it used
+/// (its cost too, when `priced` has a price for the model that answered).
+pub(crate) async fn one_shot(
+    model: &dyn Model,
+    request: &ModelRequest,
+    priced: Option<&Budget>,
+) -> Result<ModelReply, ToolError> {
+    let request = to_request(request);
+    // Inside the runtime's span of the tool call that asked.
+    let span = telemetry::request_span(model, &request);
+    let answer = complete(model, request).instrument(span.clone()).await;
+    match &answer {
+        Ok(response) => telemetry::record_response(&span, response),
+        Err(error) => telemetry::record_error(&span, error),
+    }
+    let response = answer.map_err(to_tool_error)?;
+    let message = response.message;
+    if let Some(refusal) = message.refusal.filter(|_| message.text.is_empty()) {
+        return Err(ToolError::with_code(
+            ErrorCode::ToolFailed,
+            format!("the model refused: {refusal}"),
+        ));
+    }
+    let usage = response.usage.unwrap_or_default();
+    let cost = priced
+        .and_then(|budget| budget.price_of(&response.model))
+        .map_or(0.0, |price| price.cost(&usage));
+    let used = ModelUsage {
+        requests: 1,
+        tool_calls: 0,
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_input_tokens: usage.cache_write_input_tokens,
+        cost,
+    };
+    let reply = ModelReply::new(response.model, message.text).usage(used);
+    Ok(reply.stop_reason(stop_reason(response.finish_reason)))
 }
 
 /// The loop's request for a tool's: its messages, system prompt and settings, no tools.
@@ -114,7 +140,7 @@ fn stop_reason(reason: FinishReason) -> StopReason {
 
 /// A provider that cannot be reached or answers with an error is unavailable to the tool; an
 /// answer that cannot be read is a failure.
-fn to_tool_error(error: ModelError) -> ToolError {
+pub(crate) fn to_tool_error(error: ModelError) -> ToolError {
     let code = match error {
         ModelError::Protocol(_) => ErrorCode::ToolFailed,
         _ => ErrorCode::Unavailable,

@@ -70,6 +70,29 @@ impl Budget {
         self.turn != Limits::default() || self.session != Limits::default()
     }
 
+    /// The budget of a subagent's session started by a turn of this budget: the subagent's
+    /// own limits (`own`, else none), each turn's capped by `left` (what the parent turn has
+    /// left), and the prices of both (its own first).
+    pub(crate) fn for_child(&self, own: Option<&Budget>, left: &Limits) -> Budget {
+        let own = own.cloned().unwrap_or_default();
+        let mut prices = own.prices.clone();
+        for (model, price) in &self.prices {
+            if !prices.iter().any(|(name, _)| name == model) {
+                prices.push((model.clone(), *price));
+            }
+        }
+        Budget {
+            turn: own.turn.capped(left),
+            session: own.session,
+            prices,
+        }
+    }
+
+    /// Whether some model has a price.
+    pub(crate) fn has_prices(&self) -> bool {
+        !self.prices.is_empty()
+    }
+
     pub(crate) fn limits(&self, scope: Scope) -> &Limits {
         match scope {
             Scope::Turn => &self.turn,
@@ -128,6 +151,23 @@ impl Limits {
     pub fn cost(mut self, cost: f64) -> Self {
         self.cost = Some(cost);
         self
+    }
+
+    /// The stricter of `self` and `other`, limit by limit.
+    pub(crate) fn capped(&self, other: &Limits) -> Limits {
+        fn min<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        }
+        Limits {
+            steps: min(self.steps, other.steps),
+            tool_calls: min(self.tool_calls, other.tool_calls),
+            input_tokens: min(self.input_tokens, other.input_tokens),
+            output_tokens: min(self.output_tokens, other.output_tokens),
+            cost: min(self.cost, other.cost),
+        }
     }
 
     /// The limit on `limit`, as a number.

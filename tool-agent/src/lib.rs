@@ -28,7 +28,7 @@ mod retry;
 mod scripted;
 mod telemetry;
 
-pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn};
+pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, MAX_DEPTH, Subagent};
 pub use anthropic::{ANTHROPIC_BASE_URL, Anthropic};
 pub use backend::Backend;
 pub use budget::{Budget, Limit, LimitAnswer, LimitReached, Limits, Price, Scope};

@@ -3,7 +3,7 @@
 //! one provider's shape.
 
 use serde::{Deserialize, Serialize};
-use toolwright_core::{ContentPart, ErrorCode, ModelOutput};
+use toolwright_core::{ContentPart, ErrorCode, ModelOutput, ModelUsage};
 
 use crate::budget::LimitAnswer;
 
@@ -40,6 +40,10 @@ pub enum Message {
         /// model's retries of invalid input from it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorCode>,
+        /// What the call's own model asks used (`ctx.model()`, a subagent), counted in the
+        /// turn's budget; never sent to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<ModelUsage>,
     },
     /// Text for the model that no person wrote: notices, task results, per-turn context.
     Context {
@@ -237,6 +241,7 @@ mod tests {
                 AssistantMessage::text("on it").with_call(ToolUse::new("c1", "restart", "{}")),
             ),
             Message::ToolResult {
+                usage: None,
                 call_id: "c1".into(),
                 name: "restart".into(),
                 output: ModelOutput::text("done"),

@@ -432,6 +432,7 @@ async fn a_thinking_block_is_kept_and_sent_back_first() {
         Message::user("What's the weather like in Paris?"),
         Message::Assistant(response.message.clone()),
         Message::ToolResult {
+            usage: None,
             call_id: "toolu_01T".into(),
             name: "get_weather".into(),
             output: ModelOutput::text("15 degrees, sunny"),
@@ -551,6 +552,7 @@ async fn tool_results_merge_into_one_user_message_with_context_after_them() {
         Message::user("Weather and time in Paris?"),
         Message::Assistant(calls),
         Message::ToolResult {
+            usage: None,
             call_id: "toolu_01A".into(),
             name: "get_weather".into(),
             output: ModelOutput::content([
@@ -561,6 +563,7 @@ async fn tool_results_merge_into_one_user_message_with_context_after_them() {
             error: None,
         },
         Message::ToolResult {
+            usage: None,
             call_id: "toolu_01B".into(),
             name: "get_time".into(),
             output: ModelOutput::text("the arguments are not valid JSON"),

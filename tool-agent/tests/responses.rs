@@ -317,6 +317,7 @@ async fn reasoning_items_are_kept_and_sent_back_first() {
     let mut conversation = request().messages;
     conversation.push(Message::Assistant(response.message));
     conversation.push(Message::ToolResult {
+        usage: None,
         call_id: "call_1".into(),
         name: "get_weather".into(),
         output: ModelOutput::text("18°C, sunny"),
@@ -420,6 +421,7 @@ async fn chaining_sends_previous_response_id_and_only_new_items() {
         .push(Message::Assistant(response.message.clone()));
     for (call, output) in response.message.tool_calls.iter().zip(["18°C", "22°C"]) {
         next.messages.push(Message::ToolResult {
+            usage: None,
             call_id: call.call_id.clone(),
             name: call.name.clone(),
             output: ModelOutput::text(output),

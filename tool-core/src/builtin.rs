@@ -75,3 +75,89 @@ static ASK_QUESTION: ToolDescriptor = ToolDescriptor {
         },
     )
 };
+
+/// The subagent the built-in [`task`] tool hands work to when the model names none.
+pub const GENERAL_AGENT: &str = "general";
+
+/// The arguments of `task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskArgs {
+    /// The work, with everything the subagent needs to do it: it does not see this
+    /// conversation. Say what to return.
+    #[schemars(length(min = 1))]
+    pub prompt: String,
+    /// Which subagent does it (the system prompt lists them); leave out for a general-purpose
+    /// one with the tools subagents may use.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// `task`: the model hands a focused piece of work to a subagent, which works on it in a
+/// session of its own (a child of the caller's session, with its own tools and budget) and
+/// returns its final answer as the result. The host's model loop runs the subagents (the
+/// `Agent`'s `subagent` profiles; without one, a general-purpose subagent). The call is
+/// `durable`: the subagent's answer is journaled, and a call the process lost while the
+/// subagent worked finds its session again when it is run again. Its name is reserved; add it
+/// to a registry with the other tools: `Registry::from_tools([task(), ...])`.
+pub fn task() -> &'static ToolDescriptor {
+    &TASK
+}
+
+/// Whether `descriptor` is the built-in `task`.
+pub fn is_task(descriptor: &ToolDescriptor) -> bool {
+    std::ptr::eq(descriptor, &TASK)
+}
+
+static TASK: ToolDescriptor = ToolDescriptor {
+    title: Some("Delegate to a subagent"),
+    kind: crate::descriptor::ToolKind::Durable,
+    projected: true,
+    ..ToolDescriptor::plain(
+        "task",
+        "Hand a self-contained piece of work to a subagent, which does it in a session of its own with its own tools and returns its final answer. Use it for work whose intermediate steps you do not need to see (research across many sources, a review, a subtask of many steps); not for a single tool call you can make yourself. The subagent does not see this conversation: put everything it needs in `prompt`, and say what it should return.",
+        Effect::Write,
+        InputSpec {
+            schema: crate::schema::schema_of::<TaskArgs>,
+            fields: &["prompt", "agent"],
+            type_name: "TaskArgs",
+        },
+        |input, cx| Box::pin(run_task(input, cx)),
+        Location {
+            file: file!(),
+            line: line!(),
+            column: column!(),
+            module_path: module_path!(),
+        },
+    )
+};
+
+async fn run_task(
+    input: serde_json::Value,
+    cx: crate::CallContext,
+) -> Result<crate::CallOutput, ToolError> {
+    let args: TaskArgs = serde_json::from_value(input).map_err(|error| {
+        ToolError::with_code(
+            crate::ErrorCode::InvalidInput,
+            format!(
+                "`task` got arguments it cannot use: {}",
+                crate::error::quoted_prefix(&error.to_string())
+            ),
+        )
+    })?;
+    let ctx = <crate::DurableContext as crate::DurableParam>::from_call(&cx)?;
+    let agent = args.agent.unwrap_or_else(|| GENERAL_AGENT.to_owned());
+    let mut request = crate::model::ModelRequest::new(args.prompt);
+    request.agent = Some(agent.clone());
+    let reply = ctx.model().request(request).reply().await?;
+    Ok(crate::CallOutput {
+        value: serde_json::json!({
+            "agent": agent,
+            "answer": reply.text,
+            "session": reply.session,
+        }),
+        ends_turn: false,
+        model: Some(crate::ModelOutput::Text(reply.text)),
+        complete_label: None,
+    })
+}

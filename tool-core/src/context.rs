@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError};
-use crate::model::{CallScope, ModelBackend, ModelHandle};
+use crate::model::{AgentHandle, CallScope, ModelBackend, ModelHandle, ModelOrigin, ModelUsage};
 use crate::output::CallOutput;
 use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
@@ -141,6 +141,8 @@ struct Scope {
     host: Arc<dyn CallHost>,
     /// How many times the call asked the model so far: names its journal steps.
     model_calls: AtomicU64,
+    /// What the call's asks used so far (touched only when a model answers).
+    model_usage: std::sync::Mutex<Option<ModelUsage>>,
 }
 
 impl CallScope for Scope {
@@ -154,6 +156,27 @@ impl CallScope for Scope {
 
     fn next_model_call(&self) -> u64 {
         self.model_calls.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn origin(&self, ordinal: u64, journaled: bool) -> ModelOrigin {
+        ModelOrigin {
+            caller: self.caller,
+            journaled,
+            ..ModelOrigin::new(
+                self.session.clone(),
+                self.call_id.clone(),
+                self.tool_name.clone(),
+                ordinal,
+            )
+        }
+    }
+
+    fn spend(&self, usage: ModelUsage) {
+        let mut sum = self
+            .model_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *sum.get_or_insert_with(ModelUsage::default) += usage;
     }
 
     fn journal<'a>(
@@ -258,6 +281,7 @@ impl CallContextBuilder {
                 .host
                 .unwrap_or_else(|| Arc::new(DetachedHost::default())),
             model_calls: AtomicU64::new(0),
+            model_usage: std::sync::Mutex::new(None),
         }))
     }
 }
@@ -279,6 +303,17 @@ impl CallContext {
     /// The session.
     pub fn session(&self) -> &SessionInfo {
         &self.0.session
+    }
+
+    /// What the call's model asks used, summed (answers replayed from the journal count as
+    /// they did when recorded); `None` when no backend said. The runtime puts it on the call's
+    /// result, where the model loop counts it against the turn's budget.
+    pub fn model_usage(&self) -> Option<ModelUsage> {
+        *self
+            .0
+            .model_usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The call id.
@@ -741,6 +776,15 @@ impl WorkflowContext {
     /// The model handle, with each answer journaled (see [`DurableContext::model`]).
     pub fn model(&self) -> ModelHandle {
         ModelHandle::new(self.cx.0.clone(), true)
+    }
+
+    /// The subagent `name`, to hand it work: `ctx.agent("reviewer").send("...").result::<T>()`
+    /// runs it in a child session of this one, with the tools, instructions and budget the host
+    /// gave it (the model loop's `Agent::subagent`), and journals its answer like a step
+    /// (`agent:<name>#<n>`), so a replay does not run it again. Its approvals and questions
+    /// reach this session's person. Fails when the host runs no subagents.
+    pub fn agent(&self, name: impl Into<String>) -> AgentHandle {
+        AgentHandle::new(self.model(), name.into())
     }
 
     /// Asks a person. An unanswered question parks the run; nothing waits in memory.

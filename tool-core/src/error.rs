@@ -70,6 +70,8 @@ pub enum ErrorCode {
     MissingState,
     /// The server of a remote tool cannot be reached now (down, reconnecting).
     Unavailable,
+    /// A limit stopped the work: how deep delegation may go, or a subagent's budget.
+    LimitReached,
 }
 
 impl ErrorCode {
@@ -91,6 +93,7 @@ impl ErrorCode {
             ErrorCode::Journal => "JOURNAL",
             ErrorCode::MissingState => "MISSING_STATE",
             ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::LimitReached => "LIMIT_REACHED",
         }
     }
 }

@@ -45,7 +45,7 @@ pub use approval::{
     CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
     ResponseDecision, ResponseVerdict,
 };
-pub use builtin::ask_question;
+pub use builtin::{GENERAL_AGENT, TaskArgs, ask_question, task};
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
     DurableParam, HostEvent, LogLevel, PlainParam, Requirement, Retry, ServeIncoming, State,
@@ -58,8 +58,8 @@ pub use export::Format;
 pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
 pub use list::ToolList;
 pub use model::{
-    MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelReply, ModelRequest, Prompt,
-    StopReason,
+    AgentHandle, MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelOrigin, ModelReply,
+    ModelRequest, ModelUsage, Prompt, StopReason,
 };
 pub use output::{CallOutput, ContentPart, ModelOutput, Status};
 pub use problem::{RegistryError, RegistryProblem};

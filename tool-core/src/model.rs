@@ -10,6 +10,14 @@
 //! recorded answer without asking the model again. Each ask is a step named `model#<n>` (the
 //! n-th ask of the call, from 1) unless [`Prompt::step`] names it.
 //!
+//! A prompt may name tools ([`Prompt::tools`]): the model then works in a scratch session of
+//! its own with those tools, and a workflow body may hand work to a named subagent
+//! ([`crate::WorkflowContext::agent`]). Both need a backend that runs sessions (the model
+//! loop's); every request carries its [`ModelOrigin`], the call that asked, so such a backend
+//! can name the sessions after the call, count what they use against its turn, and limit how
+//! deep delegation goes. What an answer used comes back as [`ModelReply::usage`] and is summed
+//! per call ([`crate::CallContext::model_usage`]).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use futures_util::future::BoxFuture;
@@ -61,6 +69,7 @@ use serde_json::Value;
 
 use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::schema::{InputValidator, model_facing, schema_of};
+use crate::session::{Caller, SessionInfo};
 
 /// The most tokens a reply may have when the prompt does not say ([`Prompt::max_tokens`]).
 pub const DEFAULT_MAX_TOKENS: u32 = 1024;
@@ -128,6 +137,93 @@ pub struct ModelRequest {
     /// [`ModelRequest::result_instruction`] to the system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_schema: Option<Value>,
+    /// The subagent that answers, when a workflow body handed the work to one
+    /// ([`crate::WorkflowContext::agent`]). A backend that cannot run subagents fails (see
+    /// [`ModelRequest::refuse_tools`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The call that asked, filled in by the handle (never sent to a model).
+    #[serde(skip)]
+    pub origin: Option<ModelOrigin>,
+}
+
+/// The call a [`ModelRequest`] comes from: its session and turn, the call, and which of the
+/// call's asks this is. Deterministic across re-runs of a durable or workflow body, so a
+/// backend can find again what an earlier run of the same ask started.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ModelOrigin {
+    /// The session and turn of the call, with its identities.
+    pub session: SessionInfo,
+    /// The call id.
+    pub call_id: String,
+    /// The resolved tool name.
+    pub tool: String,
+    /// Who issued the call.
+    pub caller: Caller,
+    /// Which ask of the call this is (from 1, in the body's order).
+    pub ordinal: u64,
+    /// Whether the answer is journaled (durable and workflow contexts).
+    pub journaled: bool,
+}
+
+impl ModelOrigin {
+    /// The origin of the `ordinal`-th ask of call `call_id` to `tool` in `session`.
+    pub fn new(
+        session: SessionInfo,
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        ordinal: u64,
+    ) -> Self {
+        ModelOrigin {
+            session,
+            call_id: call_id.into(),
+            tool: tool.into(),
+            caller: Caller::Model,
+            ordinal,
+            journaled: false,
+        }
+    }
+}
+
+/// What a model answer used: requests, tool calls and tokens, and their cost when the backend
+/// knows the price. Summed over a call's asks ([`crate::CallContext::model_usage`]) so the
+/// model loop counts them against the turn's budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// Model requests sent.
+    #[serde(default)]
+    pub requests: u64,
+    /// Tool calls the model made (in a scratch or subagent session).
+    #[serde(default)]
+    pub tool_calls: u64,
+    /// Input tokens, cached ones included.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+    /// The cost, in the unit of the backend's prices (0 when it has none).
+    #[serde(default)]
+    pub cost: f64,
+}
+
+impl std::ops::AddAssign for ModelUsage {
+    fn add_assign(&mut self, other: ModelUsage) {
+        self.requests += other.requests;
+        self.tool_calls += other.tool_calls;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_input_tokens += other.cache_write_input_tokens;
+        self.cost += other.cost;
+    }
 }
 
 impl ModelRequest {
@@ -146,6 +242,8 @@ impl ModelRequest {
             stop: Vec::new(),
             tools: Vec::new(),
             result_schema: None,
+            agent: None,
+            origin: None,
         }
     }
 
@@ -167,8 +265,8 @@ impl ModelRequest {
         }
     }
 
-    /// Fails, naming the tools, when the request asks for tools: what a backend that cannot run
-    /// them returns, `why` saying why (and what to do instead). Never drop them silently: a
+    /// Fails, naming the tools, when the request asks for tools or a subagent: what a backend
+    /// that cannot run sessions returns, `why` saying why (and what to do instead). Never drop them silently: a
     /// model without its tools answers something else.
     ///
     /// ```
@@ -177,6 +275,15 @@ impl ModelRequest {
     /// assert!(request.refuse_tools("unused").is_ok());
     /// ```
     pub fn refuse_tools(&self, why: impl fmt::Display) -> Result<(), ToolError> {
+        if let Some(agent) = &self.agent {
+            return Err(ToolError::with_code(
+                ErrorCode::MissingState,
+                format!(
+                    "the work was handed to subagent `{}`, and {why}",
+                    quoted_prefix(agent)
+                ),
+            ));
+        }
         if self.tools.is_empty() {
             return Ok(());
         }
@@ -223,6 +330,13 @@ pub struct ModelReply {
     /// Why it stopped, when the backend says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<StopReason>,
+    /// What answering used, when the backend counts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ModelUsage>,
+    /// The session the answer was worked out in, when the backend opened one (a scratch or
+    /// subagent session, kept for inspection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 impl ModelReply {
@@ -232,12 +346,26 @@ impl ModelReply {
             text: text.into(),
             model: model.into(),
             stop_reason: None,
+            usage: None,
+            session: None,
         }
     }
 
     /// `self` saying why the model stopped.
     pub fn stop_reason(mut self, reason: StopReason) -> Self {
         self.stop_reason = Some(reason);
+        self
+    }
+
+    /// `self` saying what answering used.
+    pub fn usage(mut self, usage: ModelUsage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
+    /// `self` naming the session the answer was worked out in.
+    pub fn session(mut self, id: impl Into<String>) -> Self {
+        self.session = Some(id.into());
         self
     }
 }
@@ -269,6 +397,10 @@ pub(crate) trait CallScope: Send + Sync + 'static {
     fn tool_name(&self) -> &str;
     /// The ordinal (from 1) of the call's next ask: deterministic on every run of the body.
     fn next_model_call(&self) -> u64;
+    /// Where the `ordinal`-th ask of the call comes from.
+    fn origin(&self, ordinal: u64, journaled: bool) -> ModelOrigin;
+    /// Adds what an answer used to the call's sum.
+    fn spend(&self, usage: ModelUsage);
     /// Runs or replays the journaled step `name` (see [`crate::CallHost::step`]).
     fn journal<'a>(
         &'a self,
@@ -318,6 +450,37 @@ impl ModelHandle {
             request,
             step: None,
         }
+    }
+}
+
+/// A subagent a workflow body hands work to ([`crate::WorkflowContext::agent`]): each
+/// [`AgentHandle::send`] is a prompt the subagent answers in a session of its own, with its
+/// own instructions, tools and budget, as the host configured it (the model loop's
+/// `Subagent`). Its approvals and questions reach the person of the body's session; its
+/// answer is journaled like any ask (`agent:<name>#<n>` unless [`Prompt::step`] names it), so
+/// a replay does not run it again.
+#[derive(Clone, Debug)]
+pub struct AgentHandle {
+    handle: ModelHandle,
+    name: String,
+}
+
+impl AgentHandle {
+    pub(crate) fn new(handle: ModelHandle, name: String) -> Self {
+        AgentHandle { handle, name }
+    }
+
+    /// The subagent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A task for the subagent; set its options, then wait for the answer with
+    /// [`Prompt::text`] or [`Prompt::result`].
+    pub fn send(&self, text: impl Into<String>) -> Prompt {
+        let mut prompt = self.handle.prompt(text);
+        prompt.request.agent = Some(self.name.clone());
+        prompt
     }
 }
 
@@ -415,17 +578,26 @@ impl Prompt {
         if let Some(check) = &check {
             request.result_schema = Some(check.schema.clone());
         }
+        request.origin = Some(scope.origin(ordinal, handle.journaled));
+        let default_name = match &request.agent {
+            Some(agent) => format!("agent:{agent}#{ordinal}"),
+            None => format!("model#{ordinal}"),
+        };
         let asking = async move {
             let reply = backend.complete(request).await?;
             if let Some(check) = &check {
                 check.value(&reply.text)?;
             }
-            Ok(reply)
+            Ok::<_, ToolError>(reply)
         };
         if !handle.journaled {
-            return asking.await;
+            let reply = asking.await?;
+            if let Some(usage) = reply.usage {
+                scope.spend(usage);
+            }
+            return Ok(reply);
         }
-        let name = step.unwrap_or_else(|| format!("model#{ordinal}"));
+        let name = step.unwrap_or(default_name);
         let journaled = Box::pin(async move {
             let reply = asking.await?;
             serde_json::to_value(reply).map_err(|e| {
@@ -436,14 +608,20 @@ impl Prompt {
             })
         });
         let recorded = scope.journal(&name, journaled).await?;
-        serde_json::from_value(recorded).map_err(|error| {
+        let reply: ModelReply = serde_json::from_value(recorded).map_err(|error| {
             ToolError::with_code(
                 ErrorCode::Journal,
                 format!(
                     "the journal holds a value for step `{name}` that is not a model reply: {error}; did the tool change since it was recorded?"
                 ),
             )
-        })
+        })?;
+        // A replayed answer counts as much as it cost when it was recorded: the call's result
+        // carries the sum of every answer it used, once.
+        if let Some(usage) = reply.usage {
+            scope.spend(usage);
+        }
+        Ok(reply)
     }
 }
 

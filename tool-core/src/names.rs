@@ -6,7 +6,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Names of the meta-tools and built-in tools the runtime defines; no user tool may take one.
 ///
 /// `tool_search`/`tool_call` reach deferred tools, `ask_question` asks the user, `task_wait` and
-/// `task_cancel` manage workflow tasks, and `read`, `write`, `edit`, `bash`, `grep`, `glob` are the
+/// `task_cancel` manage workflow tasks, `task` delegates to a subagent, and `read`, `write`, `edit`, `bash`, `grep`, `glob` are the
 /// built-in sandbox tools.
 pub const RESERVED_NAMES: &[&str] = &[
     "tool_search",
@@ -14,6 +14,7 @@ pub const RESERVED_NAMES: &[&str] = &[
     "ask_question",
     "task_wait",
     "task_cancel",
+    "task",
     "read",
     "write",
     "edit",

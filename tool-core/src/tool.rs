@@ -611,6 +611,7 @@ fn check_names(
     }
     if names::is_reserved(name)
         && !crate::builtin::is_ask_question(descriptor)
+        && !crate::builtin::is_task(descriptor)
         && !crate::sandbox_tools::is_sandbox_tool(descriptor)
     {
         problems.push(RegistryProblem::Reserved {

@@ -17,6 +17,11 @@ pub enum RuntimeError {
         "no store: call `.store(SqliteStore::open(\"toolwright.db\")?)` on the runtime builder to keep parked turns across restarts, or `.store(SqliteStore::in_memory()?)` to keep them in memory only (lost when the process exits)"
     )]
     NoStore,
+    /// A model is installed already: tools ask one model.
+    #[error(
+        "the runtime has a model for `ctx.model()` already (from `RuntimeBuilder::model` or an earlier `install_model`); install one model per runtime"
+    )]
+    ModelInstalled,
     /// A tool needs application state that was not registered.
     #[error(
         "tool `{tool}` needs the state `{type_name}`, which is not registered; add `.state(...)` with a `{type_name}` to the runtime builder"

@@ -61,7 +61,7 @@ pub use record::{
     PinRecord, RequestKind, RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord,
     TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
-pub use runtime::{Runtime, RuntimeBuilder};
+pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};

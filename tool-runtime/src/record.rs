@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolwright_core::{Caller, Effect, Entry, ModelOutput, Principal, RemoteDefinition, ToolError};
+use toolwright_core::{
+    Caller, Effect, Entry, ModelOutput, ModelUsage, Principal, RemoteDefinition, ToolError,
+};
 
 /// Whether a session lets calls of an effect run without asking.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,6 +47,10 @@ pub struct SessionRecord {
     /// Whether the session has ended ([`crate::Session::end`]): it takes no new turns.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended: bool,
+    /// The only tools the session may list and call (a subagent's subset), when it is limited;
+    /// any other tool is unknown to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 impl SessionRecord {
@@ -59,7 +65,15 @@ impl SessionRecord {
             state: Map::new(),
             announced: BTreeMap::new(),
             ended: false,
+            tools: None,
         }
+    }
+
+    /// Whether the session may list and call tool `name` (see [`SessionRecord::tools`]).
+    pub fn allows(&self, name: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|tools| tools.binary_search_by(|t| t.as_str().cmp(name)).is_ok())
     }
 
     /// The permission for `effect`.
@@ -474,12 +488,17 @@ pub struct CallResult {
     /// The completion label, if rendered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// What the call's model asks used (`ctx.model()`, subagents), summed, when a backend
+    /// counted it: the model loop counts it against the turn's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_usage: Option<ModelUsage>,
 }
 
 impl CallResult {
     /// A failed call: the model sees the message.
     pub fn failed(call_id: &str, tool: &str, error: ToolError) -> Self {
         CallResult {
+            model_usage: None,
             call_id: call_id.to_owned(),
             tool: tool.to_owned(),
             is_error: true,

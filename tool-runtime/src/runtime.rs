@@ -33,6 +33,29 @@ pub struct Runtime {
     engine: Arc<Engine>,
 }
 
+/// A [`Runtime`] that does not keep it alive ([`Runtime::downgrade`]): for what the runtime
+/// itself holds (an installed model backend that drives the runtime's own sessions), so that
+/// the two do not keep each other alive.
+#[derive(Clone)]
+pub struct WeakRuntime {
+    engine: std::sync::Weak<Engine>,
+}
+
+impl std::fmt::Debug for WeakRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakRuntime")
+            .field("alive", &(self.engine.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakRuntime {
+    /// The runtime, while some [`Runtime`] handle still keeps it.
+    pub fn upgrade(&self) -> Option<Runtime> {
+        self.engine.upgrade().map(|engine| Runtime { engine })
+    }
+}
+
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&*self.engine, f)
@@ -130,6 +153,23 @@ impl Runtime {
     /// calls run (exactly once: the turn is claimed in the store first).
     pub async fn respond(&self, response: InputResponse) -> Result<RespondOutcome, RuntimeError> {
         crate::input::settle::respond(&self.engine, response, StepOptions::new()).await
+    }
+
+    /// A handle that does not keep the runtime alive.
+    pub fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime {
+            engine: Arc::downgrade(&self.engine),
+        }
+    }
+
+    /// Installs the model tools ask through `ctx.model()` after the runtime was built (for a
+    /// backend that needs the runtime, like the model loop's subagents: hold a
+    /// [`WeakRuntime`] in it). Refused with [`RuntimeError::ModelInstalled`] when one is
+    /// installed already ([`RuntimeBuilder::model`], or an earlier call).
+    pub fn install_model(&self, backend: impl ModelBackend) -> Result<(), RuntimeError> {
+        self.engine
+            .install_model(Arc::new(backend))
+            .map_err(|_| RuntimeError::ModelInstalled)
     }
 
     /// Whether a model is installed on the runtime ([`RuntimeBuilder::model`]): what

@@ -58,6 +58,21 @@ impl SessionSpec {
         self
     }
 
+    /// Limits the session to the tools `names` (registry names): no other tool is listed for
+    /// it or runs in it; a call to one is answered as a call to an unknown tool. What a
+    /// subagent's session is given. Tools hidden from its audience stay hidden.
+    pub fn tools<I>(mut self, names: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let mut names: Vec<String> = names.into_iter().map(Into::into).collect();
+        names.sort();
+        names.dedup();
+        self.record.tools = Some(names);
+        self
+    }
+
     pub(crate) fn into_record(self) -> SessionRecord {
         self.record
     }

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 
 use serde_json::json;
-use toolwright_core::ErrorCode;
+use toolwright_core::{ErrorCode, ModelUsage};
 use toolwright_runtime::{Decision, InputRequest, RequestStatus};
 
 use super::AgentError;
-use crate::budget::{Budget, Limit, LimitAnswer, LimitReached, Scope};
+use crate::budget::{Budget, Limit, LimitAnswer, LimitReached, Limits, Scope};
 use crate::conversation::Conversation;
 use crate::message::{Message, Usage};
 
@@ -23,6 +23,18 @@ struct Spent {
 }
 
 impl Spent {
+    fn add_delegated(&mut self, used: &ModelUsage) {
+        self.steps += used.requests;
+        self.tool_calls += used.tool_calls;
+        self.usage += Usage {
+            input_tokens: used.input_tokens,
+            cached_input_tokens: used.cached_input_tokens,
+            cache_write_input_tokens: used.cache_write_input_tokens,
+            output_tokens: used.output_tokens,
+        };
+        self.cost += used.cost;
+    }
+
     fn get(&self, limit: Limit) -> f64 {
         match limit {
             Limit::Steps => self.steps as f64,
@@ -82,6 +94,18 @@ impl Ledger {
                         spent.cost += cost;
                     }
                 }
+                // What a call's own model asks used (a scratch session, a subagent) counts
+                // as the turn's: requests as rounds, the calls they made, tokens and cost.
+                Message::ToolResult {
+                    usage: Some(used), ..
+                } => {
+                    for spent in [Some(&mut ledger.session), here.then_some(&mut ledger.turn)]
+                        .into_iter()
+                        .flatten()
+                    {
+                        spent.add_delegated(used);
+                    }
+                }
                 // Calls that never ran (stopped at a limit, their turn cancelled) used nothing.
                 Message::ToolResult {
                     error: Some(ErrorCode::Cancelled),
@@ -108,6 +132,50 @@ impl Ledger {
             }
         }
         Ok(ledger)
+    }
+
+    /// What the turn used, as a call's model usage: what a subagent's turn adds to its
+    /// parent's.
+    pub(crate) fn turn_usage(&self) -> ModelUsage {
+        let spent = &self.turn;
+        ModelUsage {
+            requests: spent.steps,
+            tool_calls: spent.tool_calls,
+            input_tokens: spent.usage.input_tokens,
+            output_tokens: spent.usage.output_tokens,
+            cached_input_tokens: spent.usage.cached_input_tokens,
+            cache_write_input_tokens: spent.usage.cache_write_input_tokens,
+            cost: spent.cost,
+        }
+    }
+
+    /// What is left of `budget` for the turn: per limit, the least left of the turn's and
+    /// the session's (extensions included), never below zero. What a subagent the turn
+    /// starts may use at most.
+    pub(crate) fn remaining(&self, budget: &Budget) -> Limits {
+        let left = |limit: Limit| -> Option<f64> {
+            [Scope::Turn, Scope::Session]
+                .into_iter()
+                .filter_map(|scope| {
+                    let base = budget.limits(scope).get(limit)?;
+                    let extend_by = if base > 0.0 { base } else { 1.0 };
+                    let extensions = self.extensions.get(&(scope, limit)).copied().unwrap_or(0);
+                    let spent = match scope {
+                        Scope::Turn => &self.turn,
+                        Scope::Session => &self.session,
+                    };
+                    Some((base + extend_by * f64::from(extensions) - spent.get(limit)).max(0.0))
+                })
+                .reduce(f64::min)
+        };
+        let count = |limit| left(limit).map(|n| n as u64);
+        Limits {
+            steps: count(Limit::Steps),
+            tool_calls: count(Limit::ToolCalls),
+            input_tokens: count(Limit::InputTokens),
+            output_tokens: count(Limit::OutputTokens),
+            cost: left(Limit::Cost),
+        }
     }
 
     /// The limits reached before the next model request: rounds, tokens and cost used up.

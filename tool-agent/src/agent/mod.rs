@@ -2,7 +2,10 @@
 //! results back, repeat until a final answer, a tool that ends the turn, or a park. Budgets
 //! are checked in [`limits`] before each model request and before a response's calls run.
 
+mod delegate;
 mod limits;
+
+pub use delegate::{MAX_DEPTH, Subagent};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +58,8 @@ pub struct Agent {
     budget: Budget,
     input_retries: u32,
     events: broadcast::Sender<AgentEvent>,
+    /// The subagents it delegates to, once installed as the runtime's model.
+    team: Arc<delegate::Team>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -175,6 +180,7 @@ impl Agent {
             budget: Budget::default(),
             input_retries: INPUT_RETRIES,
             events: broadcast::channel(1024).0,
+            team: Arc::default(),
         }
     }
 
@@ -651,12 +657,16 @@ impl Agent {
     /// The agent's instructions, then the toolsets': the same text at every request.
     fn system_prompt(&self) -> Option<String> {
         let toolsets = self.runtime.instructions(Audience::Model);
-        match (&self.instructions, toolsets.is_empty()) {
-            (Some(own), false) => Some(format!("{own}\n\n{toolsets}")),
-            (Some(own), true) => Some(own.clone()),
-            (None, false) => Some(toolsets.to_string()),
-            (None, true) => None,
-        }
+        let parts: Vec<&str> = [
+            self.instructions.as_deref(),
+            (!toolsets.is_empty()).then_some(&*toolsets),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let team = self.team_prompt();
+        let parts: Vec<&str> = parts.into_iter().chain(team.as_deref()).collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 }
 
@@ -668,6 +678,7 @@ fn unanswered_calls(messages: &[Message]) -> Option<Vec<ToolUse>> {
 
 fn result_message(result: &CallResult) -> Message {
     Message::ToolResult {
+        usage: result.model_usage,
         call_id: result.call_id.clone(),
         name: result.tool.clone(),
         output: result.model.clone(),
@@ -714,6 +725,7 @@ fn known_results(record: &TurnRecord, calls: &[ToolUse]) -> Vec<Message> {
 /// The result of a call that never ran, for `reason`.
 fn not_run(call: &ToolUse, reason: &str) -> Message {
     Message::ToolResult {
+        usage: None,
         call_id: call.call_id.clone(),
         name: call.name.clone(),
         output: ModelOutput::text(format!("`{}` did not run: {reason}.", call.name)),

@@ -246,6 +246,7 @@ mod tests {
 
     fn result(call_id: &str, text: &str) -> Message {
         Message::ToolResult {
+            usage: None,
             call_id: call_id.into(),
             name: "status".into(),
             output: ModelOutput::text(text),

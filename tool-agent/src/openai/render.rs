@@ -139,6 +139,7 @@ mod tests {
                 AssistantMessage::default().with_call(ToolUse::new("c1", "status", "{}")),
             ),
             Message::ToolResult {
+                usage: None,
                 call_id: "c1".into(),
                 name: "status".into(),
                 output: ModelOutput::content([
@@ -149,6 +150,7 @@ mod tests {
                 error: None,
             },
             Message::ToolResult {
+                usage: None,
                 call_id: "c2".into(),
                 name: "restart".into(),
                 output: ModelOutput::text("the user cancelled"),

@@ -272,6 +272,7 @@ mod tests {
                 AssistantMessage::text("Let me look.").with_call(ToolUse::new("c1", "status", "")),
             ),
             Message::ToolResult {
+                usage: None,
                 call_id: "c1".into(),
                 name: "status".into(),
                 output: ModelOutput::text("the user cancelled"),
@@ -373,6 +374,7 @@ mod tests {
             Message::user("status?"),
             Message::Assistant(first),
             Message::ToolResult {
+                usage: None,
                 call_id: "c1".into(),
                 name: "status".into(),
                 output: ModelOutput::text("up"),

@@ -33,8 +33,9 @@ pub(crate) struct Engine {
     /// Application state registered on the builder.
     services: Arc<States>,
     sandbox: Option<Arc<dyn Sandbox>>,
-    /// The model bodies ask through `ctx.model()`, unless their step brings one.
-    model: Option<Arc<dyn ModelBackend>>,
+    /// The model bodies ask through `ctx.model()`, unless their step brings one: set by the
+    /// builder, or once later ([`crate::Runtime::install_model`]).
+    model: std::sync::OnceLock<Arc<dyn ModelBackend>>,
     decider: Option<Arc<dyn Decider>>,
     /// The connections, and the tools now (local and remote).
     remote: Remote,
@@ -84,7 +85,10 @@ impl Engine {
             events: parts.events,
             services: parts.services,
             sandbox: parts.sandbox,
-            model: parts.model,
+            model: parts
+                .model
+                .map(std::sync::OnceLock::from)
+                .unwrap_or_default(),
             decider: parts.decider,
             remote: parts.remote,
             toolsets: parts.toolsets,
@@ -113,7 +117,15 @@ impl Engine {
     }
 
     pub(crate) fn model(&self) -> Option<&Arc<dyn ModelBackend>> {
-        self.model.as_ref()
+        self.model.get()
+    }
+
+    /// Installs the model bodies ask, unless one is installed already (then it is returned).
+    pub(crate) fn install_model(
+        &self,
+        backend: Arc<dyn ModelBackend>,
+    ) -> Result<(), Arc<dyn ModelBackend>> {
+        self.model.set(backend)
     }
 
     pub(crate) fn decider(&self) -> Option<&dyn Decider> {

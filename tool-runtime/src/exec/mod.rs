@@ -108,6 +108,8 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         },
     );
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
+    // Kept to read what the body's model asks used once it is done.
+    let spent = cx.clone();
     let run = tool.invoke(input, cx).instrument(span);
     let outcome = {
         // Pinned out here so the tool is dropped only after its token fired on a timeout:
@@ -137,14 +139,9 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
             }
         }
     };
-    Executed::Done(call_result(
-        engine,
-        &session.id,
-        &turn.id,
-        tool,
-        call_id,
-        outcome,
-    ))
+    let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome);
+    result.model_usage = spent.model_usage();
+    Executed::Done(result)
 }
 
 /// The journal of durable call `call_id` of turn `turn_id`, read from the store; a call that

@@ -27,6 +27,7 @@ pub(crate) fn call_result(
                     .then(|| names::humanize(tool.short_name()))
             });
             CallResult {
+                model_usage: None,
                 call_id: call_id.to_owned(),
                 tool: tool.name().to_owned(),
                 is_error: false,

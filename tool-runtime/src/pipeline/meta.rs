@@ -91,6 +91,7 @@ pub(super) fn ask_question(
 /// A meta-tool's successful result.
 fn answered(call: &ToolCall, tool: &str, model: ModelOutput, output: Value) -> CallResult {
     CallResult {
+        model_usage: None,
         call_id: call.call_id.clone(),
         tool: tool.into(),
         is_error: false,

@@ -113,6 +113,25 @@ pub(super) fn target(scope: &StepScope, call: &ToolCall, name: &str) -> Stage<Ar
             ),
         ));
     };
+    if !scope.session.allows(tool.name()) {
+        return Err(refused(
+            &call.call_id,
+            name,
+            ToolError::with_code(
+                ErrorCode::UnknownTool,
+                format!(
+                    "no tool named `{}` in this session; it may use only: {}",
+                    quoted_prefix(name),
+                    scope
+                        .session
+                        .tools
+                        .as_deref()
+                        .unwrap_or_default()
+                        .join(", ")
+                ),
+            ),
+        ));
+    }
     if scope.disabled.contains(&index) {
         return Err(refused(
             &call.call_id,
@@ -187,6 +206,7 @@ fn provider_result(call: &ToolCall, tool: &Tool, provided: &ProviderResult) -> C
         );
     }
     CallResult {
+        model_usage: None,
         call_id: call.call_id.clone(),
         tool: tool.name().to_owned(),
         is_error: false,

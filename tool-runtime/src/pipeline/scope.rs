@@ -118,6 +118,9 @@ pub(crate) fn disabled_tools(
         .iter()
         .enumerate()
         .filter(|(_, t)| {
+            if !session.allows(t.name()) {
+                return true;
+            }
             // A predicate that panics hides its tool: fail closed.
             t.enabled().is_some_and(|enabled| {
                 !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))

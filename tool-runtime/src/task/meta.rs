@@ -41,6 +41,7 @@ impl MetaCall<'_> {
 
     fn answer(&self, output: Value, text: String) -> CallResult {
         CallResult {
+            model_usage: None,
             call_id: self.call_id.to_owned(),
             tool: self.name.to_owned(),
             is_error: false,

@@ -171,6 +171,7 @@ async fn route_call(
 
 fn receipt(tool: &Tool, call_id: &str, task_id: &str, status: &str, text: String) -> CallResult {
     CallResult {
+        model_usage: None,
         call_id: call_id.to_owned(),
         tool: tool.name().to_owned(),
         is_error: false,

@@ -326,6 +326,7 @@ mod tests {
 
     fn ok(call_id: &str) -> CallResult {
         CallResult {
+            model_usage: None,
             call_id: call_id.into(),
             tool: "deploy".into(),
             is_error: false,

@@ -583,6 +583,7 @@ fn answered(call: &PendingCall, answer: Option<&str>) -> CallResult {
         None => json!({ "status": "cancelled" }),
     };
     CallResult {
+        model_usage: None,
         call_id: call.call_id.clone(),
         tool: call.tool.clone(),
         is_error: false,

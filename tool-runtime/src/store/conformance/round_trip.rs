@@ -133,6 +133,7 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
 fn every_call_state(user: &Principal, request_prefix: &str) -> Vec<PendingCall> {
     let request_id = |n: usize| format!("{request_prefix}-{n}");
     let ok_result = CallResult {
+        model_usage: None,
         call_id: "call-ready".to_owned(),
         tool: "wallet.balance".to_owned(),
         is_error: false,
@@ -157,10 +158,12 @@ fn every_call_state(user: &Principal, request_prefix: &str) -> Vec<PendingCall> 
         ToolError::fatal("no service named `payment-ap`"),
     );
     let json_output = CallResult {
+        model_usage: None,
         model: ModelOutput::Json(json!({ "items": [1, 2, 3] })),
         ..ok_result.clone()
     };
     let text_output = CallResult {
+        model_usage: None,
         model: ModelOutput::text("done"),
         ends_turn: false,
         label: None,

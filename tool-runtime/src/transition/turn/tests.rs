@@ -22,6 +22,7 @@ fn turn() -> TurnRecord {
 
 fn ok(call_id: &str, tool: &str) -> CallResult {
     CallResult {
+        model_usage: None,
         call_id: call_id.into(),
         tool: tool.into(),
         is_error: false,
@@ -465,6 +466,7 @@ fn the_first_untrusted_tool_that_ran_taints_the_turn() {
 #[test]
 fn a_step_may_end_the_turn_only_when_every_call_succeeded_and_may_end_it() {
     let ending = CallResult {
+        model_usage: None,
         ends_turn: true,
         ..ok("c1", "react")
     };
