@@ -479,3 +479,166 @@ async fn a_step_is_retried_per_its_policy_and_a_fatal_error_is_not() {
             .is_empty()
     );
 }
+
+/// The built-in `task` tool is durable: a process killed while a subagent waits for the
+/// person leaves the subagent's turn parked, and the call, recovered by another process, finds
+/// it there instead of starting the subagent again.
+#[cfg(feature = "agent")]
+mod delegation {
+    use std::path::Path;
+    use std::process::Command;
+
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use serde_json::json;
+    use toolwright::agent::{Agent, AgentOutcome, Reply, ScriptedModel, Subagent};
+    use toolwright::prelude::*;
+    use toolwright::registry::task;
+    use toolwright::runtime::{
+        Event, InputResponse, RequestKind, Runtime, SessionSpec, SqliteStore, StepOutcome,
+    };
+
+    use super::support::alice;
+    use super::{Effects, outcome_json};
+
+    const CHILD: &str = "TOOLWRIGHT_DELEGATE_CHILD";
+
+    #[derive(Deserialize, JsonSchema, ToolInput)]
+    struct NoteArgs {
+        /// The note.
+        note: String,
+    }
+
+    /// Publishes a note, with a person's approval.
+    #[tool(effect = write, approval = always)]
+    async fn publish_note(args: NoteArgs, effects: State<Effects>) -> Result<String, ToolError> {
+        effects.append(&format!("published {}", args.note))?;
+        Ok(format!("published {}", args.note))
+    }
+
+    fn agent(dir: &Path, model: ScriptedModel) -> (Runtime, Agent) {
+        let registry = Registry::from_tools([publish_note::TOOL, task()]).unwrap();
+        let runtime = Runtime::builder(registry)
+            .store(SqliteStore::open(dir.join("agent.db")).unwrap())
+            .state(Effects {
+                path: dir.join("effects"),
+                crash: None,
+            })
+            .build()
+            .unwrap();
+        let agent = Agent::new(runtime.clone(), model)
+            .subagent(Subagent::new("writer", "Writes and publishes.").tools(["publish_note"]));
+        agent.install().unwrap();
+        (runtime, agent)
+    }
+
+    /// The child: the parent hands the note to the writer, whose call waits for the person;
+    /// the process ends abruptly there, having written down the request.
+    #[tokio::test]
+    async fn delegate_child_entry() {
+        let Ok(dir) = std::env::var(CHILD) else {
+            return;
+        };
+        let dir = Path::new(&dir);
+        let model = ScriptedModel::new([
+            Reply::call(
+                "task",
+                json!({ "agent": "writer", "prompt": "Publish the notes" }),
+            ),
+            Reply::call("publish_note", json!({ "note": "v2" })),
+        ]);
+        let (runtime, agent) = agent(dir, model);
+        let session = runtime
+            .open_session(SessionSpec::new("crash").initiator(alice()))
+            .await
+            .unwrap();
+        let mut events = runtime.subscribe();
+        tokio::spawn(async move { agent.send(&session, Some(alice()), "publish").await });
+        loop {
+            if let Ok(Event::InputRequested { request }) = events.recv().await {
+                std::fs::write(dir.join("request"), &request.request_id).unwrap();
+                std::fs::write(dir.join("turn"), &request.turn_id).unwrap();
+                // A real, abrupt end of the process: no destructor runs.
+                std::process::exit(9);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subagent_waiting_for_a_person_outlives_its_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "delegation::delegate_child_entry",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(9),
+            "the child ends where the subagent waits: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let request_id = std::fs::read_to_string(dir.path().join("request")).unwrap();
+        let child_turn = std::fs::read_to_string(dir.path().join("turn")).unwrap();
+
+        // Another process on the same file: the model answers only what is left.
+        let model = ScriptedModel::new([
+            Reply::text("Published v2."),
+            Reply::text("The writer published v2."),
+        ]);
+        let (runtime, agent) = agent(dir.path(), model.clone());
+        let waiting = runtime
+            .turn(&child_turn)
+            .await
+            .unwrap()
+            .record()
+            .await
+            .unwrap();
+        let request = waiting
+            .pending
+            .iter()
+            .flat_map(|p| &p.requests)
+            .find(|r| r.request_id == request_id)
+            .expect("the subagent's request is still pending")
+            .clone();
+        assert_eq!(request.kind, RequestKind::ToolApproval);
+        assert_eq!(request.requester, Some(alice()));
+
+        // Recovery runs the parent's `task` call again; it finds the subagent's turn parked
+        // and waits for the person, who answers meanwhile.
+        let recovering = tokio::spawn({
+            let runtime = runtime.clone();
+            async move { runtime.recover().await }
+        });
+        runtime
+            .respond(InputResponse::approve(&request_id, Some(alice())))
+            .await
+            .unwrap();
+        let recovered = recovering.await.unwrap().unwrap();
+        assert_eq!(recovered.len(), 1, "the parent's turn is recovered");
+        let (parent_turn, outcome) = &recovered[0];
+        assert!(
+            matches!(outcome, StepOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            outcome_json(outcome),
+            json!({ "output": { "agent": "writer", "answer": "Published v2.", "session": format!("crash/{parent_turn}/call_1_1/writer#1") }, "is_error": false })
+        );
+        let run = agent.resume(parent_turn).await.unwrap();
+        let AgentOutcome::Answered(response) = &run.outcome else {
+            panic!("{:?}", run.outcome);
+        };
+        assert_eq!(response.message.text, "The writer published v2.");
+        // The note was published once, by the answer; no request of the crashed process was
+        // sent again.
+        let effects = std::fs::read_to_string(dir.path().join("effects")).unwrap();
+        assert_eq!(effects, "published v2\n");
+        assert_eq!(model.requests().len(), 2);
+    }
+}

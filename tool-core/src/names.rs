@@ -179,6 +179,7 @@ mod tests {
     fn reserved() {
         assert!(is_reserved("tool_search"));
         assert!(is_reserved("bash"));
+        assert!(is_reserved("task"));
         assert!(!is_reserved("bash2"));
     }
 

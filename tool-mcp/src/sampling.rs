@@ -509,6 +509,11 @@ impl InnerTools {
         if !request.stop.is_empty() {
             params.stop_sequences = Some(request.stop.clone());
         }
+        if request.agent.is_some() {
+            request.refuse_tools(
+                "an MCP client's model answers through sampling, which runs no subagents; serve the runtime with the model loop installed (`Agent::install`) to run them",
+            )?;
+        }
         if request.tools.is_empty() {
             return Ok(params);
         }

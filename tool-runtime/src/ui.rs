@@ -22,6 +22,8 @@ use crate::session::Session;
 use crate::turn::Turn;
 
 /// What became of a call from the user interface.
+#[allow(clippy::large_enum_variant)]
+// reason: returned once per call and matched at once; boxing would only cost the caller a deref
 #[derive(Debug)]
 pub enum Invoked {
     /// The call has its result. Its turn is completed, unless the tool started a workflow task

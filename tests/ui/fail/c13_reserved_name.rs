@@ -19,4 +19,10 @@ async fn bash(args: Args) -> String {
     args.service
 }
 
+/// Hand work to someone.
+#[tool(effect = write, name = "task")]
+async fn delegate(args: Args) -> String {
+    args.service
+}
+
 fn main() {}

@@ -629,17 +629,10 @@ impl Agent {
         let conversation = Conversation::load(self.runtime.store(), turn.session_id())
             .await
             .map_err(|e| failed("the subagent", &e.to_string()))?;
-        let priced = if self.budget.has_prices() {
-            // Cost counted whenever a price is known: the parent may limit it.
-            self.budget.clone().turn(crate::budget::Limits {
-                cost: Some(f64::MAX),
-                ..self.budget.limits(crate::budget::Scope::Turn).clone()
-            })
-        } else {
-            self.budget.clone()
-        };
-        let ledger = Ledger::of(&conversation, turn.id(), &priced)
-            .or_else(|_| Ledger::of(&conversation, turn.id(), &Budget::new()))
+        // Cost is counted whenever the models that answered have prices (the parent may
+        // limit it); without a price for one of them, the tokens still count.
+        let ledger = Ledger::count(&conversation, turn.id(), &self.budget, true)
+            .or_else(|_| Ledger::count(&conversation, turn.id(), &self.budget, false))
             .map_err(|e| failed("the subagent", &e.to_string()))?;
         Ok(ledger.turn_usage())
     }

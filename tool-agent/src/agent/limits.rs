@@ -63,6 +63,17 @@ impl Ledger {
         budget: &Budget,
     ) -> Result<Ledger, AgentError> {
         let priced = budget.turn.cost.is_some() || budget.session.cost.is_some();
+        Self::count(conversation, turn_id, budget, priced)
+    }
+
+    /// [`Ledger::of`], counting cost when `priced` (then every model that answered needs a
+    /// price in `budget`).
+    pub(crate) fn count(
+        conversation: &Conversation,
+        turn_id: &str,
+        budget: &Budget,
+        priced: bool,
+    ) -> Result<Ledger, AgentError> {
         let mut ledger = Ledger::default();
         for (turn, message) in conversation.by_turn() {
             let here = turn == turn_id;
