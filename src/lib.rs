@@ -205,7 +205,7 @@ pub mod runtime {
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
-        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
+        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, Steered,
         StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
