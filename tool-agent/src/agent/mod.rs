@@ -3,6 +3,7 @@
 //! are checked in [`limits`] before each model request and before a response's calls run.
 
 mod limits;
+mod steer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -343,6 +344,7 @@ impl Agent {
         let store = self.runtime.store();
         let mut paused = 0;
         loop {
+            self.deliver_steering(turn, &mut conversation).await?;
             self.check_inputs(turn, &conversation).await?;
             let ledger = self.ledger(turn, &conversation)?;
             let reached = ledger.before_request(&self.budget);
@@ -374,8 +376,14 @@ impl Agent {
                     turn.wait_task_results(TASK_WAIT).await?
                 };
                 if results.is_empty() {
-                    turn.complete().await?;
-                    return done(AgentOutcome::Answered(response));
+                    let delivered = steer::delivered(&conversation, turn.id());
+                    let steered = turn.complete_after(delivered).await?;
+                    if steered.is_empty() {
+                        return done(AgentOutcome::Answered(response));
+                    }
+                    self.append_steered(turn, &mut conversation, steered)
+                        .await?;
+                    continue;
                 }
                 let delivered = results.iter().map(|r| Message::context(r.message()));
                 conversation
@@ -484,7 +492,9 @@ impl Agent {
             .map(|c| ToolCall::new(&c.call_id, &c.name, &c.arguments))
             .collect();
         let (first, encoded) = conversation.encode(&carried)?;
-        let options = StepOptions::new().conversation(first, encoded);
+        let options = StepOptions::new()
+            .conversation(first, encoded)
+            .steering(steer::delivered(conversation, turn.id()));
         let mut events = self.runtime.subscribe();
         let step = turn.step_with(calls, options);
         tokio::pin!(step);
