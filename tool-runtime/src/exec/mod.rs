@@ -144,6 +144,19 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
             }
         }
     };
+    // A body that saw its token fire may return its own error before the runtime notices
+    // the token: when steering fired it, the model learns why the call stopped all the same.
+    // (A body that finished with a value keeps it.)
+    let outcome = match outcome {
+        Err(error)
+            if steer.is_some_and(CancellationToken::is_cancelled)
+                && !token.is_cancelled()
+                && error.code() != ErrorCode::Interrupted =>
+        {
+            Err(stopped(tool, token))
+        }
+        outcome => outcome,
+    };
     Executed::Done(call_result(
         engine,
         &session.id,
