@@ -205,8 +205,8 @@ pub mod runtime {
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
-        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, Steered,
-        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
+        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
+        Steered, StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -72,7 +72,11 @@ async fn scan(_: Nothing, ctx: ToolContext, probe: State<Probe>) -> Result<Strin
 
 /// Builds the weekly digest in the background.
 #[tool(effect = write, workflow = task)]
-async fn digest(_: Nothing, ctx: WorkflowContext, probe: State<Probe>) -> Result<String, ToolError> {
+async fn digest(
+    _: Nothing,
+    ctx: WorkflowContext,
+    probe: State<Probe>,
+) -> Result<String, ToolError> {
     probe.say("digest started");
     tokio::select! {
         permit = probe.gate.acquire() => permit.map_err(|e| ToolError::new(e.to_string()))?.forget(),
@@ -168,7 +172,10 @@ fn shape(messages: &[Message]) -> Vec<(String, String)> {
         .iter()
         .filter_map(|m| match m {
             Message::ToolResult {
-                name, is_error, error, ..
+                name,
+                is_error,
+                error,
+                ..
             } => Some((
                 format!("result {name}"),
                 if *is_error {
@@ -230,13 +237,22 @@ async fn a_message_interrupts_the_slow_call_and_reaches_the_model_next() {
     let kinds: Vec<&str> = second.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         kinds,
-        ["user", "result lookup", "result scan", "result digest", "user"],
+        [
+            "user",
+            "result lookup",
+            "result scan",
+            "result digest",
+            "user"
+        ],
         "the results, then the message: {second:?}"
     );
     assert_eq!(second[1].1, "ok", "a call that finished keeps its result");
     assert_eq!(second[2].1, format!("{:?}", Some(ErrorCode::Interrupted)));
     assert_eq!(second[3].1, "ok", "the task's receipt");
-    assert!(second[4].1.contains("only the payments service"), "{second:?}");
+    assert!(
+        second[4].1.contains("only the payments service"),
+        "{second:?}"
+    );
     assert!(
         matches!(requests[1].messages.last(), Some(Message::User { .. })),
         "the message is the last thing the model reads: {:?}",

@@ -226,7 +226,12 @@ async fn steering_interrupts_the_running_calls_and_the_turn_goes_on() {
     // Another instance on the same store does not hold the calls' tokens: refused, and
     // nothing is recorded.
     let other = instance(&path, &probe);
-    let refused = other.turn(turn.id()).await.unwrap().steer("elsewhere").await;
+    let refused = other
+        .turn(turn.id())
+        .await
+        .unwrap()
+        .steer("elsewhere")
+        .await;
     assert!(
         matches!(
             &refused,
@@ -327,7 +332,10 @@ async fn a_message_between_steps_waits_for_the_host_and_keeps_the_turn_going() {
     let rt = instance(&dir.path().join("queued.db"), &probe);
     let turn = turn_in(&rt, "queued", Some(alice())).await;
     // Nothing runs: the host is asking its model.
-    assert_eq!(turn.steer("also check prod").await.unwrap(), Steered::Queued);
+    assert_eq!(
+        turn.steer("also check prod").await.unwrap(),
+        Steered::Queued
+    );
 
     // A step that would end the turn does not while the message waits for the host.
     let outcome = turn
@@ -360,7 +368,13 @@ async fn a_message_between_steps_waits_for_the_host_and_keeps_the_turn_going() {
         .await
         .unwrap();
     assert!(
-        matches!(outcome, StepOutcome::Completed { ends_turn: true, .. }),
+        matches!(
+            outcome,
+            StepOutcome::Completed {
+                ends_turn: true,
+                ..
+            }
+        ),
         "{outcome:?}"
     );
     assert_eq!(turn.record().await.unwrap().status, TurnStatus::Completed);

@@ -22,7 +22,10 @@ pub(crate) async fn steer(
     let (turn, _) = engine.turn(turn_id).await?;
     match turn.status {
         TurnStatus::Completed | TurnStatus::Cancelled => {
-            return Err(refused(&turn, "it has ended; begin a new turn with the message"));
+            return Err(refused(
+                &turn,
+                "it has ended; begin a new turn with the message",
+            ));
         }
         TurnStatus::Waiting => return waiting(engine, &turn, text).await,
         // Calls run in the process that claimed them, and only that process holds their
