@@ -206,8 +206,8 @@ pub mod runtime {
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
         RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
-        StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn, WeakRuntime,
-        Written,
+        Steered, StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn,
+        WeakRuntime, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

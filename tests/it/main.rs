@@ -22,6 +22,8 @@ mod support;
 mod agent_delegation;
 #[cfg(feature = "agent")]
 mod agent_limits;
+#[cfg(feature = "agent")]
+mod agent_steering;
 mod answer_cost;
 mod dynamic_description;
 mod exports;
@@ -37,6 +39,7 @@ mod runtime_protocol;
 mod runtime_provider;
 mod runtime_questions;
 mod runtime_robustness;
+mod runtime_steering;
 mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;

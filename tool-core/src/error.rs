@@ -60,6 +60,10 @@ pub enum ErrorCode {
     Cancelled,
     /// The call ran past its time limit.
     Timeout,
+    /// A new message from the user arrived while the call ran and interrupted it (steering):
+    /// its cancellation token fired and the message reaches the model after the results. Unlike
+    /// [`ErrorCode::Cancelled`], the turn goes on.
+    Interrupted,
     /// A `serve` call named a task that does not exist or has finished.
     UnknownTask,
     /// The process stopped while the call ran; whether its side effects happened is unknown.
@@ -88,6 +92,7 @@ impl ErrorCode {
             ErrorCode::ApprovalUnavailable => "APPROVAL_UNAVAILABLE",
             ErrorCode::Cancelled => "CANCELLED",
             ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::Interrupted => "INTERRUPTED",
             ErrorCode::UnknownTask => "UNKNOWN_TASK",
             ErrorCode::ResultUnknown => "RESULT_UNKNOWN",
             ErrorCode::Journal => "JOURNAL",

@@ -213,6 +213,30 @@ pub enum RespondOutcome {
     },
 }
 
+/// What a message steered into a turn did ([`Turn::steer`](crate::Turn::steer)).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Steered {
+    /// A step of the turn was running in this process: the tokens of its running plain and
+    /// `execute` calls (durable ones too) fired, and each ends with an
+    /// [`ErrorCode::Interrupted`](toolwright_core::ErrorCode::Interrupted) result; `task` and
+    /// `serve` bodies keep running, and calls that had finished keep their results. The step
+    /// closes as usual without ending the turn, and the message is recorded for the model, to
+    /// follow the step's results.
+    Interrupted,
+    /// No step was running (the host was asking its model): the message is recorded for the
+    /// model's next request.
+    Queued,
+    /// The turn waited for input and the message answered its first unanswered question, as
+    /// [`Turn::message`](crate::Turn::message) does; it is not recorded as a steered message.
+    Answered(RespondOutcome),
+    /// The turn waited for approvals: they were revoked (`ignored`), calls of the step that
+    /// were approved already ran, and the message is recorded for the model, to follow the
+    /// step's results. A turn parked on its budget's limit stops instead (see
+    /// [`Turn::park_on_limit`](crate::Turn::park_on_limit)), and the message is not recorded.
+    Revoked(RespondOutcome),
+}
+
 /// What the host supplies for the calls of one step, beyond the runtime's own: given to
 /// [`Turn::step_with`](crate::Turn::step_with), and to
 /// [`Runtime::respond_with`](crate::Runtime::respond_with) for the calls an answer resumes.
@@ -239,6 +263,7 @@ pub enum RespondOutcome {
 pub struct StepOptions {
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) conversation: Option<(u64, Vec<serde_json::Value>)>,
+    pub(crate) delivered: Option<usize>,
 }
 
 impl std::fmt::Debug for StepOptions {
@@ -252,6 +277,7 @@ impl std::fmt::Debug for StepOptions {
                     .as_ref()
                     .map(|(first, m)| (first, m.len())),
             )
+            .field("delivered", &self.delivered)
             .finish()
     }
 }
@@ -289,6 +315,19 @@ impl StepOptions {
     /// a step recorded already and ignores them.
     pub fn conversation(mut self, first: u64, messages: Vec<serde_json::Value>) -> Self {
         self.conversation = Some((first, messages));
+        self
+    }
+
+    /// The host has handed the first `delivered` messages steered into the turn
+    /// ([`Turn::steer`](crate::Turn::steer), listed by
+    /// [`Turn::steering`](crate::Turn::steering)) to its model. A step that would end the
+    /// turn then ends it only when no later message waits, and closes the turn's steering in
+    /// the same move, so a message steered from then on is refused rather than lost; one that
+    /// waits keeps the turn going (the step's `ends_turn` is false) for the host to deliver it.
+    /// Without it a step ends the turn whatever was steered before it began (a message steered
+    /// while it runs still keeps the turn going).
+    pub fn steering(mut self, delivered: usize) -> Self {
+        self.delivered = Some(delivered);
         self
     }
 }

@@ -244,6 +244,18 @@ pub enum Event {
         /// How it ended.
         status: crate::record::TaskStatus,
     },
+    /// A new message from the user was steered into the turn
+    /// ([`Turn::steer`](crate::Turn::steer)) and recorded for the model.
+    #[serde(rename = "turn.steered")]
+    TurnSteered {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// Whether a step of the turn was running here, whose plain and `execute` calls were
+        /// interrupted (each also ends with an `INTERRUPTED` `action.result`).
+        interrupted: bool,
+    },
     /// The turn ended.
     #[serde(rename = "turn.completed")]
     TurnCompleted {
@@ -276,6 +288,7 @@ impl Event {
             | Event::TaskStarted { session_id, .. }
             | Event::TaskResult { session_id, .. }
             | Event::TaskEnded { session_id, .. }
+            | Event::TurnSteered { session_id, .. }
             | Event::TurnCompleted { session_id, .. } => Some(session_id),
             Event::InputRequested { request } => Some(&request.session_id),
             Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. } => None,
@@ -298,6 +311,7 @@ impl Event {
             | Event::ToolsChanged { turn_id, .. }
             | Event::Warning { turn_id, .. }
             | Event::TaskStarted { turn_id, .. }
+            | Event::TurnSteered { turn_id, .. }
             | Event::TurnCompleted { turn_id, .. } => Some(turn_id),
             Event::InputRequested { request } => Some(&request.turn_id),
             Event::TaskResult { result, .. } => Some(&result.turn_id),

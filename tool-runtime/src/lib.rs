@@ -43,6 +43,7 @@ mod runtime;
 pub mod sandbox;
 mod services;
 mod session;
+mod steering;
 pub mod store;
 mod task;
 pub mod toolset;
@@ -50,7 +51,9 @@ mod transition;
 mod turn;
 mod ui;
 
-pub use call::{InputResponse, ProviderResult, RespondOutcome, StepOptions, StepOutcome, ToolCall};
+pub use call::{
+    InputResponse, ProviderResult, RespondOutcome, Steered, StepOptions, StepOutcome, ToolCall,
+};
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
 pub use event::{CandidateStatus, CompletionReason, Event};

@@ -8,16 +8,15 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::{Audience, Format};
 use tracing::Instrument;
 
-use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome, ToolCall};
+use crate::call::{InputResponse, RespondOutcome, Steered, StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
 use crate::input::cancel::cancel_turn;
 use crate::input::revoke::revoke;
+use crate::input::steer::pending_question;
 use crate::pipeline::scope::disabled_tools;
-use crate::record::{
-    ClosedStep, InputRequest, Outcome, RequestKind, TaskRecord, TaskResult, TurnRecord, TurnStatus,
-};
+use crate::record::{ClosedStep, InputRequest, Outcome, TaskRecord, TaskResult, TurnRecord};
 use crate::store::StoreError;
 use crate::task::results::{cancel_tasks_of_turn, owing, take_results, wait_results};
 use crate::toolset::{ContextRequest, TurnContext};
@@ -223,20 +222,75 @@ impl Turn {
     /// Ends the turn (the host's model answered without calling tools).
     ///
     /// Refused with [`RuntimeError::TasksOpen`] while workflow tasks owe the turn results (not
-    /// produced yet, or not taken with [`Turn::task_results`]).
+    /// produced yet, or not taken with [`Turn::task_results`]). A host whose turns can be
+    /// steered ([`Turn::steer`]) ends them with [`Turn::complete_after`] instead, so that a
+    /// message arriving as the turn ends is either delivered or refused, never dropped.
     pub async fn complete(&self) -> Result<(), RuntimeError> {
-        let engine = &self.engine;
-        let owing = owing(engine, &self.session_id, &self.id).await?;
-        if !owing.is_empty() {
-            return Err(RuntimeError::TasksOpen {
+        self.refuse_while_owed().await?;
+        self.write_completed().await
+    }
+
+    /// Ends the turn unless messages were steered into it ([`Turn::steer`]) beyond the first
+    /// `delivered`, which the host has handed to its model: those are returned, the turn stays
+    /// active, and the host sends them to its model and goes on. Returns an empty list once
+    /// the turn is completed; from then on [`Turn::steer`] refuses new messages (a message and
+    /// this call race for one place in the steering log, and exactly one wins).
+    ///
+    /// Refused like [`Turn::complete`] while workflow tasks owe the turn results, before
+    /// anything is written.
+    ///
+    /// ```no_run
+    /// # async fn demo(turn: toolwright_runtime::Turn) -> Result<(), toolwright_runtime::RuntimeError> {
+    /// let mut delivered = 0;
+    /// loop {
+    ///     let waiting = turn.complete_after(delivered).await?;
+    ///     if waiting.is_empty() {
+    ///         break; // completed
+    ///     }
+    ///     delivered += waiting.len();
+    ///     // ... send `waiting` to the model as the user's messages and handle its answer ...
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn complete_after(&self, delivered: usize) -> Result<Vec<String>, RuntimeError> {
+        self.refuse_while_owed().await?;
+        let turn = self.record().await?;
+        if turn.status != crate::record::TurnStatus::Active {
+            return Err(RuntimeError::TurnState {
                 turn: self.id.clone(),
-                tasks: owing
-                    .iter()
-                    .map(|t| format!("{} ({})", t.id, t.status.describe()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                status: turn.status,
+                what: "only an active turn can be completed",
             });
         }
+        let waiting =
+            crate::steering::close(self.engine.store().as_ref(), &self.id, delivered).await?;
+        if !waiting.is_empty() {
+            return Ok(waiting);
+        }
+        self.write_completed().await?;
+        Ok(Vec::new())
+    }
+
+    /// Refuses to end the turn while workflow tasks owe it results.
+    async fn refuse_while_owed(&self) -> Result<(), RuntimeError> {
+        let owing = owing(&self.engine, &self.session_id, &self.id).await?;
+        if owing.is_empty() {
+            return Ok(());
+        }
+        Err(RuntimeError::TasksOpen {
+            turn: self.id.clone(),
+            tasks: owing
+                .iter()
+                .map(|t| format!("{} ({})", t.id, t.status.describe()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    /// Writes the turn completed by its host.
+    async fn write_completed(&self) -> Result<(), RuntimeError> {
+        let engine = &self.engine;
         loop {
             let (mut turn, version) = engine.turn(&self.id).await?;
             if let Err(status) = turn.complete() {
@@ -276,21 +330,61 @@ impl Turn {
     /// A plain message from the turn's caller while the turn waits: it answers the first
     /// unanswered question; with no question pending, it revokes pending approvals (`ignored`),
     /// and calls of the batch that were already approved still run.
+    ///
+    /// The message itself is not recorded for the model; [`Turn::steer`] does the same and
+    /// records it, and also takes messages while the turn's calls run.
     pub async fn message(&self, text: &str) -> Result<RespondOutcome, RuntimeError> {
         // A plain message answers the first unanswered question, in the turn's caller's name.
         let record = self.record().await?;
-        if record.status == TurnStatus::Waiting
-            && let Some(question) = record
-                .pending
-                .iter()
-                .flat_map(|p| &p.requests)
-                .find(|r| r.kind == RequestKind::Question && r.is_pending())
-        {
+        if let Some(question) = pending_question(&record) {
             let response =
                 InputResponse::answer(&question.request_id, record.current.clone(), text);
             return crate::input::settle::respond(&self.engine, response, StepOptions::new()).await;
         }
         revoke(&self.engine, &self.id, Outcome::Ignored, text).await
+    }
+
+    /// A new message from the user while the turn goes on (steering): it reaches the model
+    /// next, and work the model started for the old request stops.
+    ///
+    /// - While a step runs in this process, the cancellation tokens of its running plain
+    ///   calls (durable ones too) and `workflow = execute` bodies fire, and each ends with an
+    ///   [`ErrorCode::Interrupted`](toolwright_core::ErrorCode::Interrupted) result for the
+    ///   model. `task` and `serve` bodies keep running (they run on tasks of their own, like
+    ///   `task_wait`, which keeps waiting); calls that finished keep their results. The step
+    ///   closes as usual, without ending the turn: it is not cancelled
+    ///   ([`Steered::Interrupted`]). A durable call's journal stays as it was recorded; a new
+    ///   call the model makes is a new run.
+    /// - While the host asks its model (the turn is active between steps), nothing runs to
+    ///   stop ([`Steered::Queued`]).
+    /// - While the turn waits, the message answers its first unanswered question
+    ///   ([`Steered::Answered`]); else pending approvals are revoked (`ignored`) and calls of
+    ///   the batch that were approved already run ([`Steered::Revoked`]), as with
+    ///   [`Turn::message`].
+    ///
+    /// Except when it answers a question (or stops a turn parked on its budget), the message
+    /// is recorded in the store before this returns, in the turn's steering log: the host
+    /// lists it with [`Turn::steering`] and hands it to its model after the step's results,
+    /// from this process or any other (a `turn.steered` event announces it). A host that
+    /// steers tells each step how many it delivered ([`StepOptions::steering`]) and ends the
+    /// turn with [`Turn::complete_after`]: a message then never arrives as the turn ends
+    /// unseen; it keeps the turn going, or it is refused.
+    ///
+    /// Refused ([`RuntimeError::TurnState`], nothing recorded) when the turn has ended, when
+    /// its host gave the final answer already, and when its step runs in another process:
+    /// only that process holds its calls' tokens (steer through it, or once the step closed).
+    pub async fn steer(&self, text: &str) -> Result<Steered, RuntimeError> {
+        crate::input::steer::steer(&self.engine, &self.id, text).await
+    }
+
+    /// Every message steered into the turn ([`Turn::steer`]), in the order they were recorded
+    /// (one store read). A host delivers those beyond the ones it handed to its model already.
+    pub async fn steering(&self) -> Result<Vec<String>, RuntimeError> {
+        Ok(
+            crate::steering::read(self.engine.store().as_ref(), &self.id)
+                .await?
+                .messages,
+        )
     }
 
     /// Results of this turn's task calls that have not reached the model yet, marked delivered

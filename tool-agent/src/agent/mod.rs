@@ -4,6 +4,7 @@
 
 mod delegate;
 mod limits;
+mod steer;
 
 pub use delegate::{MAX_DEPTH, Subagent};
 
@@ -349,6 +350,7 @@ impl Agent {
         let store = self.runtime.store();
         let mut paused = 0;
         loop {
+            self.deliver_steering(turn, &mut conversation).await?;
             self.check_inputs(turn, &conversation).await?;
             let ledger = self.ledger(turn, &conversation)?;
             let reached = ledger.before_request(&self.budget);
@@ -380,8 +382,14 @@ impl Agent {
                     turn.wait_task_results(TASK_WAIT).await?
                 };
                 if results.is_empty() {
-                    turn.complete().await?;
-                    return done(AgentOutcome::Answered(response));
+                    let delivered = steer::delivered(&conversation, turn.id());
+                    let steered = turn.complete_after(delivered).await?;
+                    if steered.is_empty() {
+                        return done(AgentOutcome::Answered(response));
+                    }
+                    self.append_steered(turn, &mut conversation, steered)
+                        .await?;
+                    continue;
                 }
                 let delivered = results.iter().map(|r| Message::context(r.message()));
                 conversation
@@ -490,7 +498,9 @@ impl Agent {
             .map(|c| ToolCall::new(&c.call_id, &c.name, &c.arguments))
             .collect();
         let (first, encoded) = conversation.encode(&carried)?;
-        let options = StepOptions::new().conversation(first, encoded);
+        let options = StepOptions::new()
+            .conversation(first, encoded)
+            .steering(steer::delivered(conversation, turn.id()));
         let mut events = self.runtime.subscribe();
         let step = turn.step_with(calls, options);
         tokio::pin!(step);

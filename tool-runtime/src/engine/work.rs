@@ -19,6 +19,9 @@ struct Running {
     registration: u64,
     /// Fired to cancel the work.
     token: CancellationToken,
+    /// A turn's: fired to steer its step (a child of `token`; the running plain and `execute`
+    /// calls take theirs from it). A task's: `token` again (tasks are not steered).
+    steer: CancellationToken,
     /// The claim it runs under, once the claiming write returned it, with when it was taken.
     lease: Option<(Lease, Instant)>,
 }
@@ -57,6 +60,7 @@ pub(crate) struct TrackedTurn {
     turn_id: String,
     registration: u64,
     token: CancellationToken,
+    steer: CancellationToken,
 }
 
 /// Removes a task's entry from the tracker when its runner stops; only its own registration.
@@ -88,6 +92,7 @@ impl WorkTracker {
         token: &CancellationToken,
     ) -> TrackedTurn {
         let registration = self.registrations.fetch_add(1, Ordering::Relaxed);
+        let steer = token.child_token();
         if let Ok(mut turns) = self.turns.lock()
             // Calls running here under a claim keep their entry: a competing claim of the same
             // turn loses its write, and if it wins, `hold` puts its own entry back.
@@ -98,6 +103,7 @@ impl WorkTracker {
                 Running {
                     registration,
                     token: token.clone(),
+                    steer: steer.clone(),
                     lease: None,
                 },
             );
@@ -107,6 +113,7 @@ impl WorkTracker {
             turn_id: turn_id.to_owned(),
             registration,
             token: token.clone(),
+            steer,
         }
     }
 
@@ -126,6 +133,7 @@ impl WorkTracker {
                 Running {
                     registration,
                     token: token.clone(),
+                    steer: token.clone(),
                     lease: lease.map(|lease| (lease, Instant::now())),
                 },
             );
@@ -147,6 +155,19 @@ impl WorkTracker {
         {
             running.token.cancel();
         }
+    }
+
+    /// Fires the steering token of turn `turn_id`'s step running in this process: its running
+    /// plain and `execute` calls are interrupted. Whether a step of the turn runs here.
+    pub(crate) fn steer_turn(&self, turn_id: &str) -> bool {
+        let Ok(turns) = self.turns.lock() else {
+            return false;
+        };
+        let Some(running) = turns.get(turn_id) else {
+            return false;
+        };
+        running.steer.cancel();
+        true
     }
 
     /// Whether turn `turn_id`'s calls run in this process.
@@ -308,6 +329,12 @@ impl WorkTracker {
 }
 
 impl TrackedTurn {
+    /// The token that steering the turn fires: the parent of its running plain and `execute`
+    /// calls' tokens, a child of the turn's.
+    pub(crate) fn steer_token(&self) -> &CancellationToken {
+        &self.steer
+    }
+
     /// Records the lease the claiming write took for the tracked turn. The claiming write won:
     /// whatever entry a competing registration left, the turn's calls now run here under this
     /// one.
@@ -319,6 +346,7 @@ impl TrackedTurn {
                 Running {
                     registration: self.registration,
                     token: self.token.clone(),
+                    steer: self.steer.clone(),
                     lease: Some((lease, Instant::now())),
                 },
             );

@@ -31,6 +31,9 @@ pub(crate) struct Execution<'a> {
     pub(crate) approved_by: Option<Approver>,
     /// The turn's token: the call is cancelled with the turn.
     pub(crate) token: &'a CancellationToken,
+    /// The step's steering token (a child of `token`), when a new message from the user may
+    /// interrupt the call: the call's token is then its child.
+    pub(crate) steer: Option<&'a CancellationToken>,
     /// The lease of the step's claim, under which the journal records.
     pub(crate) lease: Option<&'a Lease>,
     pub(crate) mode: RunMode,
@@ -67,6 +70,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         input,
         approved_by,
         token,
+        steer,
         lease,
         mode,
         model,
@@ -75,7 +79,10 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
     // it ends, however it ends (a read that ran meanwhile may have seen half of it).
     let _writing = engine.cache().writing(tool);
     let _permit = engine.call_permit().await;
-    let call_token = token.child_token();
+    // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
+    // the call.
+    let parent = steer.unwrap_or(token);
+    let call_token = parent.child_token();
     let options = engine.options();
     let limit = match mode {
         RunMode::Normal => options.call_timeout,
@@ -126,7 +133,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
                     ))
                 }
             },
-            () = token.cancelled() => Err(ToolError::with_code(ErrorCode::Cancelled, format!("`{}` was cancelled with its turn", tool.name()))),
+            () = parent.cancelled() => Err(stopped(tool, token)),
             () = host.parked.notified() => {
                 // The body waits for a person: drop it here; it replays from its journal
                 // once the answer is recorded.
@@ -139,9 +146,42 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
             }
         }
     };
+    // A body that saw its token fire may return its own error before the runtime notices
+    // the token: when steering fired it, the model learns why the call stopped all the same.
+    // (A body that finished with a value keeps it.)
+    let outcome = match outcome {
+        Err(error)
+            if steer.is_some_and(CancellationToken::is_cancelled)
+                && !token.is_cancelled()
+                && error.code() != ErrorCode::Interrupted =>
+        {
+            Err(stopped(tool, token))
+        }
+        outcome => outcome,
+    };
     let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome);
     result.model_usage = spent.model_usage();
     Executed::Done(result)
+}
+
+/// Why a call whose token fired stopped: its turn was cancelled (`turn` fired), or a new
+/// message from the user interrupted it (only the step's steering token fired).
+fn stopped(tool: &Tool, turn: &CancellationToken) -> ToolError {
+    if turn.is_cancelled() {
+        return ToolError::with_code(
+            ErrorCode::Cancelled,
+            format!("`{}` was cancelled with its turn", tool.name()),
+        );
+    }
+    ToolError::with_code(
+        ErrorCode::Interrupted,
+        format!(
+            "`{}` was interrupted by a new message from the user, which follows; it did not \
+             finish, and whatever it did before stopping stays done. Read the message before \
+             calling it again",
+            tool.name()
+        ),
+    )
 }
 
 /// The journal of durable call `call_id` of turn `turn_id`, read from the store; a call that

@@ -87,6 +87,7 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                 input,
                 approved_by: None,
                 token: &token,
+                steer: None,
                 lease: None,
                 mode: RunMode::CleanupOnly,
                 model: None,

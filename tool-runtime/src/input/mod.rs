@@ -1,8 +1,10 @@
 //! The input protocol that resumes parked work: answers to input requests ([`settle`]), plain
-//! messages that revoke what is pending ([`revoke`]), cancelling a turn ([`cancel`]), and
-//! running the claimed calls of a resumed step ([`resume`]).
+//! messages that revoke what is pending ([`revoke`]), cancelling a turn ([`cancel`]),
+//! running the claimed calls of a resumed step ([`resume`]), and messages that steer a turn
+//! while it goes on ([`steer`]).
 
 pub(crate) mod cancel;
 pub(crate) mod resume;
 pub(crate) mod revoke;
 pub(crate) mod settle;
+pub(crate) mod steer;

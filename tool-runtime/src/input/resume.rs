@@ -37,10 +37,17 @@ pub(crate) struct Resumption {
     token: CancellationToken,
     /// Registered before the claim is written, so a cancel that lands right after it still
     /// reaches the calls; held until they are done.
-    _running: Option<TrackedTurn>,
+    running: Option<TrackedTurn>,
     /// The model the answer's carrier brought for the resumed calls (see
     /// [`crate::StepOptions`]); else the runtime's.
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+}
+
+impl Resumption {
+    /// The steering token of the claimed calls, when the write claimed them here.
+    fn steer(&self) -> Option<&CancellationToken> {
+        self.running.as_ref().map(TrackedTurn::steer_token)
+    }
 }
 
 /// Writes `turn` (read at `version`) with `claim`. A claiming write registers the turn's
@@ -65,7 +72,7 @@ pub(crate) async fn write(
         version: written.version,
         lease: written.lease,
         token,
-        _running: running,
+        running,
         model: None,
     })
 }
@@ -95,6 +102,7 @@ pub(crate) async fn resume(
             call,
             approved: &approved,
             token: &resumption.token,
+            steer: resumption.steer(),
             lease,
             model: resumption.model.clone(),
         };
@@ -153,6 +161,9 @@ pub(crate) async fn resume(
         notices: Vec::new(),
         // The step was recorded, with its messages, before it parked.
         appended: Appended::default(),
+        // A limit not approved stops the turn, steered or not.
+        steer: resumption.steer().filter(|_| !step.stops_at_limit()),
+        delivered: None,
     };
     finish(engine, &mut turn, results, closing).await
 }
@@ -277,6 +288,8 @@ struct Again<'a> {
     /// The approval keys the session remembers for the turn's requester.
     approved: &'a BTreeSet<String>,
     token: &'a CancellationToken,
+    /// The resumed step's steering token.
+    steer: Option<&'a CancellationToken>,
     lease: Option<&'a Lease>,
     model: Option<Arc<dyn ModelBackend>>,
 }
@@ -295,6 +308,7 @@ async fn run_approved(
         call,
         approved,
         token,
+        steer,
         lease,
         model,
     } = again;
@@ -363,6 +377,7 @@ async fn run_approved(
         input,
         approved_by,
         token,
+        steer,
         lease,
         mode: RunMode::Normal,
         model,

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use tokio_util::sync::CancellationToken;
 use toolwright_core::{ErrorCode, ToolError};
 
 use super::prepared::Prepared;
@@ -31,12 +32,13 @@ pub(super) async fn close_or_park(
     prepared: Vec<Prepared>,
     ran: Vec<Option<Executed>>,
     claimed: Claimed,
+    steer: &CancellationToken,
 ) -> Result<StepOutcome, RuntimeError> {
     let (results, suspended) = collect(engine, scope, &prepared, ran);
     if prepared.iter().any(Prepared::asks) || !suspended.is_empty() {
         park(engine, scope, &prepared, results, suspended, claimed).await
     } else {
-        close(engine, scope, results, claimed).await
+        close(engine, scope, results, claimed, steer).await
     }
 }
 
@@ -173,6 +175,7 @@ async fn close(
     scope: &mut StepScope,
     results: Vec<CallResult>,
     claimed: Claimed,
+    steer: &CancellationToken,
 ) -> Result<StepOutcome, RuntimeError> {
     let ends_turn = scope.turn.may_end(&results)
         && crate::task::results::owing(engine, &scope.session.id, &scope.turn.id)
@@ -186,6 +189,8 @@ async fn close(
         notices: std::mem::take(&mut scope.notices),
         // Nothing was recorded yet when nothing ran: this write is the step's first.
         appended: super::scope::appended(&scope.conversation),
+        steer: Some(steer),
+        delivered: scope.delivered,
     };
     finish(engine, &mut scope.turn, results, closing).await
 }
@@ -199,6 +204,12 @@ pub(crate) struct Closing<'a> {
     pub(crate) notices: Vec<String>,
     /// The conversation's messages the write appends, when it is the step's first.
     pub(crate) appended: Appended<'a>,
+    /// The step's steering token: a step steered while it ran does not end the turn (the
+    /// message must reach the model).
+    pub(crate) steer: Option<&'a CancellationToken>,
+    /// How many steered messages the host delivered, when it said (see
+    /// [`crate::StepOptions::steering`]).
+    pub(crate) delivered: Option<usize>,
 }
 
 /// Closes `turn`'s step with one result per call and writes it. A cancel that won the write
@@ -215,7 +226,10 @@ pub(crate) async fn finish(
         ends,
         notices,
         appended,
+        steer,
+        delivered,
     } = closing;
+    let ends = ends && !steered(engine, &turn.id, steer, delivered).await?;
     turn.close_step(&results, ends);
     match engine
         .store()
@@ -250,6 +264,27 @@ pub(crate) async fn finish(
         ends_turn: ends,
         notices,
     })
+}
+
+/// Whether a message steered into turn `turn_id` keeps it going, when its step could end it:
+/// the step was steered while it ran, or the host delivered fewer messages than were
+/// recorded. When the host said how many it delivered and none waits, the turn's steering is
+/// closed here, before the step's write ends the turn: a message racing this close either
+/// lands first (and the turn goes on) or is refused.
+async fn steered(
+    engine: &Engine,
+    turn_id: &str,
+    steer: Option<&CancellationToken>,
+    delivered: Option<usize>,
+) -> Result<bool, RuntimeError> {
+    if steer.is_some_and(CancellationToken::is_cancelled) {
+        return Ok(true);
+    }
+    let Some(delivered) = delivered else {
+        return Ok(false);
+    };
+    let waiting = crate::steering::close(engine.store().as_ref(), turn_id, delivered).await?;
+    Ok(!waiting.is_empty())
 }
 
 /// After a write lost to a concurrent writer: whether that writer cancelled turn `turn_id`.

@@ -44,9 +44,10 @@ pub(super) async fn execute_all(
     scope: &StepScope,
     prepared: &[Prepared],
     token: &CancellationToken,
+    steer: &CancellationToken,
     lease: Option<&Lease>,
 ) -> Vec<Option<Executed>> {
-    let run = |p| run_prepared(engine, scope, p, token, lease);
+    let run = |p| run_prepared(engine, scope, p, token, steer, lease);
     if prepared.iter().filter(|p| starts_task(p)).count() < 2 {
         return futures_util::future::join_all(prepared.iter().map(run)).await;
     }
@@ -87,6 +88,7 @@ async fn run_prepared(
     scope: &StepScope,
     prepared: &Prepared,
     token: &CancellationToken,
+    steer: &CancellationToken,
     lease: Option<&Lease>,
 ) -> Option<Executed> {
     match prepared {
@@ -103,6 +105,9 @@ async fn run_prepared(
                 input: input.clone(),
                 approved_by: None,
                 token,
+                // A `task` or `serve` call only starts its task: steering leaves the body
+                // running (it has a token of its own).
+                steer: Some(steer),
                 lease,
                 mode: RunMode::Normal,
                 model: scope.model.clone(),

@@ -51,6 +51,7 @@ pub(crate) async fn run_step(
     let mut scope = StepScope::load(engine, turn, token).await?;
     scope.model = options.model;
     scope.conversation = options.conversation;
+    scope.delivered = options.delivered;
     if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
         return Ok(refused);
     }
@@ -58,8 +59,9 @@ pub(crate) async fn run_step(
     announce_calls(engine, &scope, &calls, &prepared);
     let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
     let lease = claimed.lease.as_ref();
-    let ran = execute::execute_all(engine, &scope, &prepared, token, lease).await;
-    close::close_or_park(engine, &mut scope, prepared, ran, claimed).await
+    let steer = running.steer_token();
+    let ran = execute::execute_all(engine, &scope, &prepared, token, steer, lease).await;
+    close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await
 }
 
 /// Only an active turn takes a step.

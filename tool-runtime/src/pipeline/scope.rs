@@ -36,6 +36,9 @@ pub(crate) struct StepScope {
     /// The conversation's messages the step's first write appends (see
     /// [`crate::StepOptions::conversation`]); taken by that write.
     pub(crate) conversation: Option<(u64, Vec<serde_json::Value>)>,
+    /// How many messages steered into the turn the host delivered to its model (see
+    /// [`StepOptions::steering`](crate::StepOptions::steering)).
+    pub(crate) delivered: Option<usize>,
 }
 
 /// `conversation` (a [`StepScope`]'s) as a store write appends it.
@@ -87,6 +90,7 @@ impl StepScope {
             cancel: TokenSignal(token.clone()),
             model: None,
             conversation: None,
+            delivered: None,
         })
     }
 
