@@ -42,7 +42,7 @@ pub mod private;
 
 pub use approval::{
     ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, ApprovedTools,
-    CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
+    AutoCriteria, AutoSpec, CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
     ResponseDecision, ResponseVerdict,
 };
 pub use builtin::ask_question;
