@@ -19,6 +19,8 @@
 mod support;
 
 #[cfg(feature = "agent")]
+mod agent_decider;
+#[cfg(feature = "agent")]
 mod agent_limits;
 mod answer_cost;
 mod dynamic_description;
