@@ -82,9 +82,8 @@ pub mod approval {
     #[doc(inline)]
     pub use toolwright_core::approval::{
         ApprovalCall, ApprovalKey, ApprovalSpec, ApprovedTools, AutoCriteria, AutoSpec,
-        CancelSignal, IntoDecision, KeyFn,
-        NeverCancelled, PolicyFn, PromptFn, RequestPolicy, ResponseCall, ResponseDecision,
-        ResponseFn,
+        CancelSignal, IntoDecision, KeyFn, NeverCancelled, PolicyFn, PromptFn, RequestPolicy,
+        ResponseCall, ResponseDecision, ResponseFn,
     };
     #[doc(inline)]
     pub use toolwright_core::context::ApprovalGrant;

@@ -43,7 +43,10 @@ struct RefundArgs {
 )]
 async fn refund(args: RefundArgs, refunds: State<Refunds>) -> Result<String, ToolError> {
     refunds.0.0.fetch_add(1, Ordering::SeqCst);
-    Ok(format!("refunded {} of {}: {}", args.cents, args.charge, args.memo))
+    Ok(format!(
+        "refunded {} of {}: {}",
+        args.cents, args.charge, args.memo
+    ))
 }
 
 /// Reads a ticket a customer wrote.
@@ -142,11 +145,15 @@ async fn a_clear_verdict_runs_the_call_and_caution_asks_a_person_on_every_wire()
         // The model was asked about the call: the tool, its input, instructions and criteria.
         let sent = &provider.requests()[0];
         assert!(
-            sent.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+            sent.get("tools")
+                .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
             "{wire}: no tools offered: {sent}"
         );
         let system = serde_json::to_string(sent).unwrap();
-        assert!(system.contains("without a finance review"), "{wire}: {system}");
+        assert!(
+            system.contains("without a finance review"),
+            "{wire}: {system}"
+        );
         assert!(system.contains("Refunds under 5000 cents."), "{wire}");
         let text = user_text(sent);
         assert!(text.contains("Tool: refund"), "{wire}: {text}");
@@ -160,7 +167,10 @@ async fn a_clear_verdict_runs_the_call_and_caution_asks_a_person_on_every_wire()
         assert_eq!(asked.len(), 1, "{wire}");
         assert_eq!(asked[0].call_id.as_deref(), Some("c2"));
         assert!(
-            asked[0].reasons.iter().any(|r| r.contains("judged that it needs a person")),
+            asked[0]
+                .reasons
+                .iter()
+                .any(|r| r.contains("judged that it needs a person")),
             "{wire}: {:?}",
             asked[0].reasons
         );
@@ -198,7 +208,10 @@ async fn prose_or_an_unknown_verdict_asks_a_person() {
                 .unwrap(),
         );
         assert!(
-            requests[0].reasons.iter().any(|r| r.contains("could not judge it")),
+            requests[0]
+                .reasons
+                .iter()
+                .any(|r| r.contains("could not judge it")),
             "{:?}",
             requests[0].reasons
         );
@@ -235,7 +248,10 @@ async fn a_provider_that_never_answers_asks_a_person_after_the_timeout() {
             .unwrap(),
     );
     assert!(
-        requests[0].reasons.iter().any(|r| r.contains("did not answer within 300 ms")),
+        requests[0]
+            .reasons
+            .iter()
+            .any(|r| r.contains("did not answer within 300 ms")),
         "{:?}",
         requests[0].reasons
     );
@@ -255,7 +271,10 @@ async fn an_input_over_the_limit_asks_without_a_model_request() {
     let big = json!({ "charge": "ch_1", "cents": 1200, "memo": "x".repeat(64 * 1024) });
     let (_, requests) = waiting(turn.step(vec![call("c1", "refund", big)]).await.unwrap());
     assert!(
-        requests[0].reasons.iter().any(|r| r.contains("larger than the 65536 bytes")),
+        requests[0]
+            .reasons
+            .iter()
+            .any(|r| r.contains("larger than the 65536 bytes")),
         "{:?}",
         requests[0].reasons
     );
@@ -282,7 +301,10 @@ async fn a_tainted_turn_asks_without_a_model_request() {
             .unwrap(),
     );
     assert!(
-        requests[0].reasons.iter().any(|r| r.contains("read_ticket")),
+        requests[0]
+            .reasons
+            .iter()
+            .any(|r| r.contains("read_ticket")),
         "{:?}",
         requests[0].reasons
     );

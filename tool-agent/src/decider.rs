@@ -253,8 +253,10 @@ mod tests {
     async fn clear_runs_and_caution_asks() {
         let clear = verdict(Reply::text(r#"{"verdict": "clear", "reason": "12 EUR"}"#)).await;
         assert_eq!(clear, Ok(AutoVerdict::Clear));
-        let caution =
-            verdict(Reply::text(" {\"verdict\":\"caution\",\"reason\":\"odd memo\"}\n")).await;
+        let caution = verdict(Reply::text(
+            " {\"verdict\":\"caution\",\"reason\":\"odd memo\"}\n",
+        ))
+        .await;
         assert_eq!(caution, Ok(AutoVerdict::Caution));
     }
 
@@ -262,19 +264,34 @@ mod tests {
     async fn anything_but_the_json_answer_is_an_error() {
         for (reply, expected) in [
             (Reply::text("Clear: it is a small refund."), "JSON object"),
-            (Reply::text("```json\n{\"verdict\": \"clear\", \"reason\": \"x\"}\n```"), "JSON object"),
+            (
+                Reply::text("```json\n{\"verdict\": \"clear\", \"reason\": \"x\"}\n```"),
+                "JSON object",
+            ),
             (Reply::text(r#"{"verdict": "clear"}"#), "JSON object"),
-            (Reply::text(r#"{"verdict": "Clear", "reason": "x"}"#), "other than"),
-            (Reply::text(r#"{"verdict": "approved", "reason": "x"}"#), "other than"),
+            (
+                Reply::text(r#"{"verdict": "Clear", "reason": "x"}"#),
+                "other than",
+            ),
+            (
+                Reply::text(r#"{"verdict": "approved", "reason": "x"}"#),
+                "other than",
+            ),
             (
                 Reply::text(r#"{"verdict": "caution", "verdict": "clear", "reason": "x"}"#),
                 "JSON object",
             ),
-            (Reply::text(r#"{"verdict": "clear", "reason": "x"} and more"#), "JSON object"),
+            (
+                Reply::text(r#"{"verdict": "clear", "reason": "x"} and more"#),
+                "JSON object",
+            ),
             (Reply::text(""), "JSON object"),
             (Reply::refusal("I cannot help with that."), "refused"),
             (Reply::call("refund", json!({})), "called a tool"),
-            (Reply::fail(ModelError::Transport("connection reset".into())), "model failed"),
+            (
+                Reply::fail(ModelError::Transport("connection reset".into())),
+                "model failed",
+            ),
         ] {
             let error = verdict(reply.clone()).await.unwrap_err();
             assert!(error.contains(expected), "{reply:?}: {error}");
@@ -355,7 +372,9 @@ mod tests {
             model: Some("small"),
             ..REFUND
         };
-        let verdict = decider.decide(AutoRequest::new("refund", &input, &spec)).await;
+        let verdict = decider
+            .decide(AutoRequest::new("refund", &input, &spec))
+            .await;
         assert_eq!(verdict, Ok(AutoVerdict::Clear));
         assert_eq!(small.requests().len(), 1);
 
@@ -367,7 +386,10 @@ mod tests {
             .decide(AutoRequest::new("refund", &input, &spec))
             .await
             .unwrap_err();
-        assert!(error.contains("`large`") && error.contains("`small`"), "{error}");
+        assert!(
+            error.contains("`large`") && error.contains("`small`"),
+            "{error}"
+        );
         assert!(error.contains("model_named(\"large\""), "{error}");
         assert!(default.requests().is_empty(), "no model is asked instead");
     }

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 
 pub use crate::approval::{
     ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, AutoCriteria,
-    AutoSpec, IntoDecision, PromptContext, RequestPolicy, ResponseCall, ResponseContext, ResponseVerdict,
+    AutoSpec, IntoDecision, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
+    ResponseVerdict,
 };
 pub use crate::context::{CallContext, DurableParam, PlainParam, Requirement, WorkflowParam};
 pub use crate::descriptor::{

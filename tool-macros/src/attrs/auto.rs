@@ -57,16 +57,14 @@ pub(super) fn parse_auto(call: &ExprCall, cx: &mut Ctxt) -> Auto {
                     form("criteria")
                 ),
             ),
-            (_, Value::Group(_)) => cx.error_spanned(
-                key,
-                format!("`{name}` takes a string: `{}`", form(&name)),
-            ),
+            (_, Value::Group(_)) => {
+                cx.error_spanned(key, format!("`{name}` takes a string: `{}`", form(&name)))
+            }
             ("instructions", Value::Expr(expr)) => auto.instructions = text(&name, expr, cx),
             (_, Value::Expr(expr)) => auto.model = text(&name, expr, cx),
-            (_, Value::Missing) => cx.error_spanned(
-                key,
-                format!("`{name}` needs a value: `{}`", form(&name)),
-            ),
+            (_, Value::Missing) => {
+                cx.error_spanned(key, format!("`{name}` needs a value: `{}`", form(&name)))
+            }
         }
     }
     auto
@@ -149,10 +147,7 @@ fn part<'a>(
         .collect::<Vec<_>>()
         .join(", ");
     let Some(key) = key else {
-        cx.error_spanned(
-            arg,
-            format!("`{group}(...)` takes named parts: {list}"),
-        );
+        cx.error_spanned(arg, format!("`{group}(...)` takes named parts: {list}"));
         return None;
     };
     let name = key.to_string();
@@ -162,10 +157,7 @@ fn part<'a>(
             known.iter().copied(),
             &format!("`{group}(...)` takes {list}"),
         );
-        cx.error_spanned(
-            key,
-            format!("unknown key `{name}` in `{group}(...)`{hint}"),
-        );
+        cx.error_spanned(key, format!("unknown key `{name}` in `{group}(...)`{hint}"));
         return None;
     }
     Some((key, value))
@@ -199,7 +191,9 @@ fn text(key: &str, expr: &Expr, cx: &mut Ctxt) -> Option<LitStr> {
                     if single_ident(other)
                         .is_some_and(|i| !i.to_string().chars().any(|c| c.is_uppercase())) =>
                 {
-                    let ident = single_ident(other).map(Ident::to_string).unwrap_or_default();
+                    let ident = single_ident(other)
+                        .map(Ident::to_string)
+                        .unwrap_or_default();
                     format!("`{key}` takes a string literal: `{key} = \"{ident}\"`")
                 }
                 Expr::Path(_) => format!(
@@ -268,8 +262,14 @@ mod tests {
         );
         let messages = cx.messages();
         assert_eq!(messages.len(), 4, "{messages:?}");
-        assert!(messages[0].contains("did you mean `instructions`"), "{messages:?}");
-        assert!(messages[1].contains("did you mean `criteria`"), "{messages:?}");
+        assert!(
+            messages[0].contains("did you mean `instructions`"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[1].contains("did you mean `criteria`"),
+            "{messages:?}"
+        );
         assert!(messages[2].contains("did you mean `clear`"), "{messages:?}");
         assert!(messages[3].contains("takes `instructions"), "{messages:?}");
     }
@@ -281,12 +281,27 @@ mod tests {
         );
         let messages = cx.messages();
         assert_eq!(messages.len(), 5, "{messages:?}");
-        assert!(messages[0].contains("`model` is given twice in `auto(...)`"), "{messages:?}");
-        assert!(messages[1].contains("`instructions` is empty"), "{messages:?}");
-        assert!(messages[2].contains("`criteria(...)` is empty"), "{messages:?}");
-        assert!(messages[3].contains("`criteria` is given twice"), "{messages:?}");
+        assert!(
+            messages[0].contains("`model` is given twice in `auto(...)`"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[1].contains("`instructions` is empty"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[2].contains("`criteria(...)` is empty"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[3].contains("`criteria` is given twice"),
+            "{messages:?}"
+        );
         // A second `criteria` or `model` is not read, whatever it holds.
-        assert!(messages[4].contains("`model` is given twice"), "{messages:?}");
+        assert!(
+            messages[4].contains("`model` is given twice"),
+            "{messages:?}"
+        );
         let auto = auto_of(attrs.approval);
         assert_eq!(value(&auto.model).as_deref(), Some("a"));
     }
@@ -300,14 +315,26 @@ mod tests {
         assert_eq!(messages.len(), 5, "{messages:?}");
         assert!(messages[0].contains(r#"`model = "small"`"#), "{messages:?}");
         assert!(messages[1].contains("in parentheses"), "{messages:?}");
-        assert!(messages[2].contains("`instructions` takes a string"), "{messages:?}");
+        assert!(
+            messages[2].contains("`instructions` takes a string"),
+            "{messages:?}"
+        );
         assert!(messages[3].contains("takes named parts"), "{messages:?}");
         // The rest of the attribute is still parsed.
-        assert!(messages[4].contains("did you mean `durable`"), "{messages:?}");
+        assert!(
+            messages[4].contains("did you mean `durable`"),
+            "{messages:?}"
+        );
         let (_, cx) = parse_str(r#"effect = write, approval = auto(criteria(clear(1), caution))"#);
         let messages = cx.messages();
         assert_eq!(messages.len(), 2, "{messages:?}");
-        assert!(messages[0].contains("`clear` takes a string"), "{messages:?}");
-        assert!(messages[1].contains("`caution` takes a string"), "{messages:?}");
+        assert!(
+            messages[0].contains("`clear` takes a string"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[1].contains("`caution` takes a string"),
+            "{messages:?}"
+        );
     }
 }

@@ -310,9 +310,9 @@ pub(super) fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
             };
             let name = ident.to_string();
             match builtin(&name) {
-                Some(Policy::Auto(_)) => Some(Policy::Auto(Box::new(super::auto::parse_auto(
-                    call, cx,
-                )))),
+                Some(Policy::Auto(_)) => {
+                    Some(Policy::Auto(Box::new(super::auto::parse_auto(call, cx))))
+                }
                 Some(policy) if call.args.is_empty() => Some(policy),
                 Some(_) => {
                     cx.error_spanned(&call.args, format!("`{name}` takes no arguments"));

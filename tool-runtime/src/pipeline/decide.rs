@@ -10,8 +10,8 @@ use serde_json::Value;
 use toolwright_core::approval::PolicyFn;
 use toolwright_core::{
     ApprovalCall, ApprovalDecision, AutoSpec, Caller, CancelSignal, ErrorCode, NeverCancelled,
-    RequestPolicy,
-    ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, names,
+    RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError,
+    names,
 };
 
 use super::prepared::{Prepared, refused};
