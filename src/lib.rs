@@ -81,9 +81,9 @@ pub use toolwright_core::{
 pub mod approval {
     #[doc(inline)]
     pub use toolwright_core::approval::{
-        ApprovalCall, ApprovalKey, ApprovalSpec, ApprovedTools, CancelSignal, IntoDecision, KeyFn,
-        NeverCancelled, PolicyFn, PromptFn, RequestPolicy, ResponseCall, ResponseDecision,
-        ResponseFn,
+        ApprovalCall, ApprovalKey, ApprovalSpec, ApprovedTools, AutoCriteria, AutoSpec,
+        CancelSignal, IntoDecision, KeyFn, NeverCancelled, PolicyFn, PromptFn, RequestPolicy,
+        ResponseCall, ResponseDecision, ResponseFn,
     };
     #[doc(inline)]
     pub use toolwright_core::context::ApprovalGrant;

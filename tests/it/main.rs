@@ -19,6 +19,8 @@
 mod support;
 
 #[cfg(feature = "agent")]
+mod agent_decider;
+#[cfg(feature = "agent")]
 mod agent_delegation;
 #[cfg(feature = "agent")]
 mod agent_limits;

@@ -7,7 +7,8 @@
 //! conversation, runs the model's tool calls as steps, renders their results back and repeats
 //! until a final answer, a tool that ends the turn, or a park on input requests, within a
 //! [`Budget`] and retrying what a provider fails for now ([`RetryPolicy`]). The conversation is
-//! stored with the session, so a parked turn resumes in any process.
+//! stored with the session, so a parked turn resumes in any process. A [`ModelDecider`] lets a
+//! model judge `approval = auto(...)` calls against the tool's criteria, failing closed.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -17,6 +18,7 @@ mod anthropic;
 mod backend;
 mod budget;
 mod conversation;
+mod decider;
 mod http;
 #[cfg(feature = "loopback")]
 mod loopback;
@@ -32,6 +34,7 @@ pub use agent::{Agent, AgentError, AgentEvent, AgentOutcome, AgentTurn, MAX_DEPT
 pub use anthropic::{ANTHROPIC_BASE_URL, Anthropic};
 pub use backend::Backend;
 pub use budget::{Budget, Limit, LimitAnswer, LimitReached, Limits, Price, Scope};
+pub use decider::ModelDecider;
 #[cfg(feature = "loopback")]
 pub use loopback::{LoopbackProvider, Wire};
 pub use message::{AssistantMessage, Message, ProviderItem, ToolUse, Usage};

@@ -59,11 +59,9 @@ pub enum RequestPolicy {
     Once,
     /// Ask every time.
     Always,
-    /// Ask a decider the host installs; anything but a clear "approved" means asking a person.
-    Auto {
-        /// Instructions for the decider.
-        instructions: Option<&'static str>,
-    },
+    /// Ask a decider the host installs (typically a small model) with what [`AutoSpec`] tells
+    /// it; anything but a timely "clear" means asking a person.
+    Auto(AutoSpec),
     /// A named policy fn of the user (adapted by the macro).
     Custom(PolicyFn),
 }
@@ -75,9 +73,72 @@ impl RequestPolicy {
             RequestPolicy::Never => "never",
             RequestPolicy::Once => "once",
             RequestPolicy::Always => "always",
-            RequestPolicy::Auto { .. } => "auto",
+            RequestPolicy::Auto(_) => "auto",
             RequestPolicy::Custom(_) => "custom",
         }
+    }
+}
+
+/// What `approval = auto(...)` tells the decider, besides the tool name and input: the
+/// tool's instructions, its criteria and which model judges. Every part is optional; the
+/// decider uses its own defaults for what is missing.
+///
+/// ```
+/// use toolwright_core::approval::{AutoCriteria, AutoSpec, RequestPolicy};
+/// const REFUND: RequestPolicy = RequestPolicy::Auto(AutoSpec {
+///     instructions: Some("Decide whether this refund needs a finance review."),
+///     criteria: AutoCriteria {
+///         clear: Some("Refunds under 50 EUR of a charge from the last 30 days."),
+///         caution: Some("Anything else."),
+///     },
+///     model: Some("small"),
+/// });
+/// assert_eq!(REFUND.name(), "auto");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoSpec {
+    /// What the decider is to judge (`auto(instructions = "...")`).
+    pub instructions: Option<&'static str>,
+    /// When a call may run without a person and when it needs one.
+    pub criteria: AutoCriteria,
+    /// The name of the model that judges, as the host registered it with its decider
+    /// (`auto(model = "...")`); `None`: the decider's default.
+    pub model: Option<&'static str>,
+}
+
+impl AutoSpec {
+    /// No instructions, no criteria, the decider's default model (`approval = auto`).
+    pub const fn new() -> Self {
+        AutoSpec {
+            instructions: None,
+            criteria: AutoCriteria::new(),
+            model: None,
+        }
+    }
+}
+
+/// The criteria of `auto(criteria(clear = "...", caution = "..."))`: when the decider answers
+/// "clear" (run without asking) and when "caution" (ask a person).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoCriteria {
+    /// When a call may run without a person.
+    pub clear: Option<&'static str>,
+    /// When a call needs a person.
+    pub caution: Option<&'static str>,
+}
+
+impl AutoCriteria {
+    /// Neither criterion.
+    pub const fn new() -> Self {
+        AutoCriteria {
+            clear: None,
+            caution: None,
+        }
+    }
+
+    /// Whether neither criterion is given.
+    pub const fn is_empty(&self) -> bool {
+        self.clear.is_none() && self.caution.is_none()
     }
 }
 

@@ -42,8 +42,8 @@ pub mod private;
 
 pub use approval::{
     ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, ApprovedTools,
-    CancelSignal, NeverCancelled, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
-    ResponseDecision, ResponseVerdict,
+    AutoCriteria, AutoSpec, CancelSignal, NeverCancelled, PromptContext, RequestPolicy,
+    ResponseCall, ResponseContext, ResponseDecision, ResponseVerdict,
 };
 pub use builtin::{GENERAL_AGENT, TaskArgs, ask_question, task};
 pub use context::{

@@ -8,8 +8,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use crate::approval::{
-    ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, IntoDecision,
-    PromptContext, RequestPolicy, ResponseCall, ResponseContext, ResponseVerdict,
+    ApprovalCall, ApprovalContext, ApprovalDecision, ApprovalKey, ApprovalSpec, AutoCriteria,
+    AutoSpec, IntoDecision, PromptContext, RequestPolicy, ResponseCall, ResponseContext,
+    ResponseVerdict,
 };
 pub use crate::context::{CallContext, DurableParam, PlainParam, Requirement, WorkflowParam};
 pub use crate::descriptor::{

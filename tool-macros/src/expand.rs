@@ -250,9 +250,16 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 Policy::Never => quote!(#tw::RequestPolicy::Never),
                 Policy::Once => quote!(#tw::RequestPolicy::Once),
                 Policy::Always => quote!(#tw::RequestPolicy::Always),
-                Policy::Auto { instructions } => {
-                    let instructions = option_str(instructions.as_ref());
-                    quote!(#tw::RequestPolicy::Auto { instructions: #instructions })
+                Policy::Auto(auto) => {
+                    let instructions = option_str(auto.instructions.as_ref());
+                    let clear = option_str(auto.clear.as_ref());
+                    let caution = option_str(auto.caution.as_ref());
+                    let model = option_str(auto.model.as_ref());
+                    quote!(#tw::RequestPolicy::Auto(#tw::AutoSpec {
+                        instructions: #instructions,
+                        criteria: #tw::AutoCriteria { clear: #clear, caution: #caution },
+                        model: #model,
+                    }))
                 }
                 Policy::Custom(path) => {
                     let call = {

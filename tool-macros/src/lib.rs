@@ -138,6 +138,18 @@ mod tests {
             ),
             ("effect = read, input_retries = 1e3", "/// d\nfn f(a: A) {}"),
             ("effect = read, description = ", "fn f(a: A) {}"),
+            (
+                "effect = write, approval = auto(model = )",
+                "/// d\nfn f(a: A) {}",
+            ),
+            (
+                "effect = write, approval = auto(criteria())",
+                "/// d\nfn f(a: A) {}",
+            ),
+            (
+                "effect = write, approval(request = auto(criteria(clear = \"\"), 1))",
+                "/// d\nfn f(a: A) {}",
+            ),
             ("effect = read, description = |s| s", "fn f(a: A) {}"),
             (
                 "effect = read, description = d, description = d",

@@ -272,7 +272,7 @@ fn c11_key_needs_request(tool: &Tool<'_>, cx: &mut Ctxt) {
                 key.span,
                 "`approval_key` keys the memory of `once`, but the tool has no `approval`; add `approval = once`",
             ),
-            Some((policy @ (Policy::Never | Policy::Always | Policy::Auto { .. }), _)) => cx.error_at(
+            Some((policy @ (Policy::Never | Policy::Always | Policy::Auto(_)), _)) => cx.error_at(
                 key.span,
                 format!("`approval_key` keys the memory of `once`, and `{}` keeps no memory; use `approval = once` or remove `approval_key`", policy.name()),
             ),

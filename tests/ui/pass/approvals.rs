@@ -1,11 +1,11 @@
 //! Every form of `approval`: the four built-in policies (also written as calls, as the seeds do),
-//! `auto(instructions = ...)`, sync and async policy fns, the object form with template and fn
+//! `auto(instructions = ..., criteria(clear = ..., caution = ...), model = ...)`, sync and async policy fns, the object form with template and fn
 //! prompts and a response policy, and `approval_key = input | path`.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolwright::prelude::*;
-use toolwright::approval::{ApprovalKey, RequestPolicy};
+use toolwright::approval::{ApprovalKey, AutoCriteria, AutoSpec, RequestPolicy};
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Refund {
@@ -50,6 +50,32 @@ async fn refund_auto(args: Refund) -> u64 {
 /// Lets the host's decider choose, with instructions.
 #[tool(effect = write, approval = auto(instructions = "approve amounts under 100 cents"))]
 async fn refund_auto_instructed(args: Refund) -> u64 {
+    args.amount
+}
+
+/// Lets a model judge against stated criteria (the seed's `auto({ model, instructions,
+/// criteria })`), in both forms.
+#[tool(
+    effect = money,
+    approval = auto(
+        instructions = "Decide whether this refund needs a finance review.",
+        criteria(clear = "Refunds under 50 EUR.", caution = "Anything else."),
+        model = "small",
+    )
+)]
+async fn refund_auto_judged(args: Refund) -> u64 {
+    args.amount
+}
+
+/// Only one criterion, in the object form with a prompt.
+#[tool(
+    effect = money,
+    approval(
+        request = auto(criteria(caution = "Refunds of another tenant's charge.")),
+        prompt = "Refund {amount} cents?",
+    )
+)]
+async fn refund_auto_cautious(args: Refund) -> u64 {
     args.amount
 }
 
@@ -116,6 +142,8 @@ fn main() {
         refund_always::TOOL,
         refund_auto::TOOL,
         refund_auto_instructed::TOOL,
+        refund_auto_judged::TOOL,
+        refund_auto_cautious::TOOL,
         refund_custom::TOOL,
         refund_full::TOOL,
         refund_templated::TOOL,
@@ -142,14 +170,37 @@ fn main() {
     ));
     assert!(matches!(
         approval("refund_auto").request,
-        RequestPolicy::Auto { instructions: None }
+        RequestPolicy::Auto(spec) if spec == AutoSpec::new()
     ));
     assert!(matches!(
         approval("refund_auto_instructed").request,
-        RequestPolicy::Auto {
-            instructions: Some("approve amounts under 100 cents")
-        }
+        RequestPolicy::Auto(AutoSpec {
+            instructions: Some("approve amounts under 100 cents"),
+            criteria: AutoCriteria { clear: None, caution: None },
+            model: None,
+        })
     ));
+    assert!(matches!(
+        approval("refund_auto_judged").request,
+        RequestPolicy::Auto(AutoSpec {
+            instructions: Some("Decide whether this refund needs a finance review."),
+            criteria: AutoCriteria {
+                clear: Some("Refunds under 50 EUR."),
+                caution: Some("Anything else."),
+            },
+            model: Some("small"),
+        })
+    ));
+    let cautious = approval("refund_auto_cautious");
+    assert!(matches!(
+        cautious.request,
+        RequestPolicy::Auto(AutoSpec {
+            instructions: None,
+            criteria: AutoCriteria { clear: None, caution: Some("Refunds of another tenant's charge.") },
+            model: None,
+        })
+    ));
+    assert!(cautious.prompt.is_some());
     assert!(matches!(
         approval("refund_custom").request,
         RequestPolicy::Custom(_)

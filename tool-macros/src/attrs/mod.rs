@@ -9,9 +9,12 @@ use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitBool, LitInt, LitStr, Path, To
 use crate::ctxt::{Ctxt, suggest};
 use crate::template::Template;
 
+mod auto;
 mod doc;
 mod groups;
 mod values;
+
+pub(crate) use auto::Auto;
 
 pub(crate) use doc::doc_comment;
 use groups::{parse_annotations, parse_approval, parse_i18n, parse_label};
@@ -73,8 +76,8 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "approval",
-        "approval = never | once | always | auto | path, or approval(request = ..., prompt = \"...\" | path, response = path)",
-        "the request policy; the object form adds what the approver sees and who may approve",
+        "approval = never | once | always | auto | auto(...) | path, or approval(request = ..., prompt = \"...\" | path, response = path)",
+        "the request policy (`auto(instructions = \"...\", criteria(clear = \"...\", caution = \"...\"), model = \"...\")` tells the decider what to judge, every part optional); the object form adds what the approver sees and who may approve",
     ),
     (
         "approval_key",
@@ -174,7 +177,7 @@ pub(crate) enum Policy {
     Never,
     Once,
     Always,
-    Auto { instructions: Option<LitStr> },
+    Auto(Box<Auto>),
     Custom(Path),
 }
 
@@ -184,7 +187,7 @@ impl Policy {
             Policy::Never => "never",
             Policy::Once => "once",
             Policy::Always => "always",
-            Policy::Auto { .. } => "auto",
+            Policy::Auto(_) => "auto",
             Policy::Custom(_) => "custom",
         }
     }
@@ -593,12 +596,7 @@ mod tests {
         assert!(!cx.has_errors());
         assert!(matches!(
             attrs.approval.unwrap().request,
-            Some((
-                Policy::Auto {
-                    instructions: Some(_)
-                },
-                _
-            ))
+            Some((Policy::Auto(auto), _)) if auto.instructions.is_some()
         ));
         let (_, cx) = parse_str("effect = write, approval = allways");
         assert!(cx.messages()[0].contains("did you mean `always`"));

@@ -277,14 +277,14 @@ pub(super) fn parse_entry(expr: &Expr, cx: &mut Ctxt) -> Option<Entry> {
     }
 }
 
-/// `never | once | always | auto | auto(instructions = "...") | path` (with optional `()` after
-/// a built-in name, as the seeds write them).
+/// `never | once | always | auto | auto(...) | path` (with optional `()` after a built-in name,
+/// as the seeds write them); `auto(...)`'s parts are `auto.rs`'s.
 pub(super) fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
     let builtin = |name: &str| match name {
         "never" => Some(Policy::Never),
         "once" => Some(Policy::Once),
         "always" => Some(Policy::Always),
-        "auto" => Some(Policy::Auto { instructions: None }),
+        "auto" => Some(Policy::Auto(Box::default())),
         _ => None,
     };
     match expr {
@@ -310,30 +310,8 @@ pub(super) fn parse_policy(expr: &Expr, cx: &mut Ctxt) -> Option<Policy> {
             };
             let name = ident.to_string();
             match builtin(&name) {
-                Some(Policy::Auto { .. }) => {
-                    let mut instructions = None;
-                    for arg in &call.args {
-                        match arg {
-                            Expr::Assign(assign)
-                                if single_ident(&assign.left)
-                                    .is_some_and(|i| i == "instructions") =>
-                            {
-                                match &*assign.right {
-                                    Expr::Lit(ExprLit {
-                                        lit: Lit::Str(s), ..
-                                    }) => instructions = Some(s.clone()),
-                                    other => cx.error_spanned(
-                                        other,
-                                        "`instructions` takes a string literal",
-                                    ),
-                                }
-                            }
-                            other => {
-                                cx.error_spanned(other, "`auto` takes `instructions = \"...\"`")
-                            }
-                        }
-                    }
-                    Some(Policy::Auto { instructions })
+                Some(Policy::Auto(_)) => {
+                    Some(Policy::Auto(Box::new(super::auto::parse_auto(call, cx))))
                 }
                 Some(policy) if call.args.is_empty() => Some(policy),
                 Some(_) => {

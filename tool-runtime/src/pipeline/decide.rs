@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolwright_core::approval::PolicyFn;
 use toolwright_core::{
-    ApprovalCall, ApprovalDecision, Caller, CancelSignal, ErrorCode, NeverCancelled, RequestPolicy,
-    ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError, names,
+    ApprovalCall, ApprovalDecision, AutoSpec, Caller, CancelSignal, ErrorCode, NeverCancelled,
+    RequestPolicy, ResponseCall, ResponseDecision, ResponseVerdict, SessionInfo, Tool, ToolError,
+    names,
 };
 
 use super::prepared::{Prepared, refused};
@@ -142,13 +143,21 @@ async fn decide_for_model(
                 ApprovalDecision::UserApproval
             }
         },
-        RequestPolicy::Auto { instructions } => {
-            if tainted.is_some() {
+        RequestPolicy::Auto(spec) => match tainted {
+            // Never automatically in a tainted turn: the decider is not even asked. A guarded
+            // effect gets the taint reason below; any other says it here.
+            Some(source) => {
+                if !effect.is_guarded_by_taint() {
+                    reasons.push(taint_reason(source, effect));
+                }
                 ApprovalDecision::UserApproval
-            } else {
-                auto(engine, tool, input, instructions).await
             }
-        }
+            None => {
+                let (decision, reason) = auto(engine, tool, input, &spec).await;
+                reasons.extend(reason);
+                decision
+            }
+        },
         RequestPolicy::Custom(policy) => {
             scoped_decision(scope, &scope.info(), tool, input, call_id, policy).await
         }
@@ -190,7 +199,7 @@ async fn decide_for_user(
         RequestPolicy::Custom(policy) => {
             scoped_decision(scope, &info, tool, input, call_id, policy).await
         }
-        RequestPolicy::Always | RequestPolicy::Once | RequestPolicy::Auto { .. } => {
+        RequestPolicy::Always | RequestPolicy::Once | RequestPolicy::Auto(_) => {
             ApprovalDecision::UserApproval
         }
     };
@@ -225,31 +234,51 @@ async fn decide_for_user(
 }
 
 /// `approval = auto`: the host's decider judges the call, failing closed (no decider, a large
-/// input, a timeout, an error or anything but `Clear` asks a person).
+/// input, a timeout, an error or anything but `Clear` asks a person). When it asks, the reason
+/// says why the decider did not clear the call, for the person asked; it never quotes the
+/// decider's own words, which may come from a model that read the input.
 async fn auto(
     engine: &Engine,
     tool: &Tool,
     input: &Value,
-    instructions: Option<&'static str>,
-) -> ApprovalDecision {
+    spec: &AutoSpec,
+) -> (ApprovalDecision, Option<String>) {
+    let ask = |reason: String| (ApprovalDecision::UserApproval, Some(reason));
     let Some(decider) = engine.decider() else {
-        return ApprovalDecision::UserApproval;
+        return ask("its policy is `auto` and no decider is installed to judge it".into());
     };
     let options = engine.options();
     let size = serde_json::to_vec(input)
         .map(|v| v.len())
         .unwrap_or(usize::MAX);
+    // Judged whole or not at all: a decider shown part of the input could clear what it
+    // did not see.
     if size > options.decider_max_input {
-        return ApprovalDecision::UserApproval;
+        return ask(format!(
+            "its input ({size} bytes) is larger than the {} bytes the `auto` decider may be sent",
+            options.decider_max_input
+        ));
     }
-    let request = AutoRequest {
-        tool: tool.name(),
-        input,
-        instructions,
-    };
+    let request = AutoRequest::new(tool.name(), input, spec);
     match tokio::time::timeout(options.decider_timeout, decider.decide(request)).await {
-        Ok(Ok(AutoVerdict::Clear)) => ApprovalDecision::Approved,
-        _ => ApprovalDecision::UserApproval,
+        Ok(Ok(AutoVerdict::Clear)) => (ApprovalDecision::Approved, None),
+        Ok(Ok(AutoVerdict::Caution)) => {
+            ask("the `auto` decider judged that it needs a person".into())
+        }
+        Ok(Err(error)) => ask(format!("the `auto` decider could not judge it: {error}")),
+        Err(_) => ask(format!(
+            "the `auto` decider did not answer within {}",
+            duration_words(options.decider_timeout)
+        )),
+    }
+}
+
+/// `30 s`, `250 ms`.
+fn duration_words(duration: std::time::Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
     }
 }
 
