@@ -70,6 +70,8 @@ pub enum ErrorCode {
     MissingState,
     /// The server of a remote tool cannot be reached now (down, reconnecting).
     Unavailable,
+    /// An output guardrail stopped the turn: the call's output was withheld from the model.
+    Stopped,
 }
 
 impl ErrorCode {
@@ -91,6 +93,7 @@ impl ErrorCode {
             ErrorCode::Journal => "JOURNAL",
             ErrorCode::MissingState => "MISSING_STATE",
             ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::Stopped => "STOPPED",
         }
     }
 }

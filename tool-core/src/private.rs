@@ -18,6 +18,10 @@ pub use crate::descriptor::{
 };
 pub use crate::effect::{Annotations, Effect};
 pub use crate::error::{ErrorCode, ToolError};
+pub use crate::guardrail::{
+    GuardrailSpec, InputCheck, InputVerdict, IntoInputVerdict, IntoOutputVerdict, OutputCheck,
+    OutputVerdict, PrepareFn,
+};
 pub use crate::input::{ServeInput, ToolInput};
 pub use crate::names::{contains as names_contain, is_reserved};
 pub use crate::output::{CallOutput, ModelOutput};
