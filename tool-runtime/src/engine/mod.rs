@@ -13,6 +13,7 @@ use tokio::sync::{SemaphorePermit, broadcast};
 use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
 
 use crate::decider::Decider;
+use crate::hooks::Hooks;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::options::Options;
@@ -36,6 +37,8 @@ pub(crate) struct Engine {
     /// The model bodies ask through `ctx.model()`, unless their step brings one.
     model: Option<Arc<dyn ModelBackend>>,
     decider: Option<Arc<dyn Decider>>,
+    /// The runtime's guardrails and tool preparation.
+    hooks: Hooks,
     /// The connections, and the tools now (local and remote).
     remote: Remote,
     /// The toolsets' instructions and context providers.
@@ -63,6 +66,7 @@ pub(crate) struct Parts {
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
+    pub(crate) hooks: Hooks,
     pub(crate) remote: Remote,
     pub(crate) toolsets: Toolsets,
     pub(crate) cache: ResultCache,
@@ -86,6 +90,7 @@ impl Engine {
             sandbox: parts.sandbox,
             model: parts.model,
             decider: parts.decider,
+            hooks: parts.hooks,
             remote: parts.remote,
             toolsets: parts.toolsets,
             cache: parts.cache,
@@ -118,6 +123,10 @@ impl Engine {
 
     pub(crate) fn decider(&self) -> Option<&dyn Decider> {
         self.decider.as_deref()
+    }
+
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
 
     pub(crate) fn remote(&self) -> &Remote {

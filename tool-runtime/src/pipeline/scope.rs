@@ -25,7 +25,7 @@ pub(crate) struct StepScope {
     /// calls run for (what `once` consults; another person's grants are not among them).
     pub(crate) approved: BTreeSet<String>,
     pub(crate) audience: Audience,
-    /// Tools whose `enabled` predicate is false in this step.
+    /// Tools whose `enabled` predicate is false in this step, or that a `prepare` fn hid.
     pub(crate) disabled: HashSet<usize>,
     /// Notices for the model about tools that came or went since its last list.
     pub(crate) notices: Vec<String>,
@@ -74,7 +74,7 @@ impl StepScope {
         let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
         let audience = Audience::of(turn.caller);
         let registry = engine.registry();
-        let disabled = disabled_tools(&registry, &session, &turn);
+        let disabled = super::listing::step_tools(engine, &registry, &session, &turn).hidden;
         let notices = announce(engine, &registry, &session, &turn, &disabled).await?;
         Ok(StepScope {
             registry,
@@ -128,7 +128,8 @@ pub(crate) fn disabled_tools(
         .collect()
 }
 
-/// Tells the model once when the set of conditional (or remote) tools it sees changed.
+/// Tells the model once when the set of conditional, prepared (or remote) tools it sees
+/// changed.
 async fn announce(
     engine: &Engine,
     registry: &Registry,
@@ -137,13 +138,18 @@ async fn announce(
     disabled: &HashSet<usize>,
 ) -> Result<Vec<String>, RuntimeError> {
     let audience = Audience::of(turn.caller);
+    // With the runtime's `prepare_tools`, any tool may come or go.
+    let prepared_all = engine.hooks().prepare.is_some();
     // Borrowed names: the usual step finds the list unchanged and copies nothing.
     let now: Vec<&str> = registry
         .tools()
         .iter()
         .enumerate()
         .filter(|(i, t)| {
-            (t.enabled().is_some() || t.remote_tool().is_some())
+            (t.enabled().is_some()
+                || t.remote_tool().is_some()
+                || t.prepare().is_some()
+                || prepared_all)
                 && !disabled.contains(i)
                 && t.listed_for(audience)
         })
