@@ -351,7 +351,8 @@ impl Tool {
 
     /// The tool's own guardrails (none for a remote tool).
     pub fn guardrails(&self) -> crate::guardrail::GuardrailSpec {
-        self.descriptor().map_or(crate::guardrail::GuardrailSpec::NONE, |d| d.guardrails)
+        self.descriptor()
+            .map_or(crate::guardrail::GuardrailSpec::NONE, |d| d.guardrails)
     }
 
     /// The tool's `prepare` fn, if it has one.

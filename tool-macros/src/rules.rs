@@ -660,12 +660,24 @@ mod tests {
 
     #[test]
     fn guardrails_and_prepare() {
-        assert!(run("effect = write, guardrails(input = i, output = o), prepare = p", F).is_empty());
-        let messages = run("effect = read, user_only, guardrails(output = o), prepare = p", F);
+        assert!(
+            run(
+                "effect = write, guardrails(input = i, output = o), prepare = p",
+                F
+            )
+            .is_empty()
+        );
+        let messages = run(
+            "effect = read, user_only, guardrails(output = o), prepare = p",
+            F,
+        );
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert!(messages[0].starts_with("`guardrails` with `user_only`"));
         assert!(messages[1].starts_with("`prepare` with `user_only`"));
-        let messages = run("provider, effect = read, guardrails(input = i), prepare = p", P);
+        let messages = run(
+            "provider, effect = read, guardrails(input = i), prepare = p",
+            P,
+        );
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert!(messages.iter().all(|m| m.contains("on a `provider` tool")));
     }

@@ -43,10 +43,7 @@ pub(super) fn parse_guardrails(
         }
         seen.push(key.clone());
         let (slot, signature) = match key.as_str() {
-            "input" => (
-                &mut guardrails.input,
-                "fn(&InputCheck<'_>) -> InputVerdict",
-            ),
+            "input" => (&mut guardrails.input, "fn(&InputCheck<'_>) -> InputVerdict"),
             "output" => (
                 &mut guardrails.output,
                 "fn(&OutputCheck<'_>) -> OutputVerdict",

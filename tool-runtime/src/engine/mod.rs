@@ -13,9 +13,9 @@ use tokio::sync::{SemaphorePermit, broadcast};
 use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
 
 use crate::decider::Decider;
-use crate::hooks::Hooks;
 use crate::error::RuntimeError;
 use crate::event::Event;
+use crate::hooks::Hooks;
 use crate::options::Options;
 use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;

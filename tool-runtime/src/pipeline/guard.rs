@@ -34,7 +34,10 @@ struct Tripped<V> {
 
 /// What an output guardrail that did not pass decided.
 enum OutputTrip {
-    Redact { reason: String, replacement: ModelOutput },
+    Redact {
+        reason: String,
+        replacement: ModelOutput,
+    },
     Stop(String),
 }
 
@@ -154,8 +157,7 @@ pub(crate) struct OutputGuard<'a> {
 impl<'a> OutputGuard<'a> {
     /// The guard of `run`, if some output guardrail applies to it.
     pub(crate) fn of(engine: &Engine, run: &Execution<'a>) -> Option<OutputGuard<'a>> {
-        let applies = (run.tool.guardrails().output.is_some()
-            || !engine.hooks().output.is_empty())
+        let applies = (run.tool.guardrails().output.is_some() || !engine.hooks().output.is_empty())
             && run.turn.caller != Caller::User;
         applies.then(|| OutputGuard {
             session: run.session,
@@ -287,7 +289,9 @@ fn output_trip(name: &str, verdict: Option<OutputVerdict>) -> Option<Tripped<Out
 
 /// Whether an output guardrail stopped the turn in a step with `results`.
 pub(crate) fn stopped(results: &[CallResult]) -> bool {
-    results
-        .iter()
-        .any(|r| r.error.as_ref().is_some_and(|e| e.code() == ErrorCode::Stopped))
+    results.iter().any(|r| {
+        r.error
+            .as_ref()
+            .is_some_and(|e| e.code() == ErrorCode::Stopped)
+    })
 }

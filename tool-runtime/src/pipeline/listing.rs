@@ -61,11 +61,20 @@ pub(crate) fn step_tools(
         let mut hide = false;
         let runtime_step = runtime.map(|r| move |cx: &PrepareContext<'_>| r.prepare(cx));
         let steps: [Option<&dyn Fn(&PrepareContext<'_>) -> Preparation>; 2] = [
-            own.as_ref().map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
-            runtime_step.as_ref().map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
+            own.as_ref()
+                .map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
+            runtime_step
+                .as_ref()
+                .map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
         ];
         for prepare in steps.into_iter().flatten() {
-            let cx = PrepareContext::new(&info, &session.state, turn.caller, tool.name(), &description);
+            let cx = PrepareContext::new(
+                &info,
+                &session.state,
+                turn.caller,
+                tool.name(),
+                &description,
+            );
             // A `prepare` fn that panics hides its tool: fail closed.
             let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(&cx)))
                 .unwrap_or(Preparation::Hide);
