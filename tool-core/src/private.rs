@@ -224,6 +224,26 @@ pub fn model_output<M: Into<ModelOutput>>(output: M) -> ModelOutput {
     output.into()
 }
 
+/// What an input guardrail fn returned, as the boxed future the descriptor's fn type returns.
+/// Generic so that another return type is reported, through [`IntoInputVerdict`], at the path
+/// the user wrote (and only there).
+pub fn input_verdict<'a, V>(returned: V) -> BoxFuture<'a, InputVerdict>
+where
+    V: IntoInputVerdict,
+    V::Future: 'a,
+{
+    Box::pin(returned.into_verdict())
+}
+
+/// What an output guardrail fn returned, as [`input_verdict`] does for input guardrails.
+pub fn output_verdict<'a, V>(returned: V) -> BoxFuture<'a, OutputVerdict>
+where
+    V: IntoOutputVerdict,
+    V::Future: 'a,
+{
+    Box::pin(returned.into_verdict())
+}
+
 /// Placeholder-free helpers used in `const` assertions.
 pub const fn has_field(fields: &[&str], name: &str) -> bool {
     crate::names::contains(fields, name)

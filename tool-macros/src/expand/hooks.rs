@@ -1,7 +1,7 @@
 //! The descriptor fields and adapters of `guardrails(...)` and `prepare = path`.
 //!
-//! A guardrail fn may be sync or `async` (like a policy fn), so it is called in an adapter that
-//! boxes its future; a `prepare` fn is sync (it runs while a tool list is built) and is coerced
+//! A guardrail fn may be sync or `async` (like a policy fn), so its adapter boxes what it
+//! returns (a sync fn runs when the runtime starts the check, inside its panic guard); a `prepare` fn is sync (it runs while a tool list is built) and is coerced
 //! to the fn pointer type. Either way the call or coercion is spanned at the user's path, so a
 //! fn of another signature is reported there.
 
@@ -19,10 +19,10 @@ pub(super) fn expand(attrs: &Attrs, tw: &TokenStream) -> (TokenStream, TokenStre
     let guardrails = attrs.guardrails.as_ref().map(|g| &g.value);
     let input = match guardrails.and_then(|g| g.input.as_ref()) {
         Some(path) => {
-            let call = verdict(path, tw, "IntoInputVerdict");
+            let call = verdict(path, tw, "input_verdict");
             items.extend(quote! {
                 fn __input_guardrail<'a>(__check: &'a #tw::InputCheck<'a>) -> #tw::BoxFuture<'a, #tw::InputVerdict> {
-                    ::std::boxed::Box::pin(async move { #call.await })
+                    #call
                 }
             });
             let name = path_text(path);
@@ -32,10 +32,10 @@ pub(super) fn expand(attrs: &Attrs, tw: &TokenStream) -> (TokenStream, TokenStre
     };
     let output = match guardrails.and_then(|g| g.output.as_ref()) {
         Some(path) => {
-            let call = verdict(path, tw, "IntoOutputVerdict");
+            let call = verdict(path, tw, "output_verdict");
             items.extend(quote! {
                 fn __output_guardrail<'a>(__check: &'a #tw::OutputCheck<'a>) -> #tw::BoxFuture<'a, #tw::OutputVerdict> {
-                    ::std::boxed::Box::pin(async move { #call.await })
+                    #call
                 }
             });
             let name = path_text(path);
@@ -62,13 +62,14 @@ pub(super) fn expand(attrs: &Attrs, tw: &TokenStream) -> (TokenStream, TokenStre
     (fields, items)
 }
 
-/// `IntoXVerdict::into_verdict(path(__check))`, spanned at `path`.
-fn verdict(path: &Path, tw: &TokenStream, into: &str) -> TokenStream {
+/// `helper(path(__check))`, spanned at `path`: the helper boxes the verdict or its future, and
+/// its bound reports another return type there.
+fn verdict(path: &Path, tw: &TokenStream, helper: &str) -> TokenStream {
     let span = path.span();
     let tw = respan(tw.clone(), span);
-    let into = syn::Ident::new(into, span);
+    let helper = syn::Ident::new(helper, span);
     let called = call_user_fn(path, quote!(__check));
-    quote_spanned!(span=> #tw::#into::into_verdict(#called))
+    quote_spanned!(span=> #tw::#helper(#called))
 }
 
 /// The path as written, without spaces: the guardrail's name in events.
