@@ -200,7 +200,6 @@ impl<'a> OutputGuard<'a> {
         {
             tripped = output_trip(name, guarded(|| guardrail(&check)).await);
         }
-        drop(check);
         match tripped {
             Some(tripped) => self.apply(engine, result, tripped),
             None => result,

@@ -14,6 +14,9 @@ use crate::engine::Engine;
 use crate::exec::context::session_info;
 use crate::record::{SessionRecord, TurnRecord};
 
+/// A tool's `prepare` fn or the runtime's, as the loop over both runs them.
+type Prepare<'a> = dyn Fn(&PrepareContext<'_>) -> Preparation + 'a;
+
 /// The tools of one step, as `enabled` and `prepare` left them.
 pub(crate) struct StepTools {
     /// Tools the step does not offer: their `enabled` is false, or a `prepare` fn hid them.
@@ -60,12 +63,9 @@ pub(crate) fn step_tools(
         let mut description = Cow::Borrowed(tool.description());
         let mut hide = false;
         let runtime_step = runtime.map(|r| move |cx: &PrepareContext<'_>| r.prepare(cx));
-        let steps: [Option<&dyn Fn(&PrepareContext<'_>) -> Preparation>; 2] = [
-            own.as_ref()
-                .map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
-            runtime_step
-                .as_ref()
-                .map(|f| f as &dyn Fn(&PrepareContext<'_>) -> Preparation),
+        let steps: [Option<&Prepare<'_>>; 2] = [
+            own.as_ref().map(|f| f as &Prepare<'_>),
+            runtime_step.as_ref().map(|f| f as &Prepare<'_>),
         ];
         for prepare in steps.into_iter().flatten() {
             let cx = PrepareContext::new(
