@@ -7,9 +7,8 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use toolwright_core::{Audience, Preparation, PrepareContext, Registry};
+use toolwright_core::{Audience, EnabledContext, Preparation, PrepareContext, Registry};
 
-use super::scope::disabled_tools;
 use crate::engine::Engine;
 use crate::exec::context::session_info;
 use crate::record::{SessionRecord, TurnRecord};
@@ -94,4 +93,27 @@ pub(crate) fn step_tools(
         }
     }
     StepTools { hidden, described }
+}
+
+/// Tools whose `enabled` predicate is false for `session` now.
+pub(crate) fn disabled_tools(
+    registry: &Registry,
+    session: &SessionRecord,
+    turn: &TurnRecord,
+) -> HashSet<usize> {
+    let info = session_info(session, &turn.id, turn.current.as_ref(), turn.caller);
+    let cx = EnabledContext::new(&info, &session.state);
+    registry
+        .tools()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            // A predicate that panics hides its tool: fail closed.
+            t.enabled().is_some_and(|enabled| {
+                !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))
+                    .unwrap_or(false)
+            })
+        })
+        .map(|(i, _)| i)
+        .collect()
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Audience, EnabledContext, ModelBackend, Registry, SessionInfo, Tool};
+use toolwright_core::{Audience, ModelBackend, Registry, SessionInfo, Tool};
 
 use crate::engine::Engine;
 use crate::error::RuntimeError;
@@ -103,29 +103,6 @@ impl StepScope {
             self.turn.caller,
         )
     }
-}
-
-/// Tools whose `enabled` predicate is false for `session` now.
-pub(crate) fn disabled_tools(
-    registry: &Registry,
-    session: &SessionRecord,
-    turn: &TurnRecord,
-) -> HashSet<usize> {
-    let info = session_info(session, &turn.id, turn.current.as_ref(), turn.caller);
-    let cx = EnabledContext::new(&info, &session.state);
-    registry
-        .tools()
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| {
-            // A predicate that panics hides its tool: fail closed.
-            t.enabled().is_some_and(|enabled| {
-                !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))
-                    .unwrap_or(false)
-            })
-        })
-        .map(|(i, _)| i)
-        .collect()
 }
 
 /// Tells the model once when the set of conditional, prepared (or remote) tools it sees
