@@ -75,6 +75,22 @@ pub use toolwright_core::{
     ResponseVerdict, Retry, ServeCalls, Services, State, Status, ToolContext, ToolError, ToolInput,
     WorkflowContext,
 };
+#[doc(inline)]
+pub use toolwright_core::{
+    GuardrailStage, InputCheck, InputVerdict, OutputCheck, OutputVerdict, Preparation,
+    PrepareContext,
+};
+
+/// Guardrails and per-step tool preparation in full: what `#[tool(guardrails(...))]` and
+/// `#[tool(prepare = ...)]` name, the traits a runtime's own guardrails implement, and the
+/// erased fn types the descriptor holds.
+pub mod guardrail {
+    #[doc(inline)]
+    pub use toolwright_core::guardrail::{
+        GuardrailSpec, InputGuardrail, InputGuardrailFn, IntoInputVerdict, IntoOutputVerdict,
+        OutputGuardrail, OutputGuardrailFn, PrepareFn, PrepareTools,
+    };
+}
 
 /// Approval policies in full: the request and response policies a `#[tool]` names, what they
 /// receive, the memory of `once` approvals, and the decisions of the people who answer.
@@ -204,10 +220,10 @@ pub mod runtime {
     #[doc(inline)]
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
-        Decider, Event, InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult,
-        RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore,
-        Steered, StepOptions, StepOutcome, Store, StoreError, SystemClock, ToolCall, Turn,
-        WeakRuntime, Written,
+        Decider, Event, GuardrailAction, InputResponse, Invoked, Lease, LeaseKind, Options,
+        ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
+        SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, Store, StoreError,
+        SystemClock, ToolCall, Turn, WeakRuntime, Written,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]
@@ -273,6 +289,10 @@ pub mod prelude {
         ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
         PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls,
         Services, State, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
+    };
+    #[doc(inline)]
+    pub use toolwright_core::{
+        InputCheck, InputVerdict, OutputCheck, OutputVerdict, Preparation, PrepareContext,
     };
     #[doc(inline)]
     pub use toolwright_macros::{ToolInput, tool};

@@ -29,6 +29,7 @@ mod agent_steering;
 mod answer_cost;
 mod dynamic_description;
 mod exports;
+mod guardrails;
 mod remote_mcp;
 mod runtime_approvals;
 mod runtime_bad_input;

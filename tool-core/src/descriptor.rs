@@ -10,6 +10,7 @@ use crate::approval::ApprovalSpec;
 use crate::context::{CallContext, Requirement};
 use crate::effect::{Annotations, Effect};
 use crate::error::ToolError;
+use crate::guardrail::{GuardrailSpec, PrepareFn};
 use crate::output::CallOutput;
 use crate::provider::ProviderTool;
 use crate::services::Services;
@@ -194,6 +195,11 @@ pub struct ToolDescriptor {
     pub kind: ToolKind,
     /// The conditional-tool predicate.
     pub enabled: Option<EnabledFn>,
+    /// The tool's own input and output guardrails (`#[tool(guardrails(...))]`).
+    pub guardrails: GuardrailSpec,
+    /// The fn that may hide the tool or change its description for a step
+    /// (`#[tool(prepare = path)]`).
+    pub prepare: Option<PrepareFn>,
     /// For a provider-native tool (`#[tool(provider)]`), the fn building its per-provider
     /// configuration. The model provider runs such a tool: `input` is then empty and `invoke`
     /// only reports that the runtime cannot run it.
@@ -254,6 +260,8 @@ impl ToolDescriptor {
             projected: true,
             kind: ToolKind::Plain,
             enabled: None,
+            guardrails: GuardrailSpec::NONE,
+            prepare: None,
             provider: None,
             input,
             requirements: &[],

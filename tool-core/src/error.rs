@@ -76,6 +76,8 @@ pub enum ErrorCode {
     Unavailable,
     /// A limit stopped the work: how deep delegation may go, or a subagent's budget.
     LimitReached,
+    /// An output guardrail stopped the turn: the call's output was withheld from the model.
+    Stopped,
 }
 
 impl ErrorCode {
@@ -99,6 +101,7 @@ impl ErrorCode {
             ErrorCode::MissingState => "MISSING_STATE",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::LimitReached => "LIMIT_REACHED",
+            ErrorCode::Stopped => "STOPPED",
         }
     }
 }

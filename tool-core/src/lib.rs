@@ -14,6 +14,7 @@ pub mod descriptor;
 pub mod effect;
 pub mod error;
 pub mod export;
+pub mod guardrail;
 pub mod input;
 pub mod json;
 pub mod model;
@@ -55,6 +56,10 @@ pub use descriptor::{DescribeFn, EnabledContext, EndsTurn, Location, ToolDescrip
 pub use effect::{Annotations, Effect};
 pub use error::{ErrorCode, InputError, InputProblem, ToolError};
 pub use export::Format;
+pub use guardrail::{
+    GuardrailSpec, GuardrailStage, InputCheck, InputGuardrail, InputVerdict, OutputCheck,
+    OutputGuardrail, OutputVerdict, Preparation, PrepareContext, PrepareTools,
+};
 pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
 pub use list::ToolList;
 pub use model::{

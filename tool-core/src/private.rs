@@ -19,6 +19,10 @@ pub use crate::descriptor::{
 };
 pub use crate::effect::{Annotations, Effect};
 pub use crate::error::{ErrorCode, ToolError};
+pub use crate::guardrail::{
+    GuardrailSpec, InputCheck, InputVerdict, IntoInputVerdict, IntoOutputVerdict, OutputCheck,
+    OutputVerdict, PrepareFn,
+};
 pub use crate::input::{ServeInput, ToolInput};
 pub use crate::names::{contains as names_contain, is_reserved};
 pub use crate::output::{CallOutput, ModelOutput};
@@ -219,6 +223,26 @@ pub fn guard_label(render: impl FnOnce() -> Option<String>) -> Option<String> {
 /// Converts what `to_model_output` returned.
 pub fn model_output<M: Into<ModelOutput>>(output: M) -> ModelOutput {
     output.into()
+}
+
+/// What an input guardrail fn returned, as the boxed future the descriptor's fn type returns.
+/// Generic so that another return type is reported, through [`IntoInputVerdict`], at the path
+/// the user wrote (and only there).
+pub fn input_verdict<'a, V>(returned: V) -> BoxFuture<'a, InputVerdict>
+where
+    V: IntoInputVerdict,
+    V::Future: 'a,
+{
+    Box::pin(returned.into_verdict())
+}
+
+/// What an output guardrail fn returned, as [`input_verdict`] does for input guardrails.
+pub fn output_verdict<'a, V>(returned: V) -> BoxFuture<'a, OutputVerdict>
+where
+    V: IntoOutputVerdict,
+    V::Future: 'a,
+{
+    Box::pin(returned.into_verdict())
 }
 
 /// Placeholder-free helpers used in `const` assertions.

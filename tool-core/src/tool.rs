@@ -349,6 +349,24 @@ impl Tool {
         self.descriptor().and_then(|d| d.enabled)
     }
 
+    /// The tool's own guardrails (none for a remote tool).
+    pub fn guardrails(&self) -> crate::guardrail::GuardrailSpec {
+        self.descriptor()
+            .map_or(crate::guardrail::GuardrailSpec::NONE, |d| d.guardrails)
+    }
+
+    /// The tool's `prepare` fn, if it has one.
+    pub fn prepare(&self) -> Option<crate::guardrail::PrepareFn> {
+        self.descriptor().and_then(|d| d.prepare)
+    }
+
+    /// This tool described as `text` instead: what a `prepare` fn's
+    /// [`Preparation::Describe`](crate::guardrail::Preparation::Describe) lists for one step
+    /// (export it with [`crate::export::export`]).
+    pub fn described_for_step(&self, text: &str) -> Tool {
+        self.described_as(Arc::from(text))
+    }
+
     /// Application state the tool's parameters need.
     pub fn requirements(&self) -> &'static [Option<Requirement>] {
         self.descriptor().map_or(&[], |d| d.requirements)

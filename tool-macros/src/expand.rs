@@ -15,6 +15,8 @@ use syn::{Ident, ItemFn, LitStr, Path, Type};
 use crate::attrs::{ApprovalKey, Attrs, Description, Effect, EndsTurn, Entry, Policy, TextOrPath};
 use crate::sig::Sig;
 
+mod hooks;
+
 pub(crate) struct Input<'a> {
     pub(crate) item: &'a ItemFn,
     pub(crate) attrs: &'a Attrs,
@@ -620,6 +622,7 @@ fn emit(
         const _: () = ::core::assert!(!#tw_name::is_reserved(#model_name), #reserved_message);
     });
 
+    let (hook_fields, hook_items) = hooks::expand(attrs, tw);
     let description = LitStr::new(description, Span::call_site());
     let struct_doc =
         format!("The registered descriptor of the tool `{model_name}`: `{fn_name}::TOOL`.");
@@ -652,10 +655,12 @@ fn emit(
                 input_retries: #input_retries,
                 enabled: #enabled,
                 location: #location,
+                #hook_fields
                 #fields
             };
 
             #items
+            #hook_items
         }
 
         #[allow(unused_qualifications, clippy::all)]

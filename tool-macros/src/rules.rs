@@ -1,4 +1,4 @@
-//! The compile-time rules C1–C20. Each has an id, the sentence the README's rule table shows,
+//! The compile-time rules C1–C23 (C21 is kept for `approval = auto(criteria)`). Each has an id, the sentence the README's rule table shows,
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
@@ -126,11 +126,21 @@ pub(crate) const RULES: &[Rule] = &[
         summary: "`input_retries` not an integer literal from 0 to 10 → error giving the range",
         check: Some(c20_input_retries),
     },
+    Rule {
+        id: "C22",
+        summary: "`guardrails` or `prepare` on a `user_only` tool → error (the model never calls it nor sees it in a list; a call from the user interface is the user's own action)",
+        check: Some(c22_user_only_hooks),
+    },
+    Rule {
+        id: "C23",
+        summary: "`guardrails` or `prepare` on a `provider` tool → error (the provider runs the call and hands its result to the model; hide it with `enabled`)",
+        check: Some(c23_provider_hooks),
+    },
 ];
 
 /// The rules whose checks run on a `provider` tool. The others concern keys C18 refuses on one
 /// (or the argument struct it does not have), and would only repeat its errors in other words.
-const PROVIDER_RULES: &[&str] = &["C3", "C4", "C13", "C14", "C17", "C18", "C19"];
+const PROVIDER_RULES: &[&str] = &["C3", "C4", "C13", "C14", "C17", "C18", "C19", "C23"];
 
 pub(crate) fn check(tool: &Tool<'_>, cx: &mut Ctxt) {
     let provider = Attrs::flag(&tool.attrs.provider);
@@ -581,6 +591,38 @@ fn c20_input_retries(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
 }
 
+/// Guardrails judge the calls the model makes and the results it reads, and `prepare` shapes
+/// the list it is sent: a `user_only` tool is in no such list and only the user interface calls
+/// it, where the user's call is their own action (as with approvals, C9).
+fn c22_user_only_hooks(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    if !Attrs::flag(&a.user_only) {
+        return;
+    }
+    if let Some(g) = &a.guardrails {
+        cx.error_at(g.span, "`guardrails` with `user_only`: the model never calls a `user_only` tool, and a call from the user interface is the user's own action, so no guardrail would ever run; remove one");
+    }
+    if let Some(g) = &a.prepare {
+        cx.error_at(g.span, "`prepare` with `user_only`: a `user_only` tool is in no model-facing list, so there is nothing to prepare; remove one");
+    }
+}
+
+/// The provider runs a provider-native call and hands its result straight to the model: nothing
+/// can check it before or after. Its list entry is the provider's configuration, with no
+/// description of ours to change; `enabled` hides it.
+fn c23_provider_hooks(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let a = tool.attrs;
+    if !Attrs::flag(&a.provider) {
+        return;
+    }
+    if let Some(g) = &a.guardrails {
+        cx.error_at(g.span, "`guardrails` on a `provider` tool: the provider runs the call and hands its result to the model before the runtime sees either, so no guardrail can run; remove `guardrails`");
+    }
+    if let Some(g) = &a.prepare {
+        cx.error_at(g.span, "`prepare` on a `provider` tool: its list entry is the provider's configuration, with no description to change; hide it per step with `enabled = path` instead");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,9 +648,38 @@ mod tests {
 
     #[test]
     fn ids_are_in_order() {
-        for (i, rule) in RULES.iter().enumerate() {
-            assert_eq!(rule.id, format!("C{}", i + 1));
+        // Increasing without repeats; a gap is an id kept for a rule being written elsewhere
+        // (C21: `approval = auto(criteria)`).
+        let mut last = 0;
+        for rule in RULES {
+            let n: u32 = rule.id[1..].parse().expect("ids are `C<n>`");
+            assert!(n > last, "{} after C{last}", rule.id);
+            last = n;
         }
+    }
+
+    #[test]
+    fn guardrails_and_prepare() {
+        assert!(
+            run(
+                "effect = write, guardrails(input = i, output = o), prepare = p",
+                F
+            )
+            .is_empty()
+        );
+        let messages = run(
+            "effect = read, user_only, guardrails(output = o), prepare = p",
+            F,
+        );
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].starts_with("`guardrails` with `user_only`"));
+        assert!(messages[1].starts_with("`prepare` with `user_only`"));
+        let messages = run(
+            "provider, effect = read, guardrails(input = i), prepare = p",
+            P,
+        );
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages.iter().all(|m| m.contains("on a `provider` tool")));
     }
 
     #[test]

@@ -42,7 +42,8 @@ pub struct McpServer {
     page_size: usize,
     principal: Option<Principal>,
     name: String,
-    /// Whether some tool is conditional (`enabled = ...`), so lists depend on the session.
+    /// Whether some tool is conditional (`enabled = ...`) or prepared (`prepare = ...`), so
+    /// lists depend on the session.
     conditional: bool,
     /// Seals the `requestState` of input-required results (HMAC with the server's key).
     states: Arc<RequestStateCodec>,
@@ -72,7 +73,7 @@ impl McpServer {
             .registry()
             .tools()
             .iter()
-            .any(|t| t.enabled().is_some());
+            .any(|t| t.enabled().is_some() || t.prepare().is_some());
         // A random key per server: sealed states survive as long as the server does. Servers
         // that share parked calls share a key (`McpServer::request_state_key`).
         let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]

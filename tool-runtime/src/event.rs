@@ -167,6 +167,26 @@ pub enum Event {
         /// Tools that went away.
         removed: Vec<String>,
     },
+    /// A guardrail did not allow a call (input) or pass its output (output).
+    #[serde(rename = "guardrail.tripped")]
+    GuardrailTripped {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// The call.
+        call_id: String,
+        /// The resolved tool name.
+        tool: String,
+        /// The guardrail's name: the path a tool names it by, or the name given to the runtime.
+        guardrail: String,
+        /// Before the call ran, or after it succeeded.
+        stage: toolwright_core::GuardrailStage,
+        /// What it decided.
+        action: GuardrailAction,
+        /// Why.
+        reason: String,
+    },
     /// A connection's state changed (connected, down, refused).
     #[serde(rename = "connection.changed")]
     ConnectionChanged {
@@ -283,6 +303,7 @@ impl Event {
             | Event::ApprovalSettled { session_id, .. }
             | Event::InputResolved { session_id, .. }
             | Event::ToolsChanged { session_id, .. }
+            | Event::GuardrailTripped { session_id, .. }
             | Event::Warning { session_id, .. }
             | Event::SessionChanged { session_id }
             | Event::TaskStarted { session_id, .. }
@@ -309,6 +330,7 @@ impl Event {
             | Event::ApprovalSettled { turn_id, .. }
             | Event::InputResolved { turn_id, .. }
             | Event::ToolsChanged { turn_id, .. }
+            | Event::GuardrailTripped { turn_id, .. }
             | Event::Warning { turn_id, .. }
             | Event::TaskStarted { turn_id, .. }
             | Event::TurnSteered { turn_id, .. }
@@ -333,6 +355,20 @@ pub enum CandidateStatus {
     Rejected,
 }
 
+/// What a guardrail that tripped decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardrailAction {
+    /// The call waits for a person's approval.
+    Ask,
+    /// The call was refused.
+    Refuse,
+    /// The model sees a replacement of the output.
+    Redact,
+    /// The output was withheld and the turn ends.
+    Stop,
+}
+
 /// Why a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -346,4 +382,6 @@ pub enum CompletionReason {
     /// It reached a limit of its budget and the host did not extend it (see
     /// [`RequestKind::SessionLimit`](crate::RequestKind::SessionLimit)).
     SessionLimit,
+    /// An output guardrail stopped it ([`toolwright_core::OutputVerdict::Stop`]).
+    Guardrail,
 }

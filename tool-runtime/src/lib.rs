@@ -6,7 +6,7 @@
 //! Its modules form layers whose imports only go down (`ARCHITECTURE.md` at the workspace root
 //! has the table, and a test checks it):
 //!
-//! - leaves: ids, errors, [`Options`], the [`Decider`], the host's services, what hosts hand in
+//! - leaves: ids, errors, [`Options`], the [`Decider`], the runtime's guardrails, the host's services, what hosts hand in
 //!   and get back ([`ToolCall`], [`StepOutcome`], [`InputResponse`], [`RespondOutcome`]),
 //!   [`event`], [`record`], [`store`], the local sandbox (feature `sandbox`) and the declarations
 //!   of [`remote`] connections;
@@ -30,6 +30,7 @@ mod engine;
 mod error;
 pub mod event;
 mod exec;
+mod hooks;
 mod host;
 mod ids;
 mod input;
@@ -56,7 +57,7 @@ pub use call::{
 };
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
-pub use event::{CandidateStatus, CompletionReason, Event};
+pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction};
 pub use options::{Clock, Options, SystemClock};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, DefinitionChange,

@@ -358,6 +358,7 @@ pub struct RuntimeBuilder {
     states: States,
     store: Option<Arc<dyn Store>>,
     decider: Option<Arc<dyn Decider>>,
+    hooks: crate::hooks::Hooks,
     options: Options,
     connections: Vec<Connection>,
     sandbox: Option<Arc<dyn Sandbox>>,
@@ -383,6 +384,7 @@ impl RuntimeBuilder {
             states: HashMap::new(),
             store: None,
             decider: None,
+            hooks: Default::default(),
             options: Options::default(),
             connections: Vec::new(),
             sandbox: None,
@@ -416,6 +418,70 @@ impl RuntimeBuilder {
     /// The decider for `approval = auto` (without one, `auto` always asks a person).
     pub fn decider(mut self, decider: impl Decider) -> Self {
         self.decider = Some(Arc::new(decider));
+        self
+    }
+
+    /// Adds an input guardrail, named `name` in events, run before every call the model, a
+    /// subagent or a schedule makes (not calls from the user interface, the user's own
+    /// actions), once its input is validated. Guardrails run in the order they were added, the
+    /// tool's own (`#[tool(guardrails(input = ...))]`) last; the first that does not allow
+    /// decides. [`InputVerdict::Ask`](toolwright_core::InputVerdict::Ask) makes the call wait
+    /// for a person (the approval request says why; a denied call stays denied),
+    /// [`InputVerdict::Refuse`](toolwright_core::InputVerdict::Refuse) denies it with the
+    /// reason, which the model sees. A guardrail that panics asks a person (fail closed).
+    ///
+    /// ```
+    /// # use toolwright_runtime::{Runtime, Registry};
+    /// use toolwright_core::{InputCheck, InputVerdict};
+    /// let builder = Runtime::builder(Registry::from_tools([]).unwrap()).input_guardrail(
+    ///     "no_wildcards",
+    ///     |check: &InputCheck<'_>| {
+    ///         if check.input.to_string().contains('*') {
+    ///             InputVerdict::ask("the input holds a wildcard")
+    ///         } else {
+    ///             InputVerdict::Allow
+    ///         }
+    ///     },
+    /// );
+    /// # let _ = builder;
+    /// ```
+    pub fn input_guardrail(
+        mut self,
+        name: impl Into<String>,
+        guardrail: impl toolwright_core::InputGuardrail,
+    ) -> Self {
+        let name: String = name.into();
+        self.hooks.input.push((name.into(), Arc::new(guardrail)));
+        self
+    }
+
+    /// Adds an output guardrail, named `name` in events, run on the output of every call that
+    /// succeeded (from the model, a subagent or a schedule) before the model sees it: in the
+    /// order they were added, the tool's own (`#[tool(guardrails(output = ...))]`) last; the
+    /// first that does not pass decides.
+    /// [`OutputVerdict::Redact`](toolwright_core::OutputVerdict::Redact) replaces what the model
+    /// sees, and the raw output is dropped (events and the stored turn hold the replacement);
+    /// [`OutputVerdict::Stop`](toolwright_core::OutputVerdict::Stop) withholds the output and
+    /// ends the turn when the step closes (the step's other calls are cancelled). A guardrail
+    /// that panics redacts the output (fail closed). Results of `task` and `serve` workflow
+    /// tasks, delivered later through [`crate::Turn::task_results`], are not checked.
+    pub fn output_guardrail(
+        mut self,
+        name: impl Into<String>,
+        guardrail: impl toolwright_core::OutputGuardrail,
+    ) -> Self {
+        let name: String = name.into();
+        self.hooks.output.push((name.into(), Arc::new(guardrail)));
+        self
+    }
+
+    /// Prepares every tool of the model's list at each step, after the tool's own `prepare`:
+    /// keep it, hide it (calls to it are refused, as to a disabled conditional tool) or change
+    /// its description for that step. With it, the lists are rebuilt at each step instead of
+    /// coming from the cache; a `#[tool(prepare = path)]` costs only its own tool. A panic
+    /// hides the tool (fail closed). The last one set wins.
+    pub fn prepare_tools(mut self, prepare: impl toolwright_core::PrepareTools) -> Self {
+        self.hooks.prepare = Some(Arc::new(prepare));
         self
     }
 
@@ -542,6 +608,7 @@ impl RuntimeBuilder {
             sandbox: self.sandbox,
             model: self.model,
             decider: self.decider,
+            hooks: self.hooks,
             remote,
             toolsets,
             cache,

@@ -15,7 +15,7 @@ use crate::event::{CompletionReason, Event};
 use crate::input::cancel::cancel_turn;
 use crate::input::revoke::revoke;
 use crate::input::steer::pending_question;
-use crate::pipeline::scope::disabled_tools;
+use crate::pipeline::listing::{StepTools, step_tools};
 use crate::record::{ClosedStep, InputRequest, Outcome, TaskRecord, TaskResult, TurnRecord};
 use crate::store::StoreError;
 use crate::task::results::{cancel_tasks_of_turn, owing, take_results, wait_results};
@@ -174,44 +174,62 @@ impl Turn {
     }
 
     /// The model-facing tool list for the next model call of this turn, in `format`: the cached
-    /// list of the turn's audience without the conditional tools whose predicate is now false.
+    /// list of the turn's audience without the conditional tools whose predicate is now false
+    /// and the tools a `prepare` fn hides, and with the descriptions `prepare` fns give for
+    /// this step (only those tools' entries are exported again).
     pub async fn tool_list(&self, format: Format) -> Result<String, RuntimeError> {
         let engine = &self.engine;
-        let turn = self.record().await?;
-        let (session, _) = engine.session(&turn.session_id).await?;
         let registry = engine.registry();
-        let list = registry.list(Audience::of(turn.caller), format);
-        let disabled = disabled_tools(&registry, &session, &turn);
-        if disabled.is_empty() {
+        let turn = self.record().await?;
+        let audience = Audience::of(turn.caller);
+        let list = registry.list(audience, format);
+        // The session is read whatever the tools: it may limit them (a subagent's subset).
+        let (session, _) = engine.session(&turn.session_id).await?;
+        if session.tools.is_none() && !StepTools::may_differ(engine, &registry) {
+            return Ok(list.json().to_owned());
+        }
+        let StepTools { hidden, described } = step_tools(engine, &registry, &session, &turn);
+        if hidden.is_empty() && described.is_empty() {
             return Ok(list.json().to_owned());
         }
         let mut json = String::from("[");
         for entry in list
             .entries()
             .iter()
-            .filter(|e| e.tool.is_none_or(|i| !disabled.contains(&i)))
+            .filter(|e| e.tool.is_none_or(|i| !hidden.contains(&i)))
         {
             if json.len() > 1 {
                 json.push(',');
             }
-            json.push_str(entry.json.get());
+            let changed = entry
+                .tool
+                .and_then(|i| described.iter().find(|(d, _)| *d == i))
+                .and_then(|(i, text)| {
+                    let tool = registry.tools()[*i].described_for_step(text);
+                    toolwright_core::export::export(&tool, audience, format).0
+                });
+            match changed {
+                Some(value) => json.push_str(&value.to_string()),
+                None => json.push_str(entry.json.get()),
+            }
         }
         json.push(']');
         Ok(json)
     }
 
-    /// Names of the conditional tools (`enabled = ...`) whose predicate is false for this turn
-    /// now: what [`Turn::tool_list`] leaves out. Empty, without reading the store, when no tool
-    /// is conditional.
+    /// Names of the tools this turn's next step does not offer: tools outside its session's
+    /// subset ([`crate::SessionSpec::tools`]), conditional tools (`enabled = ...`) whose
+    /// predicate is false and tools a `prepare` fn hides — what [`Turn::tool_list`] leaves out.
     pub async fn unavailable_tools(&self) -> Result<Vec<String>, RuntimeError> {
         let engine = &self.engine;
         let registry = engine.registry();
-        if !registry.tools().iter().any(|t| t.enabled().is_some()) {
-            return Ok(Vec::new());
-        }
         let turn = self.record().await?;
         let (session, _) = engine.session(&turn.session_id).await?;
-        let mut names: Vec<String> = disabled_tools(&registry, &session, &turn)
+        if session.tools.is_none() && !StepTools::may_differ(engine, &registry) {
+            return Ok(Vec::new());
+        }
+        let mut names: Vec<String> = step_tools(engine, &registry, &session, &turn)
+            .hidden
             .into_iter()
             .map(|i| registry.tools()[i].name().to_owned())
             .collect();

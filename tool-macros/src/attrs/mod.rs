@@ -12,12 +12,14 @@ use crate::template::Template;
 mod auto;
 mod doc;
 mod groups;
+mod guard;
 mod values;
 
 pub(crate) use auto::Auto;
 
 pub(crate) use doc::doc_comment;
 use groups::{parse_annotations, parse_approval, parse_i18n, parse_label};
+use guard::parse_guardrails;
 use values::*;
 
 /// Every key of `#[tool(...)]`, with the form to write it in and what it means. The README's
@@ -125,6 +127,16 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
         "a conditional tool: a predicate over session state, evaluated at each step",
     ),
     (
+        "guardrails",
+        "guardrails(input = path, output = path)",
+        "checks around each call: `input` (a fn `fn(&InputCheck<'_>) -> InputVerdict`, or async) before it runs, `output` (`fn(&OutputCheck<'_>) -> OutputVerdict`, or async) before the model sees its result",
+    ),
+    (
+        "prepare",
+        "prepare = path",
+        "a fn `fn(&PrepareContext<'_>) -> Preparation` evaluated at each step: keep the tool, hide it, or change its description for that step",
+    ),
+    (
         "provider",
         "provider",
         "a provider-native tool, run by the model provider: a plain fn without parameters returning its `ProviderTool` configuration",
@@ -146,6 +158,11 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
 const KEY_ALIASES: &[(&str, &str)] = &[
     ("retries", "input_retries"),
     ("max_retries", "input_retries"),
+    ("input_guardrail", "guardrails"),
+    ("output_guardrail", "guardrails"),
+    ("input_guardrails", "guardrails"),
+    ("output_guardrails", "guardrails"),
+    ("prepare_tools", "prepare"),
 ];
 
 pub(crate) const EFFECTS: &[&str] = &["read", "write", "money", "public"];
@@ -249,6 +266,13 @@ pub(crate) struct Locale {
     pub(crate) summary: Option<LitStr>,
 }
 
+/// `guardrails(input = path, output = path)`.
+#[derive(Clone, Default)]
+pub(crate) struct Guardrails {
+    pub(crate) input: Option<Path>,
+    pub(crate) output: Option<Path>,
+}
+
 #[derive(Clone, Default)]
 pub(crate) struct Annotations {
     pub(crate) read_only: Option<bool>,
@@ -295,6 +319,8 @@ pub(crate) struct Attrs {
     pub(crate) workflow: Option<Given<Option<Entry>>>,
     pub(crate) durable: Option<Given<bool>>,
     pub(crate) enabled: Option<Given<Path>>,
+    pub(crate) guardrails: Option<Given<Guardrails>>,
+    pub(crate) prepare: Option<Given<Path>>,
     pub(crate) provider: Option<Given<bool>>,
     pub(crate) annotations: Option<Given<Annotations>>,
     pub(crate) krate: Option<Given<Path>>,
@@ -479,6 +505,16 @@ fn parse_key(meta: ParseNestedMeta<'_>, attrs: &mut Attrs, cx: &mut Ctxt) -> syn
                     &mut attrs.to_model_output
                 };
                 set(slot, path, span, &key, cx);
+            }
+        }
+        "prepare" => {
+            if let Some(path) = path_value(&meta, &key, cx)? {
+                set(&mut attrs.prepare, path, span, &key, cx);
+            }
+        }
+        "guardrails" => {
+            if let Some(guardrails) = parse_guardrails(&meta, cx)? {
+                set(&mut attrs.guardrails, guardrails, span, &key, cx);
             }
         }
         "workflow" => {
@@ -778,6 +814,41 @@ mod tests {
         let (attrs, cx) = parse_str("effect = read, input_retries = 1, input_retries = 2");
         assert_eq!(cx.messages(), ["`input_retries` is given twice; keep one"]);
         assert_eq!(attrs.input_retries(), Some(1));
+    }
+
+    #[test]
+    fn guardrails_and_prepare_parse() {
+        let (attrs, cx) = parse_str(
+            "effect = write, guardrails(input = checks::input, output = scan), prepare = prep",
+        );
+        assert!(!cx.has_errors(), "{:?}", cx.messages());
+        let guardrails = attrs.guardrails.unwrap().value;
+        assert_eq!(guardrails.input.unwrap().segments.len(), 2);
+        assert!(guardrails.output.is_some());
+        assert!(attrs.prepare.is_some());
+        let (attrs, cx) = parse_str("effect = write, guardrails(output = scan)");
+        assert!(!cx.has_errors());
+        assert!(attrs.guardrails.unwrap().value.input.is_none());
+    }
+
+    #[test]
+    fn guardrails_problems_are_reported() {
+        let (attrs, cx) = parse_str(
+            r#"guardrails = scan, guardrails(), guardrails(inptu = a, output = |o| o, input = b, input = c),
+               prepare, prepare = |c| c, input_guardrail = x, prepare_tools = y, effect = read"#,
+        );
+        let messages = cx.messages();
+        assert_eq!(messages.len(), 9, "{messages:?}");
+        assert!(messages[0].contains("`guardrails` takes the fns to run"));
+        assert!(messages[1].contains("names no guardrail"));
+        assert!(messages[2].contains("did you mean `input`?"));
+        assert!(messages[3].contains("`output` takes the path of a guardrail fn"));
+        assert!(messages[4].contains("`input` is given twice in `guardrails(...)`"));
+        assert!(messages[5].contains("`prepare` needs the path of a fn"));
+        assert!(messages[6].contains("`prepare` takes the path of a fn"));
+        assert!(messages[7].ends_with("did you mean `guardrails`?"));
+        assert!(messages[8].ends_with("did you mean `prepare`?"));
+        assert!(attrs.guardrails.unwrap().value.input.is_some());
     }
 
     #[test]

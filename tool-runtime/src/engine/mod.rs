@@ -15,6 +15,7 @@ use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
 use crate::decider::Decider;
 use crate::error::RuntimeError;
 use crate::event::Event;
+use crate::hooks::Hooks;
 use crate::options::Options;
 use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
@@ -37,6 +38,8 @@ pub(crate) struct Engine {
     /// builder, or once later ([`crate::Runtime::install_model`]).
     model: std::sync::OnceLock<Arc<dyn ModelBackend>>,
     decider: Option<Arc<dyn Decider>>,
+    /// The runtime's guardrails and tool preparation.
+    hooks: Hooks,
     /// The connections, and the tools now (local and remote).
     remote: Remote,
     /// The toolsets' instructions and context providers.
@@ -64,6 +67,7 @@ pub(crate) struct Parts {
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
+    pub(crate) hooks: Hooks,
     pub(crate) remote: Remote,
     pub(crate) toolsets: Toolsets,
     pub(crate) cache: ResultCache,
@@ -90,6 +94,7 @@ impl Engine {
                 .map(std::sync::OnceLock::from)
                 .unwrap_or_default(),
             decider: parts.decider,
+            hooks: parts.hooks,
             remote: parts.remote,
             toolsets: parts.toolsets,
             cache: parts.cache,
@@ -130,6 +135,10 @@ impl Engine {
 
     pub(crate) fn decider(&self) -> Option<&dyn Decider> {
         self.decider.as_deref()
+    }
+
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
 
     pub(crate) fn remote(&self) -> &Remote {

@@ -3,6 +3,7 @@
 //! write; the step is then closed in the cancelled record.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{ErrorCode, ToolError};
@@ -27,7 +28,7 @@ pub(super) struct Claimed {
 /// Records the results of `prepared`'s calls (`ran` where they ran) and parks or closes the
 /// step.
 pub(super) async fn close_or_park(
-    engine: &Engine,
+    engine: &Arc<Engine>,
     scope: &mut StepScope,
     prepared: Vec<Prepared>,
     ran: Vec<Option<Executed>>,
@@ -35,6 +36,9 @@ pub(super) async fn close_or_park(
     steer: &CancellationToken,
 ) -> Result<StepOutcome, RuntimeError> {
     let (results, suspended) = collect(engine, scope, &prepared, ran);
+    if super::guard::stopped(&results) {
+        return stop(engine, scope, &prepared, results, suspended, claimed).await;
+    }
     if prepared.iter().any(Prepared::asks) || !suspended.is_empty() {
         park(engine, scope, &prepared, results, suspended, claimed).await
     } else {
@@ -168,6 +172,34 @@ fn cancelled_results(
     all
 }
 
+/// An output guardrail stopped the turn: the calls that waited for a person or parked do not
+/// run (their requests, never announced, are revoked), the turn's workflow tasks are cancelled,
+/// and the step closes, ending the turn.
+async fn stop(
+    engine: &Arc<Engine>,
+    scope: &mut StepScope,
+    prepared: &[Prepared],
+    results: Vec<CallResult>,
+    suspended: Vec<Parked>,
+    claimed: Claimed,
+) -> Result<StepOutcome, RuntimeError> {
+    let parked: HashSet<String> = suspended.iter().map(|p| p.call_id.clone()).collect();
+    let results = cancelled_results(prepared, &parked, results);
+    scope.turn.revoke_unannounced();
+    crate::task::results::cancel_tasks_of_turn(engine, &scope.session.id, &scope.turn.id).await;
+    let closing = Closing {
+        version: claimed.version,
+        lease: claimed.lease.as_ref(),
+        ends: true,
+        notices: std::mem::take(&mut scope.notices),
+        appended: super::scope::appended(&scope.conversation),
+        // A stop ends the turn whatever was steered into it meanwhile.
+        steer: None,
+        delivered: None,
+    };
+    finish(engine, &mut scope.turn, results, closing).await
+}
+
 /// Closes the step with every call's result; the turn ends when every call may end it, all
 /// succeeded, and no workflow task owes it a result.
 async fn close(
@@ -230,6 +262,9 @@ pub(crate) async fn finish(
         delivered,
     } = closing;
     let ends = ends && !steered(engine, &turn.id, steer, delivered).await?;
+    // A turn an output guardrail stopped ends whatever its calls say (a resumed step too).
+    let stopped = super::guard::stopped(&results);
+    let ends = ends || (stopped && turn.status != TurnStatus::Cancelled);
     turn.close_step(&results, ends);
     match engine
         .store()
@@ -248,11 +283,13 @@ pub(crate) async fn finish(
         Err(error) => return Err(error.into()),
     }
     if ends {
-        let stopped = turn.last_step.as_ref().and_then(|s| s.session_limit());
+        let limited = turn.last_step.as_ref().and_then(|s| s.session_limit());
         engine.emit(Event::TurnCompleted {
             session_id: turn.session_id.clone(),
             turn_id: turn.id.clone(),
-            reason: if stopped.is_some() {
+            reason: if stopped {
+                CompletionReason::Guardrail
+            } else if limited.is_some() {
                 CompletionReason::SessionLimit
             } else {
                 CompletionReason::EndsTurn

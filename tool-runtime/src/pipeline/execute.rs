@@ -32,7 +32,11 @@ pub(crate) async fn run_call(engine: &Arc<Engine>, run: Execution<'_>) -> Execut
         .await;
         return Executed::Done(receipt);
     }
-    crate::exec::execute(engine, run).await
+    let guard = super::guard::OutputGuard::of(engine, &run);
+    match (guard, crate::exec::execute(engine, run).await) {
+        (Some(guard), Executed::Done(result)) => Executed::Done(guard.check(engine, result).await),
+        (_, executed) => executed,
+    }
 }
 
 /// Runs the calls of the step that may run, concurrently: one outcome per prepared call,

@@ -1,14 +1,18 @@
 //! The call pipeline, stage by stage as the spec orders them: for each call of a step,
 //! resolve the name and check that the caller may see the tool ([`resolve`]), parse and
-//! validate its input ([`validate`]), decide its approval ([`decide`]) or answer a meta-tool
-//! ([`meta`]); then run what may run, concurrently ([`execute`]), and park or close the step
-//! ([`close`]). [`scope`] reads what a step works with once, at its start. [`limit`] parks a
+//! validate its input ([`validate`]), decide its approval ([`decide`]) and run its input
+//! guardrails ([`guard`]), or answer a meta-tool ([`meta`]); then run what may run,
+//! concurrently ([`execute`], output guardrails in [`guard`]), and park or close the step
+//! ([`close`]). [`scope`] reads what a step works with once, at its start, and [`listing`]
+//! which tools it offers (`enabled`, `prepare`). [`limit`] parks a
 //! turn on a session-limit request, a step without calls.
 
 pub(crate) mod close;
 pub(crate) mod decide;
 pub(crate) mod execute;
+pub(crate) mod guard;
 pub(crate) mod limit;
+pub(crate) mod listing;
 pub(crate) mod meta;
 pub(crate) mod prepared;
 pub(crate) mod resolve;
@@ -154,8 +158,10 @@ async fn prepare(engine: &Engine, scope: &StepScope, call: &ToolCall) -> Prepare
         if tool.is_ask_question() {
             return Ok(meta::ask_question(scope, call, tool, input));
         }
-        let decided = decide::decide(engine, scope, &tool, &input, &call.call_id).await;
-        Ok(decide::into_prepared(scope, call, tool, input, decided))
+        let mut decided = decide::decide(engine, scope, &tool, &input, &call.call_id).await;
+        let asked = guard::input(engine, scope, &tool, &input, &call.call_id, &mut decided).await;
+        let prepared = decide::into_prepared(scope, call, tool, input, decided);
+        Ok(guard::explained(prepared, asked))
     };
     stages
         .await

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Audience, EnabledContext, ModelBackend, Registry, SessionInfo, Tool};
+use toolwright_core::{Audience, ModelBackend, Registry, SessionInfo, Tool};
 
 use crate::engine::Engine;
 use crate::error::RuntimeError;
@@ -25,7 +25,7 @@ pub(crate) struct StepScope {
     /// calls run for (what `once` consults; another person's grants are not among them).
     pub(crate) approved: BTreeSet<String>,
     pub(crate) audience: Audience,
-    /// Tools whose `enabled` predicate is false in this step.
+    /// Tools whose `enabled` predicate is false in this step, or that a `prepare` fn hid.
     pub(crate) disabled: HashSet<usize>,
     /// Notices for the model about tools that came or went since its last list.
     pub(crate) notices: Vec<String>,
@@ -77,7 +77,7 @@ impl StepScope {
         let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
         let audience = Audience::of(turn.caller);
         let registry = engine.registry();
-        let disabled = disabled_tools(&registry, &session, &turn);
+        let disabled = super::listing::step_tools(engine, &registry, &session, &turn).hidden;
         let notices = announce(engine, &registry, &session, &turn, &disabled).await?;
         Ok(StepScope {
             registry,
@@ -109,33 +109,8 @@ impl StepScope {
     }
 }
 
-/// Tools whose `enabled` predicate is false for `session` now.
-pub(crate) fn disabled_tools(
-    registry: &Registry,
-    session: &SessionRecord,
-    turn: &TurnRecord,
-) -> HashSet<usize> {
-    let info = session_info(session, &turn.id, turn.current.as_ref(), turn.caller);
-    let cx = EnabledContext::new(&info, &session.state);
-    registry
-        .tools()
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| {
-            if !session.allows(t.name()) {
-                return true;
-            }
-            // A predicate that panics hides its tool: fail closed.
-            t.enabled().is_some_and(|enabled| {
-                !std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enabled(&cx)))
-                    .unwrap_or(false)
-            })
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// Tells the model once when the set of conditional (or remote) tools it sees changed.
+/// Tells the model once when the set of conditional, prepared (or remote) tools it sees
+/// changed.
 async fn announce(
     engine: &Engine,
     registry: &Registry,
@@ -144,13 +119,18 @@ async fn announce(
     disabled: &HashSet<usize>,
 ) -> Result<Vec<String>, RuntimeError> {
     let audience = Audience::of(turn.caller);
+    // With the runtime's `prepare_tools`, any tool may come or go.
+    let prepared_all = engine.hooks().prepare.is_some();
     // Borrowed names: the usual step finds the list unchanged and copies nothing.
     let now: Vec<&str> = registry
         .tools()
         .iter()
         .enumerate()
         .filter(|(i, t)| {
-            (t.enabled().is_some() || t.remote_tool().is_some())
+            (t.enabled().is_some()
+                || t.remote_tool().is_some()
+                || t.prepare().is_some()
+                || prepared_all)
                 && !disabled.contains(i)
                 && t.listed_for(audience)
         })

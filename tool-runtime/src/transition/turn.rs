@@ -160,6 +160,18 @@ impl TurnRecord {
         true
     }
 
+    /// An output guardrail stopped the turn while its step ran: the step's pending requests,
+    /// never announced, are revoked (`cancelled`), so the closed step shows none pending.
+    pub(crate) fn revoke_unannounced(&mut self) {
+        if let Some(step) = self.pending.as_mut() {
+            for request in step.requests.iter_mut().filter(|r| r.is_pending()) {
+                request.status = RequestStatus::Revoked {
+                    outcome: Outcome::Cancelled,
+                };
+            }
+        }
+    }
+
     /// The host ends the turn. Only an active turn can end so; otherwise its status is returned.
     pub(crate) fn complete(&mut self) -> Result<(), TurnStatus> {
         if self.status != TurnStatus::Active {

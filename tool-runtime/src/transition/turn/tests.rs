@@ -216,6 +216,27 @@ fn a_write_lost_to_a_cancel_closes_the_cancelled_step_once() {
 }
 
 #[test]
+fn a_stop_revokes_the_requests_of_a_running_step_and_the_closed_step_keeps_them_so() {
+    let mut turn = turn();
+    let request = approval(&turn, "c1", Some("pay"));
+    let id = request.request_id.clone();
+    turn.begin_step(
+        vec![PendingCall::waiting("c1", "pay", json!({}), &id)],
+        vec![request],
+    );
+    turn.revoke_unannounced();
+    turn.close_step(&[], true);
+    let closed = turn.last_step.as_ref().unwrap();
+    assert_eq!(
+        closed.requests[0].status,
+        RequestStatus::Revoked {
+            outcome: Outcome::Cancelled
+        }
+    );
+    assert_eq!(turn.status, TurnStatus::Completed);
+}
+
+#[test]
 fn only_an_active_turn_completes() {
     let mut turn = turn();
     assert_eq!(turn.complete(), Ok(()));
