@@ -14,7 +14,7 @@ use toolwright::agent::{
 use toolwright::prelude::*;
 use toolwright::registry::task;
 use toolwright::runtime::{
-    Event, InputResponse, RequestKind, Runtime, RuntimeError, SessionSpec, SqliteStore,
+    Event, InputResponse, Options, RequestKind, Runtime, RuntimeError, SessionSpec, SqliteStore,
 };
 
 use crate::support::alice;
@@ -96,6 +96,10 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        Self::with_options(Options::default())
+    }
+
+    fn with_options(options: Options) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::from_tools([
             lookup::TOOL,
@@ -109,6 +113,7 @@ impl Fixture {
         .expect("the tools register");
         let runtime = Runtime::builder(registry)
             .store(SqliteStore::open(dir.path().join("agent.db")).expect("the store opens"))
+            .options(options)
             .build()
             .expect("the runtime builds");
         Fixture { _dir: dir, runtime }
@@ -524,4 +529,32 @@ async fn a_runtime_takes_one_model() {
         ),
         "{error:?}"
     );
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_its_subagent_gives_up_its_place_among_concurrent_calls() {
+    // One call at a time: the subagent's `lookup` runs only if the `task` call waiting for it
+    // gives its place up. (Otherwise it waits for the place until the call times out.)
+    let fx = Fixture::with_options(Options {
+        concurrency: 1,
+        call_timeout: std::time::Duration::from_secs(20),
+        ..Options::default()
+    });
+    let session = fx.session("slots").await;
+    let model = ScriptedModel::new([
+        Reply::call("task", json!({ "prompt": "Look it up" })),
+        Reply::call("lookup", json!({ "q": "the answer" })),
+        Reply::text("It is 42."),
+        Reply::text("done"),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone());
+    agent.install().unwrap();
+    let run = agent.send(&session, Some(alice()), "go").await.unwrap();
+    assert!(
+        matches!(run.outcome, AgentOutcome::Answered(_)),
+        "{:?}",
+        run.outcome
+    );
+    let parent = tool_results(&fx.messages("slots").await);
+    assert_eq!(parent, [("task".into(), "It is 42.".into(), false)]);
 }

@@ -326,7 +326,9 @@ impl Delegate {
             ));
         }
         let profile = parent.profile(&request, &origin)?;
-        parent.delegate(&request, &origin, profile).await
+        // The child's calls need places among the runtime's concurrent calls: waiting for
+        // them, this call gives its own up.
+        toolwright_runtime::without_call_slot(parent.delegate(&request, &origin, profile)).await
     }
 }
 

@@ -9,7 +9,7 @@ pub(crate) mod work;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tokio::sync::{SemaphorePermit, broadcast};
+use tokio::sync::broadcast;
 use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
 
 use crate::decider::Decider;
@@ -51,7 +51,7 @@ pub(crate) struct Engine {
     /// Parked turns as the answer path last wrote them.
     parked: ParkedTurns,
     /// How many calls run at once.
-    calls: tokio::sync::Semaphore,
+    calls: Arc<tokio::sync::Semaphore>,
     /// Whether some tool's policy (`once` or custom) reads the session's approvals.
     reads_approvals: bool,
     /// Whether some tool is a `task` or `serve` workflow (else no task can owe a turn anything).
@@ -83,7 +83,9 @@ impl Engine {
             parts.options.lease,
         );
         Arc::new(Engine {
-            calls: tokio::sync::Semaphore::new(parts.options.concurrency.max(1)),
+            calls: Arc::new(tokio::sync::Semaphore::new(
+                parts.options.concurrency.max(1),
+            )),
             store: parts.store,
             options: parts.options,
             events: parts.events,
@@ -166,9 +168,14 @@ impl Engine {
         self.runs_tasks
     }
 
+    /// The places of the calls that may run at once.
+    pub(crate) fn call_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        Arc::clone(&self.calls)
+    }
+
     /// A permit to run one call, within [`Options::concurrency`].
-    pub(crate) async fn call_permit(&self) -> Option<SemaphorePermit<'_>> {
-        self.calls.acquire().await.ok()
+    pub(crate) async fn call_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.calls).acquire_owned().await.ok()
     }
 
     /// The tools now: a snapshot, cheap to take, consistent while held.

@@ -3,6 +3,7 @@
 
 pub(crate) mod context;
 pub(crate) mod result;
+pub(crate) mod slot;
 
 use std::sync::Arc;
 
@@ -78,7 +79,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
     // Cached reads of the toolset are stale from the moment a write may start until after
     // it ends, however it ends (a read that ran meanwhile may have seen half of it).
     let _writing = engine.cache().writing(tool);
-    let _permit = engine.call_permit().await;
+    let slot = slot::Slot::new(engine.call_slots(), engine.call_permit().await);
     // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
     // the call.
     let parent = steer.unwrap_or(token);
@@ -117,7 +118,9 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
     // Kept to read what the body's model asks used once it is done.
     let spent = cx.clone();
-    let run = tool.invoke(input, cx).instrument(span);
+    // The body holds the call's place; it may give it up while it waits on other calls
+    // (`without_call_slot`).
+    let run = slot.hold(tool.invoke(input, cx)).instrument(span);
     let outcome = {
         // Pinned out here so the tool is dropped only after its token fired on a timeout:
         // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
