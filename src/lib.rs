@@ -223,7 +223,7 @@ pub mod runtime {
         Decider, Event, GuardrailAction, InputResponse, Invoked, Lease, LeaseKind, Options,
         ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
         SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, Store, StoreError,
-        SystemClock, ToolCall, Turn, WeakRuntime, Written, without_call_slot,
+        SystemClock, ToolCall, Turn, WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -412,7 +412,13 @@ async fn an_unknown_subagent_and_the_depth_limit_are_errors_the_model_sees() {
 
 #[tokio::test]
 async fn a_subagents_approval_reaches_the_parents_person() {
-    let fx = Fixture::new();
+    // The person answers after the parent call's timeout would have passed: the time it waits
+    // for its subagent does not count.
+    let timeout = std::time::Duration::from_secs(2);
+    let fx = Fixture::with_options(Options {
+        call_timeout: timeout,
+        ..Options::default()
+    });
     let session = fx.session("approve").await;
     let model = ScriptedModel::new([
         Reply::call(
@@ -444,6 +450,7 @@ async fn a_subagents_approval_reaches_the_parents_person() {
     };
     assert_eq!(request.requester, Some(alice()));
     assert_eq!(request.tool.as_deref(), Some("publish_note"));
+    tokio::time::sleep(timeout + std::time::Duration::from_secs(1)).await;
     let outcome = fx
         .runtime
         .respond(InputResponse::approve(&request.request_id, Some(alice())))

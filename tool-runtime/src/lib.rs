@@ -58,7 +58,7 @@ pub use call::{
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
 pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction};
-pub use exec::slot::without_call_slot;
+pub use exec::slot::waiting_on_calls;
 pub use options::{Clock, Options, SystemClock};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, DefinitionChange,

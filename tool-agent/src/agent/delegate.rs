@@ -326,9 +326,10 @@ impl Delegate {
             ));
         }
         let profile = parent.profile(&request, &origin)?;
-        // The child's calls need places among the runtime's concurrent calls: waiting for
-        // them, this call gives its own up.
-        toolwright_runtime::without_call_slot(parent.delegate(&request, &origin, profile)).await
+        // The child's calls need places among the runtime's concurrent calls, and its person
+        // may take hours: waiting for them, this call gives its place up and its timeout's
+        // clock stands still.
+        toolwright_runtime::waiting_on_calls(parent.delegate(&request, &origin, profile)).await
     }
 }
 

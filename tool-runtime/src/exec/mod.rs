@@ -118,15 +118,17 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
     // Kept to read what the body's model asks used once it is done.
     let spent = cx.clone();
-    // The body holds the call's place; it may give it up while it waits on other calls
-    // (`without_call_slot`).
-    let run = slot.hold(tool.invoke(input, cx)).instrument(span);
+    // The body holds the call's place; it gives it up, and stops its timeout's clock, while
+    // it waits on other calls (`waiting_on_calls`).
+    let run = Arc::clone(&slot)
+        .hold(tool.invoke(input, cx))
+        .instrument(span);
     let outcome = {
         // Pinned out here so the tool is dropped only after its token fired on a timeout:
         // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
         let mut run = std::pin::pin!(run);
         tokio::select! {
-            result = tokio::time::timeout(limit, run.as_mut()) => match result {
+            result = slot.within(limit, run.as_mut()) => match result {
                 Ok(result) => result,
                 Err(_) => {
                     call_token.cancel();
