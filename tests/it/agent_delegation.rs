@@ -565,3 +565,69 @@ async fn a_call_waiting_for_its_subagent_gives_up_its_place_among_concurrent_cal
     let parent = tool_results(&fx.messages("slots").await);
     assert_eq!(parent, [("task".into(), "It is 42.".into(), false)]);
 }
+
+#[tokio::test]
+async fn a_subagent_gets_what_the_parent_turn_has_left_and_its_use_counts_there() {
+    let fx = Fixture::new();
+    let session = fx.session("capped").await;
+    let model = ScriptedModel::new([
+        Reply::call("task", json!({ "prompt": "Count everything" })),
+        // The subagent: one round is all the parent turn has left.
+        Reply::call("lookup", json!({ "q": "a" })),
+        Reply::call("lookup", json!({ "q": "b" })),
+    ]);
+    let agent = Agent::new(fx.runtime.clone(), model.clone())
+        .budget(Budget::new().turn(Limits::new().steps(2)));
+    agent.install().unwrap();
+    let mut events = agent.subscribe();
+    let running = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.send(&session, Some(alice()), "go").await }
+    });
+    // The subagent reaches its cap and asks the parent's person to extend it.
+    let request = loop {
+        match events.recv().await.unwrap() {
+            AgentEvent::Runtime(Event::InputRequested { request })
+                if request.kind == RequestKind::SessionLimit =>
+            {
+                break request;
+            }
+            _ => continue,
+        }
+    };
+    assert!(request.session_id.ends_with("/general#1"), "{request:?}");
+    assert_eq!(request.requester, Some(alice()));
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the subagent's second round waits"
+    );
+    fx.runtime
+        .respond(InputResponse::cancel(&request.request_id, Some(alice())))
+        .await
+        .unwrap();
+    let run = running.await.unwrap().unwrap();
+    // The task fails with the limit; what the subagent used counts in the parent's turn,
+    // which is now at its own limit.
+    let AgentOutcome::Waiting(requests) = &run.outcome else {
+        panic!("{:?}", run.outcome);
+    };
+    assert_eq!(requests[0].kind, RequestKind::SessionLimit);
+    assert_eq!(requests[0].session_id, "capped");
+    let messages = fx.messages("capped").await;
+    let results = tool_results(&messages);
+    assert!(results[0].2, "{results:?}");
+    assert!(
+        results[0].1.contains("stopped before it finished"),
+        "{results:?}"
+    );
+    let usage = messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult { usage, .. } => *usage,
+            _ => None,
+        })
+        .expect("the failed task carries what its subagent used");
+    assert_eq!((usage.requests, usage.tool_calls), (1, 1));
+    assert_eq!(model.requests().len(), 2);
+}

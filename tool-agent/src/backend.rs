@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use toolwright_core::{
-    ErrorCode, MessageRole, ModelBackend, ModelReply, ModelRequest, ModelUsage, StopReason,
-    ToolError,
+    ErrorCode, MessageRole, ModelBackend, ModelReply, ModelRequest, StopReason, ToolError,
 };
 
 use tracing::Instrument;
@@ -95,16 +94,7 @@ pub(crate) async fn one_shot(
     let cost = priced
         .and_then(|budget| budget.price_of(&response.model))
         .map_or(0.0, |price| price.cost(&usage));
-    let used = ModelUsage {
-        requests: 1,
-        tool_calls: 0,
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cached_input_tokens: usage.cached_input_tokens,
-        cache_write_input_tokens: usage.cache_write_input_tokens,
-        cost,
-    };
-    let reply = ModelReply::new(response.model, message.text).usage(used);
+    let reply = ModelReply::new(response.model, message.text).usage(usage.spent(1, 0, cost));
     Ok(reply.stop_reason(stop_reason(response.finish_reason)))
 }
 

@@ -145,6 +145,34 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+impl Usage {
+    /// `self` as what a tool's model asks used: `requests` requests that made `tool_calls`
+    /// calls and cost `cost`.
+    pub(crate) fn spent(self, requests: u64, tool_calls: u64, cost: f64) -> ModelUsage {
+        ModelUsage {
+            requests,
+            tool_calls,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            cache_write_input_tokens: self.cache_write_input_tokens,
+            cost,
+        }
+    }
+}
+
+/// The tokens of what a tool's model asks used.
+impl From<&ModelUsage> for Usage {
+    fn from(used: &ModelUsage) -> Usage {
+        Usage {
+            input_tokens: used.input_tokens,
+            cached_input_tokens: used.cached_input_tokens,
+            cache_write_input_tokens: used.cache_write_input_tokens,
+            output_tokens: used.output_tokens,
+        }
+    }
+}
+
 impl std::ops::Add for Usage {
     type Output = Usage;
 

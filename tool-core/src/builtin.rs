@@ -2,10 +2,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::descriptor::{InputSpec, Location, ToolDescriptor};
 use crate::effect::Effect;
-use crate::error::ToolError;
+use crate::error::{ErrorCode, ToolError, quoted_prefix};
 
 /// The arguments of `ask_question`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -132,19 +133,27 @@ static TASK: ToolDescriptor = ToolDescriptor {
     )
 };
 
+/// `input` as a built-in tool's arguments, or an `INVALID_INPUT` error naming `tool`.
+pub(crate) fn arguments<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    input: Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|error| {
+        ToolError::with_code(
+            ErrorCode::InvalidInput,
+            format!(
+                "`{tool}` got arguments it cannot use: {}",
+                quoted_prefix(&error.to_string())
+            ),
+        )
+    })
+}
+
 async fn run_task(
     input: serde_json::Value,
     cx: crate::CallContext,
 ) -> Result<crate::CallOutput, ToolError> {
-    let args: TaskArgs = serde_json::from_value(input).map_err(|error| {
-        ToolError::with_code(
-            crate::ErrorCode::InvalidInput,
-            format!(
-                "`task` got arguments it cannot use: {}",
-                crate::error::quoted_prefix(&error.to_string())
-            ),
-        )
-    })?;
+    let args: TaskArgs = arguments("task", input)?;
     let ctx = <crate::DurableContext as crate::DurableParam>::from_call(&cx)?;
     let agent = args.agent.unwrap_or_else(|| GENERAL_AGENT.to_owned());
     let mut request = crate::model::ModelRequest::new(args.prompt);

@@ -214,6 +214,29 @@ pub struct ModelUsage {
     pub cost: f64,
 }
 
+impl ModelUsage {
+    /// `error`, a failed ask's, saying what the ask used before it failed (in its details,
+    /// under `usage`): the handle counts it like a reply's.
+    pub fn attach(self, error: ToolError) -> ToolError {
+        let mut details = error
+            .details_value()
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        details.insert(
+            "usage".into(),
+            serde_json::to_value(self).unwrap_or(Value::Null),
+        );
+        error.details(Value::Object(details))
+    }
+
+    /// What a failed ask used, when its backend said ([`ModelUsage::attach`]).
+    pub fn of_error(error: &ToolError) -> Option<ModelUsage> {
+        let usage = error.details_value()?.get("usage")?;
+        serde_json::from_value(usage.clone()).ok()
+    }
+}
+
 impl std::ops::AddAssign for ModelUsage {
     fn add_assign(&mut self, other: ModelUsage) {
         self.requests += other.requests;
@@ -583,8 +606,14 @@ impl Prompt {
             Some(agent) => format!("agent:{agent}#{ordinal}"),
             None => format!("model#{ordinal}"),
         };
+        let failing = Arc::clone(scope);
         let asking = async move {
-            let reply = backend.complete(request).await?;
+            // What a failed ask used counts all the same (a subagent stopped at its limit).
+            let reply = backend.complete(request).await.inspect_err(|error| {
+                if let Some(usage) = ModelUsage::of_error(error) {
+                    failing.spend(usage);
+                }
+            })?;
             if let Some(check) = &check {
                 check.value(&reply.text)?;
             }

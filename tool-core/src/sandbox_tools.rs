@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::builtin::arguments;
 use crate::context::CallContext;
 use crate::descriptor::{InputSpec, Location, ToolDescriptor};
 use crate::effect::Effect;
@@ -186,18 +187,6 @@ fn quoted(name: &str, text: &str) -> String {
         "{}…\" (too long to show here: the full {name}, {total} characters, is in the request's input)",
         &head[..head.len() - 1]
     )
-}
-
-fn arguments<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
-    serde_json::from_value(input).map_err(|error| {
-        ToolError::with_code(
-            ErrorCode::InvalidInput,
-            format!(
-                "`{tool}` got arguments it cannot use: {}",
-                quoted_prefix(&error.to_string())
-            ),
-        )
-    })
 }
 
 fn sandbox_of(cx: &CallContext) -> Result<Arc<dyn Sandbox>, ToolError> {

@@ -423,31 +423,25 @@ impl Agent {
         profile: Profile,
     ) -> Result<ModelReply, ToolError> {
         let runtime = &self.runtime;
-        let session = open_child(runtime, origin, &profile)
-            .await
-            .map_err(|e| failed(&profile.label, &e.to_string()))?;
-        let child = self.child(origin, request, &profile).await?;
         let key = format!("{ASK_KEY}{}", origin.ordinal);
-        let found = asked_turn(runtime, session.id(), &key)
+        let (session, found) = open_child(runtime, origin, &profile, &key)
             .await
-            .map_err(|e| failed(&profile.label, &e.to_string()))?;
+            .map_err(failing(&profile.label))?;
+        let child = self.child(origin, request, &profile).await?;
         let (turn, mut outcome) = match found {
             Some(turn_id) => {
                 let turn = runtime
                     .turn(&turn_id)
                     .await
-                    .map_err(|e| failed(&profile.label, &e.to_string()))?;
+                    .map_err(failing(&profile.label))?;
                 let outcome = child.attach(&turn).await;
                 (turn, outcome)
             }
             None => {
-                let turn = child
+                let (turn, conversation) = child
                     .begin_child(&session, origin, &key, request)
                     .await
-                    .map_err(|e| failed(&profile.label, &e.to_string()))?;
-                let conversation = Conversation::load(runtime.store(), session.id())
-                    .await
-                    .map_err(|e| failed(&profile.label, &e.to_string()))?;
+                    .map_err(failing(&profile.label))?;
                 let outcome = child.drive(&turn, conversation).await;
                 (turn, outcome)
             }
@@ -455,12 +449,12 @@ impl Agent {
         // Cancelling the call (a timeout, the turn cancelled) stops the subagent's turn too.
         let mut guard = CancelOnDrop(Some(turn.clone()));
         loop {
-            let done = outcome.map_err(|e| failed(&profile.label, &e.to_string()))?;
+            let done = outcome.map_err(failing(&profile.label))?;
             match done.outcome {
                 AgentOutcome::Waiting(_) => {
                     wait_answered(runtime, &turn)
                         .await
-                        .map_err(|e| failed(&profile.label, &e.to_string()))?;
+                        .map_err(failing(&profile.label))?;
                     outcome = child.resume(turn.id()).await;
                 }
                 AgentOutcome::Answered(response) => {
@@ -484,14 +478,15 @@ impl Agent {
                 }
                 AgentOutcome::Stopped(request) => {
                     guard.0 = None;
-                    return Err(ToolError::with_code(
+                    let usage = child.spent(&turn).await?;
+                    return Err(usage.attach(ToolError::with_code(
                         ErrorCode::LimitReached,
                         format!(
                             "{} stopped before it finished: {} The person did not extend its \
                              budget.",
                             profile.label, request.prompt
                         ),
-                    ));
+                    )));
                 }
             }
         }
@@ -507,9 +502,9 @@ impl Agent {
         let left = if self.budget.is_limited() {
             let conversation = Conversation::load(self.runtime.store(), &origin.session.id)
                 .await
-                .map_err(|e| failed(&profile.label, &e.to_string()))?;
+                .map_err(failing(&profile.label))?;
             let ledger = Ledger::of(&conversation, &origin.session.turn_id, &self.budget)
-                .map_err(|e| failed(&profile.label, &e.to_string()))?;
+                .map_err(failing(&profile.label))?;
             ledger.remaining(&self.budget)
         } else {
             crate::budget::Limits::default()
@@ -545,14 +540,15 @@ impl Agent {
     }
 
     /// Begins the child's turn for ask `key`, records it in the child session's state
-    /// before anything runs, and appends the ask's messages.
+    /// before anything runs, and appends the ask's messages: the turn and the conversation
+    /// the loop goes on with.
     async fn begin_child(
         &self,
         session: &Session,
         origin: &ModelOrigin,
         key: &str,
         request: &ModelRequest,
-    ) -> Result<Turn, AgentError> {
+    ) -> Result<(Turn, Conversation), AgentError> {
         let store = self.runtime.store();
         let mut conversation = Conversation::load(store, session.id()).await?;
         self.close_dangling_calls(&mut conversation).await?;
@@ -594,7 +590,7 @@ impl Agent {
             opening.push(Message::context(context));
         }
         conversation.append(store, turn.id(), opening).await?;
-        Ok(turn)
+        Ok((turn, conversation))
     }
 
     /// Goes on with a turn an earlier run of the same ask began.
@@ -631,29 +627,31 @@ impl Agent {
     async fn spent(&self, turn: &Turn) -> Result<ModelUsage, ToolError> {
         let conversation = Conversation::load(self.runtime.store(), turn.session_id())
             .await
-            .map_err(|e| failed("the subagent", &e.to_string()))?;
+            .map_err(failing("the subagent"))?;
         // Cost is counted whenever the models that answered have prices (the parent may
         // limit it); without a price for one of them, the tokens still count.
         let ledger = Ledger::count(&conversation, turn.id(), &self.budget, true)
             .or_else(|_| Ledger::count(&conversation, turn.id(), &self.budget, false))
-            .map_err(|e| failed("the subagent", &e.to_string()))?;
+            .map_err(failing("the subagent"))?;
         Ok(ledger.turn_usage())
     }
 }
 
-/// Opens the child session of `profile`, or finds it (an earlier ask, an earlier run).
+/// Opens the child session of `profile`, or finds it (an earlier ask, an earlier run) with
+/// the turn an earlier run of ask `key` began in it, if any.
 async fn open_child(
     runtime: &Runtime,
     origin: &ModelOrigin,
     profile: &Profile,
-) -> Result<Session, RuntimeError> {
-    if runtime
-        .store()
-        .session(&profile.session_id)
-        .await?
-        .is_some()
-    {
-        return runtime.session(&profile.session_id).await;
+    key: &str,
+) -> Result<(Session, Option<String>), RuntimeError> {
+    if let Some((record, _)) = runtime.store().session(&profile.session_id).await? {
+        let found = record
+            .state
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        return Ok((runtime.session(&profile.session_id).await?, found));
     }
     let (parent, _) = runtime
         .store()
@@ -673,23 +671,7 @@ async fn open_child(
     if let Some(tools) = &profile.tools {
         spec = spec.tools(tools.iter().cloned());
     }
-    runtime.open_session(spec).await
-}
-
-/// The turn an earlier run of ask `key` began in session `session_id`, if any.
-async fn asked_turn(
-    runtime: &Runtime,
-    session_id: &str,
-    key: &str,
-) -> Result<Option<String>, RuntimeError> {
-    let found = runtime.store().session(session_id).await?;
-    Ok(found.and_then(|(record, _)| {
-        record
-            .state
-            .get(key)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-    }))
+    Ok((runtime.open_session(spec).await?, None))
 }
 
 /// How many sessions above `session_id` there are.
@@ -758,4 +740,9 @@ impl Drop for CancelOnDrop {
 /// A failure of `what` as the tool's error.
 fn failed(what: &str, why: &str) -> ToolError {
     ToolError::with_code(ErrorCode::Unavailable, format!("{what} failed: {why}"))
+}
+
+/// [`failed`] as an error mapper: `.map_err(failing(label))`.
+fn failing<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> ToolError + '_ {
+    move |error| failed(what, &error.to_string())
 }

@@ -26,12 +26,7 @@ impl Spent {
     fn add_delegated(&mut self, used: &ModelUsage) {
         self.steps += used.requests;
         self.tool_calls += used.tool_calls;
-        self.usage += Usage {
-            input_tokens: used.input_tokens,
-            cached_input_tokens: used.cached_input_tokens,
-            cache_write_input_tokens: used.cache_write_input_tokens,
-            output_tokens: used.output_tokens,
-        };
+        self.usage += Usage::from(used);
         self.cost += used.cost;
     }
 
@@ -149,15 +144,7 @@ impl Ledger {
     /// parent's.
     pub(crate) fn turn_usage(&self) -> ModelUsage {
         let spent = &self.turn;
-        ModelUsage {
-            requests: spent.steps,
-            tool_calls: spent.tool_calls,
-            input_tokens: spent.usage.input_tokens,
-            output_tokens: spent.usage.output_tokens,
-            cached_input_tokens: spent.usage.cached_input_tokens,
-            cache_write_input_tokens: spent.usage.cache_write_input_tokens,
-            cost: spent.cost,
-        }
+        spent.usage.spent(spent.steps, spent.tool_calls, spent.cost)
     }
 
     /// What is left of `budget` for the turn: per limit, the least left of the turn's and
