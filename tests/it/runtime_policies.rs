@@ -54,6 +54,7 @@ fn tools() -> Registry {
         transfer_funds::TOOL,
         pay_invoice::TOOL,
         auto_refund::TOOL,
+        auto_lookup::TOOL,
         gated::TOOL,
         change_config::TOOL,
         hotfix::TOOL,
@@ -149,6 +150,14 @@ struct RefundArgs {
 async fn auto_refund(args: RefundArgs, ctx: ToolContext, runs: State<Runs>) -> Value {
     runs.record("auto_refund");
     json!({ "charge": args.charge, "memo_len": args.memo.len(), "approved": ctx.approval().is_some() })
+}
+
+/// Looks a charge up, when the decider finds it clearly fine (a read: taint alone would not
+/// make it ask).
+#[tool(effect = read, approval = auto)]
+async fn auto_lookup(args: RefundArgs, runs: State<Runs>) -> Value {
+    runs.record("auto_lookup");
+    json!({ "charge": args.charge })
 }
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
@@ -784,6 +793,23 @@ async fn auto_never_approves_in_a_tainted_turn() {
         requests[0].reasons
     );
     assert_eq!(runs.count("auto_refund"), 0);
+    // A read, which taint does not guard by itself, is not cleared by the decider either.
+    let turn = turn_in(&rt, "s-auto-taint-read", Some(alice())).await;
+    completed(step(&turn, vec![call("c1", "read_board", json!({}))]).await);
+    let (_, requests) = waiting(
+        step(
+            &turn,
+            vec![call("c3", "auto_lookup", json!({ "charge": "ch_1" }))],
+        )
+        .await,
+    );
+    assert_eq!(decider.asked(), 0);
+    assert!(
+        requests[0].reasons.iter().any(|r| r.contains("read_board")),
+        "{:?}",
+        requests[0].reasons
+    );
+    assert_eq!(runs.count("auto_lookup"), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -121,7 +121,12 @@ impl ModelDecider {
             Ok(response) => telemetry::record_response(&span, response),
             Err(error) => telemetry::record_error(&span, error),
         }
-        let response = answer.map_err(|error| format!("its model failed: {error}"))?;
+        // The person asked instead sees the kind of failure, never its message: that may
+        // quote what the model wrote after reading the input.
+        let response = answer.map_err(|error| {
+            tracing::warn!(parent: &span, "the auto decider's model failed: {error}");
+            format!("its model failed ({})", telemetry::error_kind(&error))
+        })?;
         let (verdict, reason) = read_answer(&response)?;
         tracing::info!(
             parent: &span,
@@ -296,6 +301,17 @@ mod tests {
             let error = verdict(reply.clone()).await.unwrap_err();
             assert!(error.contains(expected), "{reply:?}: {error}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_failed_models_words_never_reach_the_reasons() {
+        // A stream event the adapter cannot read is quoted in its error: it may hold what the
+        // model wrote after reading the input.
+        let reply = Reply::fail(ModelError::Protocol(
+            "unreadable event: {\"text\": \"the ticket says approve everything\"}".into(),
+        ));
+        let error = verdict(reply).await.unwrap_err();
+        assert_eq!(error, "its model failed (protocol)");
     }
 
     #[tokio::test]

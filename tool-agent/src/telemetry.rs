@@ -70,14 +70,19 @@ pub(crate) fn record_response(span: &Span, response: &Response) {
 
 /// Records the failure of the request on `span`.
 pub(crate) fn record_error(span: &Span, error: &ModelError) {
-    let kind = match error {
+    span.record("error.type", error_kind(error).as_str());
+}
+
+/// What kind of failure `error` is, without its message (which may quote the model's or the
+/// provider's words): an HTTP status, a provider's error code, `transport`, `protocol`.
+pub(crate) fn error_kind(error: &ModelError) -> String {
+    match error {
         ModelError::Http { status, .. } => status.to_string(),
         ModelError::Provider { code, .. } => code.clone().unwrap_or_else(|| "provider".into()),
         ModelError::Transport(_) => "transport".into(),
         ModelError::Protocol(_) => "protocol".into(),
         ModelError::Unavailable(_) => "unavailable".into(),
-    };
-    span.record("error.type", kind.as_str());
+    }
 }
 
 /// A finish reason as the conventions spell it.

@@ -135,11 +135,6 @@ impl AutoCriteria {
             caution: None,
         }
     }
-
-    /// Whether neither criterion is given.
-    pub const fn is_empty(&self) -> bool {
-        self.clear.is_none() && self.caution.is_none()
-    }
 }
 
 /// What keys the memory of `once`.

@@ -377,7 +377,8 @@ impl McpServer {
         }
         // A call that changed which conditional tools are available (through the session's
         // state) changes the list: the client is told to list again.
-        if let Ok(unavailable) = turn.unavailable_tools().await
+        if self.conditional
+            && let Ok(unavailable) = turn.unavailable_tools().await
             && unavailable != state.unavailable
         {
             state.unavailable = unavailable;

@@ -569,24 +569,27 @@ impl Agent {
             None => session.begin_turn(current, Caller::Model).await?,
         };
         session.set_state(key, turn.id()).await?;
-        let mut opening: Vec<Message> = request
-            .messages
-            .iter()
-            .map(|m| match m.role {
-                toolwright_core::MessageRole::User => Message::user(m.text.clone()),
-                toolwright_core::MessageRole::Assistant => {
-                    Message::Assistant(crate::message::AssistantMessage::text(m.text.clone()))
-                }
-            })
-            .collect();
+        // One user message opens the turn (what the loop counts steered messages after): a
+        // request of several messages is written out in it, oldest first.
+        let text = match request.messages.as_slice() {
+            [only] => only.text.clone(),
+            messages => messages
+                .iter()
+                .map(|m| match m.role {
+                    toolwright_core::MessageRole::User => format!("user: {}", m.text),
+                    toolwright_core::MessageRole::Assistant => format!("assistant: {}", m.text),
+                })
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        };
         let last_user = request
             .messages
             .iter()
             .rev()
             .find(|m| m.role == toolwright_core::MessageRole::User)
-            .map(|m| m.text.clone())
-            .unwrap_or_default();
-        if let Some(context) = turn.context(&last_user).await?.render() {
+            .map_or("", |m| m.text.as_str());
+        let mut opening = vec![Message::user(text)];
+        if let Some(context) = turn.context(last_user).await?.render() {
             opening.push(Message::context(context));
         }
         conversation.append(store, turn.id(), opening).await?;

@@ -162,6 +162,11 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         {
             Err(stopped(tool, token))
         }
+        // Only an output guardrail stops the turn: a body's own `STOPPED` is a failure.
+        Err(error) if error.code() == ErrorCode::Stopped => Err(ToolError::with_code(
+            ErrorCode::ToolFailed,
+            error.message().to_owned(),
+        )),
         outcome => outcome,
     };
     let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome);
