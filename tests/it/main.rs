@@ -48,5 +48,6 @@ mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
 mod store_upgrade;
+mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;
