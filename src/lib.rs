@@ -110,15 +110,15 @@ pub mod approval {
 pub mod context {
     #[doc(inline)]
     pub use toolwright_core::context::{
-        CallContext, CallHost, DurableParam, HostEvent, LogLevel, PlainParam, Requirement,
-        ServeIncoming, StepNames, StoreWork, WorkflowParam,
+        CallContext, CallHost, DurableParam, HostEvent, LogLevel, Messages, PlainParam,
+        Requirement, ServeIncoming, StepNames, StoreWork, WorkflowParam,
     };
     #[doc(inline)]
     pub use toolwright_core::input::{ServeCall, ServeInput};
     #[doc(inline)]
     pub use toolwright_core::output::CallOutput;
     #[doc(inline)]
-    pub use toolwright_core::session::{PrincipalType, SessionInfo};
+    pub use toolwright_core::session::{PrincipalType, RESERVED_STATE_PREFIX, SessionInfo};
 }
 
 /// The registry and its tools: what a tool is (its descriptor, written by `#[tool]` or by
@@ -198,8 +198,8 @@ pub mod runtime {
     pub use toolwright_runtime::record::{
         Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, EntryKind,
         InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind,
-        RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus,
-        TurnRecord, TurnStatus,
+        RequestStatus, SessionRecord, StepInput, StepPatch, TaskCall, TaskRecord, TaskResult,
+        TaskStatus, TurnRecord, TurnStatus,
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{DefinitionChange, PinRecord};
@@ -222,8 +222,8 @@ pub mod runtime {
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Event, GuardrailAction, InputResponse, Invoked, Lease, LeaseKind, Options,
         ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
-        SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, Store, StoreError,
-        SystemClock, ToolCall, Turn, WeakRuntime, Written, waiting_on_calls,
+        SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, StepProgress, Store,
+        StoreError, SystemClock, ToolCall, Turn, WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]
@@ -288,7 +288,7 @@ pub mod prelude {
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
         PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls,
-        Services, State, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
+        Services, State, StateKey, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_core::{

@@ -486,3 +486,89 @@ async fn text_from_the_treehole_cannot_spend_money_without_a_person() {
     );
     assert_eq!(balance.output["balance_cents"], 5_230 + 2_000 + 1_000);
 }
+
+// ---------------------------------------------------------------------------------------------
+// record_approval → publish_release: a tool writes session state that unlocks another tool
+// (the Flue seed's `usePersistentState` with a conditional tool).
+
+#[tokio::test]
+async fn an_operators_approval_written_by_a_tool_unlocks_publish_release() {
+    let rt = runtime();
+    let mut events = rt.subscribe();
+    let session = rt
+        .open_session(SessionSpec::new("release").initiator(user("u_dev")))
+        .await
+        .unwrap();
+    let notes = "Release 2.4: faster sync, fewer conflicts, a new export page.";
+
+    // Before any approval, publish_release does not exist for the model.
+    let turn = session
+        .begin_turn(Some(user("u_dev")), Caller::Model)
+        .await
+        .unwrap();
+    assert!(
+        !turn
+            .tool_list(toolwright::registry::Format::OpenAi)
+            .await
+            .unwrap()
+            .contains("publish_release")
+    );
+    let refused = done(one(&turn, "publish_release", json!({ "notes": notes })).await);
+    assert!(refused.is_error, "{refused:?}");
+    assert_eq!(code(&refused), ErrorCode::UnknownTool);
+
+    // An invalid code writes nothing.
+    let operator = user("u_ops");
+    let rejected = session
+        .invoke(
+            operator.clone(),
+            "record_approval",
+            json!({ "code": "REL-0000" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rejected.result().unwrap().output["approved"], false);
+    let state = session.record().await.unwrap().state;
+    assert!(!state.contains_key("release_approved"), "{state:?}");
+
+    // The operator approves from the release page: the tool writes the session's state.
+    drain(&mut events);
+    let approved = session
+        .invoke(operator, "record_approval", json!({ "code": "REL-7Q2K" }))
+        .await
+        .unwrap();
+    assert_eq!(approved.result().unwrap().output["approved"], true);
+    let state = session.record().await.unwrap().state;
+    assert_eq!(state.get("release_approved"), Some(&json!(true)));
+    assert!(
+        drain(&mut events)
+            .iter()
+            .any(|e| matches!(e, Event::SessionChanged { session_id } if session_id == "release")),
+        "watchers (the MCP server) hear of the change at once"
+    );
+
+    // The model's next step is told of the new tool, which now runs.
+    let list = turn
+        .tool_list(toolwright::registry::Format::OpenAi)
+        .await
+        .unwrap();
+    assert!(list.contains("publish_release"), "{list}");
+    let outcome = one(&turn, "publish_release", json!({ "notes": notes })).await;
+    let StepOutcome::Completed {
+        results, notices, ..
+    } = outcome
+    else {
+        panic!("expected the publish to run, got {outcome:?}");
+    };
+    assert!(
+        notices
+            .iter()
+            .any(|n| n == "New tool available: publish_release"),
+        "{notices:?}"
+    );
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(
+        results[0].output["headline"],
+        "Release 2.4: faster sync, fewer conflicts, a new export page."
+    );
+}

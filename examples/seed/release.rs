@@ -1,6 +1,7 @@
 //! Release tools from the Flue seed's conditional tools and the plugin SDK's `userOnly`:
 //! `record_approval` is called by an operator from the user interface and never offered to the
-//! model; `publish_release` exists only once the session's state says the release is approved.
+//! model; it writes the session's `release_approved` state (the seed's `usePersistentState`),
+//! and `publish_release`, enabled by that state, exists from the next step on.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -12,6 +13,10 @@ use super::signed_in_user;
 
 /// Codes the release managers hand out.
 const OPERATOR_CODES: &[&str] = &["REL-7Q2K", "REL-4M8D"];
+
+/// Whether an operator approved the pending release: written by `record_approval`, read by
+/// `publish_release`'s `enabled` predicate.
+pub(crate) const RELEASE_APPROVED: StateKey<bool> = StateKey::new("release_approved");
 
 /// Approvals of the pending release, faked in-process.
 #[derive(Debug, Default)]
@@ -59,6 +64,8 @@ async fn record_approval(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(operator.principal_id.clone());
+    // The session remembers it: `publish_release` is enabled from the next step on.
+    ctx.set_session_state(&RELEASE_APPROVED, &true).await?;
     Ok(ApprovalRecorded {
         approved: true,
         message: "approval recorded; publishing is now available".to_owned(),
@@ -66,7 +73,7 @@ async fn record_approval(
 }
 
 fn release_approved(cx: &EnabledContext<'_>) -> bool {
-    cx.flag("release_approved")
+    cx.get(&RELEASE_APPROVED).unwrap_or(false)
 }
 
 #[derive(Deserialize, JsonSchema, ToolInput)]

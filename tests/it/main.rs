@@ -47,6 +47,7 @@ mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
+mod session_state;
 mod store_upgrade;
 mod store_upgrade_v7;
 mod toolset_context;

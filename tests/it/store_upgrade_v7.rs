@@ -15,10 +15,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use toolwright::prelude::*;
-use toolwright::runtime::{Runtime, SessionSpec, SqliteStore, StepOptions};
+use toolwright::runtime::{
+    Event, InputRequest, InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore,
+    StepOptions, StepProgress,
+};
 use toolwright::{Caller, Registry};
 
-use crate::support::{alice, call, waiting};
+use crate::support::{alice, call, drain, resumed, waiting};
 
 /// Where the fixture lives, from the crate root.
 const FIXTURE: &str = concat!(
@@ -42,14 +45,22 @@ struct Unlocked {
     messages: usize,
 }
 
-/// Records the operator's approval of the release.
+/// What `v7_unlock` writes: the release is approved.
+const APPROVED: StateKey<bool> = StateKey::new("approved");
+/// What `v7_flow` writes once it rolled out: the service.
+const ROLLED_OUT: StateKey<String> = StateKey::new("rolled_out");
+
+/// Records the operator's approval of the release. (Before the upgrade its body wrote nothing
+/// and read no messages: the fixture was written with that body.)
 #[tool(effect = write, approval = always)]
-async fn v7_unlock(args: UnlockArgs) -> Unlocked {
+async fn v7_unlock(args: UnlockArgs, ctx: ToolContext) -> Result<Unlocked, ToolError> {
     UNLOCKED.fetch_add(1, Ordering::SeqCst);
-    Unlocked {
+    ctx.set_session_state(&APPROVED, &!args.code.is_empty())
+        .await?;
+    Ok(Unlocked {
         unlocked: !args.code.is_empty(),
-        messages: 0,
-    }
+        messages: ctx.messages().await?.len(),
+    })
 }
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
@@ -64,7 +75,8 @@ struct Rolled {
     go: bool,
 }
 
-/// Rolls a service out after asking.
+/// Rolls a service out after asking. (Before the upgrade its body ended after the question:
+/// the state write after it is a new journal position, so the old journal replays.)
 #[tool(effect = write, workflow = execute)]
 async fn v7_flow(args: FlowArgs, ctx: WorkflowContext) -> Result<Rolled, ToolError> {
     ctx.step("prepare", async {
@@ -79,6 +91,9 @@ async fn v7_flow(args: FlowArgs, ctx: WorkflowContext) -> Result<Rolled, ToolErr
                 .option(AskOption::new("stop", "Not now")),
         )
         .await?;
+    if go.chose("go") {
+        ctx.set_session_state(&ROLLED_OUT, &args.service).await?;
+    }
     Ok(Rolled {
         service: args.service,
         go: go.chose("go"),
@@ -147,4 +162,125 @@ async fn write_the_v7_fixture() {
     conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
     drop(conn);
     std::fs::copy(&path, FIXTURE).unwrap();
+}
+
+/// A copy of the fixture, opened (and migrated) by this build.
+fn upgraded() -> (tempfile::TempDir, Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(FIXTURE, &path).unwrap();
+    let runtime = Runtime::builder(registry())
+        .store(SqliteStore::open(&path).unwrap())
+        .build()
+        .unwrap();
+    (dir, runtime)
+}
+
+/// The pending request of the parked turn of `session`.
+async fn parked_request(runtime: &Runtime, session: &str) -> InputRequest {
+    for id in runtime.waiting_turns().await.unwrap() {
+        let turn = runtime.turn(&id).await.unwrap();
+        if turn.session_id() == session {
+            let record = turn.record().await.unwrap();
+            let step = record.pending.expect("a parked step");
+            assert_eq!(
+                step.input, None,
+                "steps recorded before the upgrade carry no input"
+            );
+            return step.requests.into_iter().find(|r| r.is_pending()).unwrap();
+        }
+    }
+    panic!("no parked turn in `{session}`");
+}
+
+#[tokio::test]
+async fn a_v7_parked_approval_resumes_and_its_tool_writes_session_state() {
+    let (_dir, runtime) = upgraded();
+    assert_eq!(runtime.waiting_turns().await.unwrap().len(), 2);
+    let request = parked_request(&runtime, "v7-release").await;
+    assert_eq!(request.tool.as_deref(), Some("v7_unlock"));
+
+    let unlocked = UNLOCKED.load(Ordering::SeqCst);
+    let answer = InputResponse::approve(&request.request_id, Some(alice()));
+    let results = resumed(runtime.respond(answer.clone()).await.unwrap());
+    assert!(!results[0].is_error, "{results:?}");
+    // The step was recorded before steps kept their model input: the tool sees none.
+    assert_eq!(
+        results[0].output,
+        json!({ "unlocked": true, "messages": 0 })
+    );
+    assert_eq!(UNLOCKED.load(Ordering::SeqCst), unlocked + 1);
+    let session = runtime.session("v7-release").await.unwrap();
+    let state = session.record().await.unwrap().state;
+    assert_eq!(state.get("approved"), Some(&json!(true)));
+    assert!(matches!(
+        runtime.respond(answer).await.unwrap(),
+        RespondOutcome::Dropped
+    ));
+
+    // A new step records its input: the same tool now reads the conversation before it.
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let (_, requests) = waiting(
+        turn.step_with(
+            vec![call("c2", "v7_unlock", json!({ "code": "REL-4M8D" }))],
+            StepOptions::new().conversation(
+                2,
+                vec![json!({ "role": "assistant", "tool_calls": ["c2"] })],
+            ),
+        )
+        .await
+        .unwrap(),
+    );
+    let answer = InputResponse::approve(&requests[0].request_id, Some(alice()));
+    let results = resumed(runtime.respond(answer).await.unwrap());
+    assert_eq!(
+        results[0].output,
+        json!({ "unlocked": true, "messages": 2 })
+    );
+}
+
+#[tokio::test]
+async fn a_v7_parked_workflow_replays_its_journal_and_journals_its_new_write() {
+    let (_dir, runtime) = upgraded();
+    let mut events = runtime.subscribe();
+    let request = parked_request(&runtime, "v7-flow").await;
+    let prepared = PREPARED.load(Ordering::SeqCst);
+    let answer = InputResponse::choose(&request.request_id, Some(alice()), "go");
+    let results = resumed(runtime.respond(answer).await.unwrap());
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(results[0].output, json!({ "service": "api", "go": true }));
+    assert_eq!(
+        PREPARED.load(Ordering::SeqCst),
+        prepared,
+        "the step recorded before the upgrade is replayed, not run"
+    );
+    let steps: Vec<(String, StepProgress)> = drain(&mut events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ActionStep { step, progress, .. } => Some((step, progress)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps, vec![("prepare".to_owned(), StepProgress::Replayed)]);
+    let state = runtime
+        .session("v7-flow")
+        .await
+        .unwrap()
+        .record()
+        .await
+        .unwrap()
+        .state;
+    assert_eq!(state.get("rolled_out"), Some(&json!("api")));
+    let run_id = format!("{}/c1", request.turn_id);
+    let journal = runtime.store().journal(&run_id).await.unwrap();
+    let names: Vec<&str> = journal.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names[0], "prepare");
+    assert_eq!(
+        names.last(),
+        Some(&"toolwright.state.set:rolled_out"),
+        "{names:?}"
+    );
 }

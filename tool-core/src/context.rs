@@ -27,9 +27,11 @@ use crate::workflow::{AskAnswer, AskRequest};
 
 mod host;
 mod params;
+mod session;
 
 pub use host::{DetachedHost, HostEvent, StepNames};
 pub use params::{DurableParam, PlainParam, Requirement, State, WorkflowParam};
+pub use session::Messages;
 
 /// Severity of a log line a tool emits (events only, never model-visible).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -110,6 +112,34 @@ pub trait CallHost: Send + Sync + 'static {
     /// has none.
     fn model(&self) -> Option<Arc<dyn ModelBackend>> {
         None
+    }
+    /// The value of `key` in the session's persistent state. The default (a host without
+    /// sessions) has none.
+    fn session_state<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+        let _ = key;
+        Box::pin(std::future::ready(Ok(None)))
+    }
+    /// Sets (`Some`) or removes (`None`) `key` in the session's persistent state. The default
+    /// (a host without sessions) refuses.
+    fn set_session_state<'a>(
+        &'a self,
+        key: &'a str,
+        value: Option<Value>,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        drop(value);
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Unavailable,
+            format!(
+                "session state `{key}` cannot be written: this host keeps no session state; run the tool through the runtime"
+            ),
+        ))))
+    }
+    /// The model input of the step that made the call. The default has none.
+    fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
+        Box::pin(std::future::ready(Ok(Messages::default())))
     }
 }
 

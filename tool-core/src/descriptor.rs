@@ -129,6 +129,15 @@ impl<'a> EnabledContext<'a> {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     }
+
+    /// The value of `key`, if the state holds one that reads as a `T` (a value of another
+    /// shape reads as `None`, so a predicate never fails).
+    pub fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &crate::session::StateKey<T>,
+    ) -> Option<T> {
+        T::deserialize(self.state.get(key.name())?).ok()
+    }
 }
 
 /// The argument struct's part of a descriptor.

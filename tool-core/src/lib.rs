@@ -49,8 +49,8 @@ pub use approval::{
 pub use builtin::{GENERAL_AGENT, TaskArgs, ask_question, task};
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
-    DurableParam, HostEvent, LogLevel, PlainParam, Requirement, Retry, ServeIncoming, State,
-    StepNames, StoreWork, ToolContext, WorkflowContext, WorkflowParam,
+    DurableParam, HostEvent, LogLevel, Messages, PlainParam, Requirement, Retry, ServeIncoming,
+    State, StepNames, StoreWork, ToolContext, WorkflowContext, WorkflowParam,
 };
 pub use descriptor::{DescribeFn, EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};
@@ -76,6 +76,6 @@ pub use sandbox::{
     Sandbox, SandboxError,
 };
 pub use services::Services;
-pub use session::{Caller, Principal, PrincipalType, SessionInfo};
+pub use session::{Caller, Principal, PrincipalType, SessionInfo, StateKey};
 pub use tool::{Audience, Tool};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

@@ -147,3 +147,60 @@ impl SessionInfo {
         }
     }
 }
+
+/// A typed key of a session's persistent state: the name it is stored under and the type of
+/// its value. Declare it once as a constant and share it between the tool that writes it
+/// (`ctx.set_session_state(&KEY, &value)`), the `enabled` predicate that reads it
+/// ([`EnabledContext::get`](crate::EnabledContext::get)) and the host
+/// ([`Session::set_state`] in the runtime takes its [`name`](StateKey::name)).
+///
+/// ```
+/// use toolwright_core::session::StateKey;
+/// const RELEASE_APPROVED: StateKey<bool> = StateKey::new("release_approved");
+/// assert_eq!(RELEASE_APPROVED.name(), "release_approved");
+/// ```
+///
+/// Names starting with `toolwright.` are the runtime's own: a tool writing one is refused.
+///
+/// [`Session::set_state`]: https://docs.rs/toolwright/latest/toolwright/runtime/struct.Session.html#method.set_state
+pub struct StateKey<T> {
+    name: &'static str,
+    value: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> StateKey<T> {
+    /// The key stored under `name`, holding a `T` (as JSON).
+    pub const fn new(name: &'static str) -> Self {
+        StateKey {
+            name,
+            value: std::marker::PhantomData,
+        }
+    }
+
+    /// The name the value is stored under.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<T> Clone for StateKey<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for StateKey<T> {}
+
+impl<T> std::fmt::Debug for StateKey<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "StateKey<{}>({:?})",
+            std::any::type_name::<T>(),
+            self.name
+        )
+    }
+}
+
+/// The prefix of the state keys the runtime keeps for itself.
+pub const RESERVED_STATE_PREFIX: &str = "toolwright.";

@@ -169,6 +169,12 @@ impl Forwarder {
             } if turn_id == self.turn_id && call_id == self.call_id => {
                 self.log(tool, level, message).await
             }
+            Event::ActionStep {
+                turn_id,
+                call_id,
+                label,
+                ..
+            } if turn_id == self.turn_id && call_id == self.call_id => self.step(label).await,
             _ => true,
         }
     }
@@ -188,6 +194,18 @@ impl Forwarder {
             param.total = snapshot.get("total").and_then(Value::as_f64);
         }
         param.message = Some(label.unwrap_or_else(|| snapshot.to_string()));
+        self.peer.notify_progress(param).await.is_ok()
+    }
+
+    /// A journaled step's progress as a progress notification: the count of notifications so
+    /// far, the step's label as the message. `false` when the client is gone.
+    async fn step(&mut self, label: String) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        self.count += 1.0;
+        let mut param = ProgressNotificationParam::new(token.clone(), self.count);
+        param.message = Some(label);
         self.peer.notify_progress(param).await.is_ok()
     }
 

@@ -264,6 +264,7 @@ pub struct StepOptions {
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
     pub(crate) conversation: Option<(u64, Vec<serde_json::Value>)>,
     pub(crate) delivered: Option<usize>,
+    pub(crate) messages: Option<Arc<[serde_json::Value]>>,
 }
 
 impl std::fmt::Debug for StepOptions {
@@ -278,6 +279,7 @@ impl std::fmt::Debug for StepOptions {
                     .map(|(first, m)| (first, m.len())),
             )
             .field("delivered", &self.delivered)
+            .field("messages", &self.messages.as_ref().map(|m| m.len()))
             .finish()
     }
 }
@@ -315,6 +317,17 @@ impl StepOptions {
     /// a step recorded already and ignores them.
     pub fn conversation(mut self, first: u64, messages: Vec<serde_json::Value>) -> Self {
         self.conversation = Some((first, messages));
+        self
+    }
+
+    /// The model input that made the step's calls: what they read as `ctx.messages()`, the
+    /// same after a park, a resume or a crash (the step records them). The model loop need not
+    /// call it: with [`StepOptions::conversation`] the input is the session's stored
+    /// conversation before `first`, recorded as a position rather than copied. A host without
+    /// the loop hands the messages it sent its model here, in its own JSON format; they are
+    /// stored with the step while it is pending, so hand what the tools need.
+    pub fn messages(mut self, messages: Vec<serde_json::Value>) -> Self {
+        self.messages = Some(messages.into());
         self
     }
 

@@ -82,6 +82,30 @@ pub enum Event {
         /// The line.
         message: String,
     },
+    /// A journaled step of a `durable` or `workflow` body (or of a workflow task's body) moved
+    /// on: it started running, its value was recorded, it failed (nothing was recorded, so a
+    /// later run runs it again), or an earlier run's value was replayed without running it.
+    /// Hosts show these as the call's progress, e.g. as label deltas (`label`); the MCP
+    /// server sends them as progress notifications. Never model-visible.
+    #[serde(rename = "action.step")]
+    ActionStep {
+        /// The session.
+        session_id: String,
+        /// The turn (for a workflow task, the turn of its starting call).
+        turn_id: String,
+        /// The call (for a workflow task, its starting call).
+        call_id: String,
+        /// The resolved tool name.
+        tool: String,
+        /// The step's name, as the body gave it.
+        step: String,
+        /// The step's position in the call's journal.
+        position: u32,
+        /// What happened to it.
+        progress: StepProgress,
+        /// A short line for the user: the step's name and what happened.
+        label: String,
+    },
     /// A call's result.
     #[serde(rename = "action.result")]
     ActionResult {
@@ -297,6 +321,7 @@ impl Event {
             | Event::ActionRequested { session_id, .. }
             | Event::ActionPartial { session_id, .. }
             | Event::ActionLog { session_id, .. }
+            | Event::ActionStep { session_id, .. }
             | Event::ActionResult { session_id, .. }
             | Event::TurnWaiting { session_id, .. }
             | Event::ApprovalCandidate { session_id, .. }
@@ -324,6 +349,7 @@ impl Event {
             | Event::ActionRequested { turn_id, .. }
             | Event::ActionPartial { turn_id, .. }
             | Event::ActionLog { turn_id, .. }
+            | Event::ActionStep { turn_id, .. }
             | Event::ActionResult { turn_id, .. }
             | Event::TurnWaiting { turn_id, .. }
             | Event::ApprovalCandidate { turn_id, .. }
@@ -342,6 +368,33 @@ impl Event {
             | Event::ConnectionChanged { .. }
             | Event::ToolDefinitionChanged { .. } => None,
         }
+    }
+}
+
+/// What happened to a journaled step ([`Event::ActionStep`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepProgress {
+    /// It runs now: no earlier run recorded it.
+    Started,
+    /// It ran, and its value is on record: no later run runs it again.
+    Recorded,
+    /// It failed: nothing was recorded (the body decides what the error means).
+    Failed,
+    /// An earlier run recorded it: its value was returned without running it.
+    Replayed,
+}
+
+impl StepProgress {
+    /// The label of step `step` at this point, e.g. `create-tenant: done`.
+    pub fn label(self, step: &str) -> String {
+        let what = match self {
+            StepProgress::Started => "started",
+            StepProgress::Recorded => "done",
+            StepProgress::Failed => "failed",
+            StepProgress::Replayed => "done earlier",
+        };
+        format!("{step}: {what}")
     }
 }
 

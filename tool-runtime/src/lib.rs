@@ -57,14 +57,14 @@ pub use call::{
 };
 pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::RuntimeError;
-pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction};
+pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction, StepProgress};
 pub use exec::slot::waiting_on_calls;
 pub use options::{Clock, Options, SystemClock};
 pub use record::{
     Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, DefinitionChange,
     EntryKind, InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission,
-    PinRecord, RequestKind, RequestStatus, SessionRecord, StepPatch, TaskCall, TaskRecord,
-    TaskResult, TaskStatus, TurnRecord, TurnStatus,
+    PinRecord, RequestKind, RequestStatus, SessionRecord, StepInput, StepPatch, TaskCall,
+    TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]

@@ -238,6 +238,41 @@ pub struct PendingStep {
     pub calls: Vec<PendingCall>,
     /// The input requests of the step.
     pub requests: Vec<InputRequest>,
+    /// Where the model input that made the step's calls is (what `ctx.messages()` returns);
+    /// `None` when the step carried none, as every step recorded before this field was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<StepInput>,
+}
+
+/// Where a step's model input is: what its calls read as `ctx.messages()`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepInput {
+    /// The session's conversation in the store (the model loop's) before position `end`: the
+    /// step's own messages (the model's reply with the calls) start at `end`.
+    Conversation {
+        /// The first position not part of the input.
+        end: u64,
+    },
+    /// Messages the host handed with the step ([`crate::StepOptions::messages`]), shared by
+    /// its calls.
+    Messages(#[serde(with = "shared_values")] std::sync::Arc<[Value]>),
+}
+
+/// Shared messages as a JSON array.
+mod shared_values {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    pub(super) fn serialize<S: Serializer>(values: &Arc<[Value]>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(values.iter())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<[Value]>, D::Error> {
+        Vec::<Value>::deserialize(d).map(Arc::from)
+    }
 }
 
 /// One call of a parked step.
@@ -619,6 +654,10 @@ pub struct TaskRecord {
     /// journal records them when the body next runs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub answers: BTreeMap<u32, toolwright_core::AskAnswer>,
+    /// The model input of the step that started the task (what its body reads as
+    /// `ctx.messages()`); `None` when that step carried none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<StepInput>,
 }
 
 impl TaskRecord {

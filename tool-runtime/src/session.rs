@@ -95,6 +95,12 @@ impl Session {
         &self.id
     }
 
+    /// The session's record as stored now: its persistent state (what hosts and tools wrote
+    /// with [`Session::set_state`] and `ctx.set_session_state`), permissions and identities.
+    pub async fn record(&self) -> Result<SessionRecord, RuntimeError> {
+        Ok(self.engine.session(&self.id).await?.0)
+    }
+
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
@@ -194,7 +200,8 @@ impl Session {
     }
 
     /// Sets a key of the session's persistent state (read by `enabled` predicates at the next
-    /// step).
+    /// step). A tool writes it with `ctx.set_session_state(&KEY, &value)`; share a
+    /// `StateKey` and pass its [`name`](toolwright_core::StateKey::name) here.
     pub async fn set_state(
         &self,
         key: impl Into<String>,

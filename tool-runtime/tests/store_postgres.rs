@@ -101,6 +101,7 @@ fn parked(id: &str) -> TurnRecord {
             index: 0,
             calls: Vec::new(),
             requests: vec![request],
+            input: None,
         }),
         ..turn(id, TurnStatus::Waiting)
     }

@@ -36,6 +36,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
         last_step: None,
         pending: (!requests.is_empty()).then(|| PendingStep {
             index: 0,
+            input: None,
             calls: Vec::new(),
             requests: requests
                 .iter()
@@ -488,6 +489,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
         let mut sleeping = turn("sleeper", TurnStatus::Waiting, &[]);
         sleeping.pending = Some(PendingStep {
             index: 0,
+            input: None,
             calls: vec![toolwright_runtime::PendingCall {
                 call_id: "c1".to_owned(),
                 tool: "deploy".to_owned(),

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::{CallHost, LogLevel, ServeIncoming};
+use super::{CallHost, LogLevel, Messages, ServeIncoming};
 use crate::error::{ErrorCode, ToolError};
 use crate::model::ModelBackend;
 use crate::output::CallOutput;
@@ -66,7 +66,9 @@ pub enum HostEvent {
 
 /// A host for direct calls outside the runtime (tests, examples, scripts).
 ///
-/// It records logs, partials and steps as [`HostEvent`]s, serves typed state added with
+/// It records logs, partials and steps as [`HostEvent`]s, keeps a session state in memory
+/// ([`DetachedHost::with_session_state`], [`DetachedHost::session_state_now`]), serves the
+/// messages given with [`DetachedHost::with_messages`], serves typed state added with
 /// [`DetachedHost::with_state`] (and a sandbox and a model backend added with
 /// [`DetachedHost::with_sandbox`] and [`DetachedHost::with_model`]), runs steps directly (refusing a repeated name, as the journal
 /// does) and records nothing durably; `ask` answers `unavailable` (no person can be asked) and
@@ -79,6 +81,8 @@ pub struct DetachedHost {
     cancelled: AtomicBool,
     sandbox: Option<Arc<dyn Sandbox>>,
     model: Option<Arc<dyn ModelBackend>>,
+    session_state: Mutex<Map<String, Value>>,
+    messages: Messages,
 }
 
 impl std::fmt::Debug for DetachedHost {
@@ -106,6 +110,28 @@ impl DetachedHost {
     pub fn with_model(mut self, backend: impl ModelBackend) -> Self {
         self.model = Some(Arc::new(backend));
         self
+    }
+
+    /// `self` with `key` set to `value` in the session state `ctx.session_state(..)` reads.
+    pub fn with_session_state(self, key: impl Into<String>, value: Value) -> Self {
+        if let Ok(mut state) = self.session_state.lock() {
+            state.insert(key.into(), value);
+        }
+        self
+    }
+
+    /// `self` serving `messages` to `ctx.messages()`.
+    pub fn with_messages(mut self, messages: Vec<Value>) -> Self {
+        self.messages = Messages::new(messages);
+        self
+    }
+
+    /// The session state as the call left it.
+    pub fn session_state_now(&self) -> Map<String, Value> {
+        self.session_state
+            .lock()
+            .map(|state| state.clone())
+            .unwrap_or_default()
     }
 
     /// Marks the call cancelled ([`ToolContext::is_cancelled`] then returns true).
@@ -152,6 +178,36 @@ impl CallHost for DetachedHost {
 
     fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {
         self.states.get(&type_id).cloned()
+    }
+
+    fn session_state<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+        let value = self
+            .session_state
+            .lock()
+            .ok()
+            .and_then(|state| state.get(key).cloned());
+        Box::pin(std::future::ready(Ok(value)))
+    }
+
+    fn set_session_state<'a>(
+        &'a self,
+        key: &'a str,
+        value: Option<Value>,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        if let Ok(mut state) = self.session_state.lock() {
+            match value {
+                Some(value) => state.insert(key.to_owned(), value),
+                None => state.remove(key),
+            };
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
+        Box::pin(std::future::ready(Ok(self.messages.clone())))
     }
 
     fn step<'a>(

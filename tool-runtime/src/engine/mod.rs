@@ -20,7 +20,7 @@ use crate::options::Options;
 use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
 use crate::services::States;
-use crate::store::{Claim, Lease, Store, StoreError, requester_key};
+use crate::store::{Claim, Lease, Store, requester_key};
 use crate::toolset::Toolsets;
 use cache::ResultCache;
 use parked::ParkedTurns;
@@ -281,14 +281,10 @@ impl Engine {
         id: &str,
         change: impl Fn(&mut SessionRecord),
     ) -> Result<(), RuntimeError> {
-        loop {
-            let (mut record, version) = self.session(id).await?;
-            change(&mut record);
-            match self.store.put_session(&record, Some(version)).await {
-                Ok(_) => return Ok(()),
-                Err(StoreError::Conflict(_)) => continue,
-                Err(error) => return Err(error.into()),
-            }
+        if crate::store::update_session(&*self.store, id, change).await? {
+            Ok(())
+        } else {
+            Err(RuntimeError::UnknownSession(id.to_owned()))
         }
     }
 }

@@ -10,8 +10,8 @@ use toolwright_core::{
 };
 
 use crate::engine::Engine;
-use crate::host::{Journal, RuntimeHost, TaskLink};
-use crate::record::{Approver, SessionRecord};
+use crate::host::{Journal, RuntimeHost, StepMessages, TaskLink};
+use crate::record::{Approver, SessionRecord, StepInput};
 
 /// What a call or a task's body sees of its session: the session, the turn that made the call
 /// and who acts in it.
@@ -53,6 +53,8 @@ pub(crate) struct Body<'a> {
     pub(crate) task: Option<TaskLink>,
     /// The model its step brought (see [`crate::StepOptions`]); else the runtime's is used.
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+    /// Where the model input of the step that made the call is.
+    pub(crate) step_input: Option<StepInput>,
 }
 
 /// The host and the context `body` runs with.
@@ -81,6 +83,8 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         parked: tokio::sync::Notify::new(),
         clock: Arc::clone(&engine.options().clock),
         task: body.task,
+        store: Arc::clone(engine.store()),
+        messages: StepMessages::new(body.step_input),
     });
     let mut builder = CallContext::builder()
         .session(body.info)

@@ -113,6 +113,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
             journal,
             task: None,
             model,
+            step_input: turn.pending.as_ref().and_then(|step| step.input.clone()),
         },
     );
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);

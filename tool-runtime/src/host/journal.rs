@@ -8,6 +8,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use toolwright_core::{AskAnswer, ErrorCode, ToolError};
 
+use crate::event::StepProgress;
 use crate::record::{EntryKind, JournalEntry};
 use crate::store::{Lease, Store, StoreError};
 
@@ -67,37 +68,53 @@ impl Journal {
 
     /// Replays or records step `name`: a recorded value returns without running `run`; a new
     /// value is recorded before it is returned (exactly once on record, at least once run).
+    /// `progress` hears what happens to it, with its position.
     pub(crate) async fn step(
         &self,
         name: &str,
         run: BoxFuture<'_, Result<Value, ToolError>>,
+        progress: &(dyn Fn(u32, StepProgress) + Send + Sync),
     ) -> Result<Value, ToolError> {
         let position = self.next_position();
         if let Some(entry) = self.recorded_at(position) {
-            return self.replayed_as(entry, EntryKind::Step, name);
+            let value = self.replayed_as(entry, EntryKind::Step, name)?;
+            progress(position, StepProgress::Replayed);
+            return Ok(value);
         }
-        let value = run.await?;
-        self.record(JournalEntry {
-            position,
-            kind: EntryKind::Step,
-            name: name.to_owned(),
-            value,
-        })
-        .await
+        progress(position, StepProgress::Started);
+        let recorded = match run.await {
+            Ok(value) => {
+                self.record(JournalEntry {
+                    position,
+                    kind: EntryKind::Step,
+                    name: name.to_owned(),
+                    value,
+                })
+                .await
+            }
+            Err(error) => Err(error),
+        };
+        progress(position, settled(&recorded));
+        recorded
     }
 
     /// Replays or runs step `name` with `work` inside the store's transaction (see
-    /// [`Store::journal_in_transaction`]): exactly once, on record and in effect.
+    /// [`Store::journal_in_transaction`]): exactly once, on record and in effect. `progress`
+    /// hears what happens to it, with its position.
     pub(crate) async fn step_in_store(
         &self,
         name: &str,
         work: toolwright_core::StoreWork,
+        progress: &(dyn Fn(u32, StepProgress) + Send + Sync),
     ) -> Result<Value, ToolError> {
         let position = self.next_position();
         if let Some(entry) = self.recorded_at(position) {
-            return self.replayed_as(entry, EntryKind::Step, name);
+            let value = self.replayed_as(entry, EntryKind::Step, name)?;
+            progress(position, StepProgress::Replayed);
+            return Ok(value);
         }
-        match self
+        progress(position, StepProgress::Started);
+        let recorded = match self
             .store
             .journal_in_transaction(&self.run_id, position, name, self.fence.as_ref(), work)
             .await
@@ -110,7 +127,9 @@ impl Journal {
                     .await
             }
             Err(error) => Err(journal_error(error)),
-        }
+        };
+        progress(position, settled(&recorded));
+        recorded
     }
 
     /// The value another run recorded at `position` first.
@@ -151,6 +170,15 @@ impl Journal {
             ));
         }
         Ok(entry.value.clone())
+    }
+}
+
+/// How a step that ran ended: recorded, or failed.
+fn settled(recorded: &Result<Value, ToolError>) -> StepProgress {
+    if recorded.is_ok() {
+        StepProgress::Recorded
+    } else {
+        StepProgress::Failed
     }
 }
 

@@ -10,16 +10,18 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, ModelBackend, Sandbox,
-    ServeIncoming, StepNames, Tool, ToolError,
+    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Messages, ModelBackend,
+    Sandbox, ServeIncoming, StepNames, Tool, ToolError,
 };
 
 mod journal;
+mod session;
 
 pub(crate) use journal::Journal;
 use journal::answer_at;
+pub(crate) use session::StepMessages;
 
-use crate::event::Event;
+use crate::event::{Event, StepProgress};
 use crate::record::{EntryKind, JournalEntry, TaskCall};
 use crate::transition::Suspension;
 
@@ -49,6 +51,10 @@ pub(crate) struct RuntimeHost {
     pub(crate) clock: Arc<dyn crate::options::Clock>,
     /// For the body of a `task` or `serve` workflow: its calls and where its replies go.
     pub(crate) task: Option<TaskLink>,
+    /// The store: the session's state is read and written there.
+    pub(crate) store: Arc<dyn crate::store::Store>,
+    /// The model input of the step that made the call.
+    pub(crate) messages: StepMessages,
 }
 
 /// What the body of a workflow task reaches through its host.
@@ -71,6 +77,20 @@ pub(crate) struct TaskLink {
 impl RuntimeHost {
     fn tool_name(&self) -> &str {
         self.tool.name()
+    }
+
+    /// Tells the session what happened to journaled step `name`.
+    fn step_progress(&self, name: &str, position: u32, progress: StepProgress) {
+        let _ = self.events.send(Event::ActionStep {
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            call_id: self.call_id.clone(),
+            tool: self.tool_name().to_owned(),
+            step: name.to_owned(),
+            position,
+            progress,
+            label: progress.label(name),
+        });
     }
 }
 
@@ -128,6 +148,25 @@ impl CallHost for RuntimeHost {
         self.states.get(&type_id).cloned()
     }
 
+    fn session_state<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
+        self.session_state_op(key)
+    }
+
+    fn set_session_state<'a>(
+        &'a self,
+        key: &'a str,
+        value: Option<Value>,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        self.set_session_state_op(key, value)
+    }
+
+    fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
+        self.messages_op()
+    }
+
     fn step<'a>(
         &'a self,
         name: &'a str,
@@ -138,7 +177,8 @@ impl CallHost for RuntimeHost {
             // to the same naming rules.
             self.steps.claim(name)?;
             if let Some(journal) = &self.journal {
-                return journal.step(name, run).await;
+                let progress = |position, progress| self.step_progress(name, position, progress);
+                return journal.step(name, run, &progress).await;
             }
             run.await
         })
@@ -159,7 +199,8 @@ impl CallHost for RuntimeHost {
                     ),
                 ));
             };
-            journal.step_in_store(name, work).await
+            let progress = |position, progress| self.step_progress(name, position, progress);
+            journal.step_in_store(name, work, &progress).await
         })
     }
 

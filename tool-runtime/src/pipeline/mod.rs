@@ -33,7 +33,7 @@ use crate::engine::Engine;
 use crate::engine::work::TrackedTurn;
 use crate::error::RuntimeError;
 use crate::event::Event;
-use crate::record::{CallResult, InputRequest, TurnRecord, TurnStatus};
+use crate::record::{CallResult, InputRequest, StepInput, TurnRecord, TurnStatus};
 use crate::store::Claim;
 use close::Claimed;
 use prepared::Prepared;
@@ -54,6 +54,11 @@ pub(crate) async fn run_step(
     let running = engine.work().track_turn(turn_id, token);
     let mut scope = StepScope::load(engine, turn, token).await?;
     scope.model = options.model;
+    scope.input = match (options.messages, &options.conversation) {
+        (Some(messages), _) => Some(StepInput::Messages(messages)),
+        (None, Some((first, _))) => Some(StepInput::Conversation { end: *first }),
+        (None, None) => None,
+    };
     scope.conversation = options.conversation;
     scope.delivered = options.delivered;
     if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
@@ -233,7 +238,7 @@ async fn record_running(
         .collect();
     // `running` while the ready calls run: the requests are not announced yet, so no answer
     // can arrive before the step is parked.
-    scope.turn.begin_step(calls, requests);
+    scope.turn.begin_step(calls, requests, scope.input.clone());
     let written = engine
         .store()
         .write_turn_appending(

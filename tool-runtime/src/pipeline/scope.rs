@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::exec::context::session_info;
-use crate::record::{SessionRecord, TurnRecord};
+use crate::record::{SessionRecord, StepInput, TurnRecord};
 use crate::store::Appended;
 
 /// What one step works with.
@@ -39,6 +39,9 @@ pub(crate) struct StepScope {
     /// How many messages steered into the turn the host delivered to its model (see
     /// [`StepOptions::steering`](crate::StepOptions::steering)).
     pub(crate) delivered: Option<usize>,
+    /// Where the model input that made the step's calls is (see
+    /// [`crate::StepOptions::messages`]); recorded with the step.
+    pub(crate) input: Option<StepInput>,
 }
 
 /// `conversation` (a [`StepScope`]'s) as a store write appends it.
@@ -90,6 +93,7 @@ impl StepScope {
             cancel: TokenSignal(token.clone()),
             model: None,
             conversation: None,
+            input: None,
             delivered: None,
         })
     }

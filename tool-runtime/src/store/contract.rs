@@ -500,3 +500,24 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(tokio::time::sleep(timeout))
     }
 }
+
+/// Applies `change` to session `id`'s record and writes it, reading and applying it again when
+/// another writer got there first, until one write holds. `false` when there is no such
+/// session.
+pub(crate) async fn update_session(
+    store: &dyn Store,
+    id: &str,
+    change: impl Fn(&mut SessionRecord),
+) -> Result<bool, StoreError> {
+    loop {
+        let Some((mut record, version)) = store.session(id).await? else {
+            return Ok(false);
+        };
+        change(&mut record);
+        match store.put_session(&record, Some(version)).await {
+            Ok(_) => return Ok(true),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}

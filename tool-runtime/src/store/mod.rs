@@ -31,6 +31,7 @@ pub mod postgres_sql {
 }
 pub use sqlite::SqliteStore;
 
+pub(crate) use contract::update_session;
 pub use contract::{
     ANONYMOUS_REQUESTER, Appended, Claim, Lease, LeaseKind, Store, StoreError, UNKNOWN_REQUESTER,
     Written, requester_key,

@@ -65,6 +65,7 @@ impl TaskRecord {
             calls: vec![TaskCall::new(turn, call_id, input)],
             requests: Vec::new(),
             answers: BTreeMap::new(),
+            input: turn.pending.as_ref().and_then(|step| step.input.clone()),
         }
     }
 

@@ -8,7 +8,7 @@ use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
 use super::{Parked, Suspension};
 use crate::record::{
     Approver, CallResult, CallState, ClosedStep, Decision, InputRequest, Outcome, PendingCall,
-    PendingStep, RequestKind, RequestStatus, StepPatch, TurnRecord, TurnStatus,
+    PendingStep, RequestKind, RequestStatus, StepInput, StepPatch, TurnRecord, TurnStatus,
 };
 use crate::store::requester_key;
 
@@ -69,11 +69,18 @@ impl TurnRecord {
 
     /// Records the step's calls before any of them runs: the turn is `running` (a second
     /// handle cannot step it meanwhile, and after a crash recovery finds what ran).
-    pub(crate) fn begin_step(&mut self, calls: Vec<PendingCall>, requests: Vec<InputRequest>) {
+    /// `input` is where the model input that made the calls is.
+    pub(crate) fn begin_step(
+        &mut self,
+        calls: Vec<PendingCall>,
+        requests: Vec<InputRequest>,
+        input: Option<StepInput>,
+    ) {
         self.pending = Some(PendingStep {
             index: self.steps,
             calls,
             requests,
+            input,
         });
         self.status = TurnStatus::Running;
     }
@@ -119,6 +126,7 @@ impl TurnRecord {
             index: self.steps,
             calls: Vec::new(),
             requests: vec![request],
+            input: None,
         });
         self.status = TurnStatus::Waiting;
         Ok(())

@@ -55,6 +55,7 @@ pub(super) fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str
                     status: RequestStatus::Pending,
                 })
                 .collect(),
+            input: None,
         }),
     }
 }
@@ -112,5 +113,6 @@ pub(super) fn minimal_task(id: &str, session: &str) -> TaskRecord {
         }],
         requests: Vec::new(),
         answers: Default::default(),
+        input: None,
     }
 }

@@ -9,7 +9,7 @@ use super::fixtures::{awkward_json, principal, turn};
 use super::part::Part;
 use crate::record::{
     Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
-    Permission, RequestKind, RequestStatus, SessionRecord, TurnRecord, TurnStatus,
+    Permission, RequestKind, RequestStatus, SessionRecord, StepInput, TurnRecord, TurnStatus,
 };
 use crate::store::Store;
 
@@ -124,6 +124,13 @@ fn full_turn(id: &str, session: &str, request_prefix: &str) -> TurnRecord {
             index: 7,
             calls: every_call_state(&user, request_prefix),
             requests: every_request_status(id, session, request_prefix, &user),
+            input: Some(StepInput::Messages(
+                vec![
+                    awkward_json(),
+                    json!({ "role": "user", "content": "ünïcødé" }),
+                ]
+                .into(),
+            )),
         }),
     }
 }

@@ -137,5 +137,6 @@ fn full_task(id: &str, session: &str, turn_id: &str) -> TaskRecord {
         )]
         .into_iter()
         .collect(),
+        input: Some(crate::record::StepInput::Conversation { end: u64::MAX }),
     }
 }

@@ -71,6 +71,7 @@ fn parked() -> (TurnRecord, String) {
             PendingCall::finished(ok("c2", "read")),
         ],
         vec![request],
+        None,
     );
     turn.park(&[], Vec::new()).unwrap();
     (turn, id)
@@ -118,6 +119,7 @@ fn a_step_is_recorded_running_before_its_calls_run() {
     turn.begin_step(
         vec![PendingCall::running("c1", "read", json!({}))],
         Vec::new(),
+        None,
     );
     assert_eq!(turn.status, TurnStatus::Running);
     let step = turn.pending.as_ref().unwrap();
@@ -135,6 +137,7 @@ fn parking_records_results_and_parked_calls() {
             PendingCall::running("c3", "wait", json!({})),
         ],
         Vec::new(),
+        None,
     );
     let ask = Parked::new(
         &turn,
@@ -182,6 +185,7 @@ fn closing_a_step_keeps_its_results_and_takes_steps_again_or_ends() {
     turn.begin_step(
         vec![PendingCall::running("c1", "read", json!({}))],
         Vec::new(),
+        None,
     );
     turn.close_step(&[ok("c1", "read")], false);
     assert_eq!((turn.status, turn.steps), (TurnStatus::Active, 1));
@@ -192,6 +196,7 @@ fn closing_a_step_keeps_its_results_and_takes_steps_again_or_ends() {
     turn.begin_step(
         vec![PendingCall::running("c2", "end", json!({}))],
         Vec::new(),
+        None,
     );
     turn.close_step(&[ok("c2", "end")], true);
     assert_eq!((turn.status, turn.steps), (TurnStatus::Completed, 2));
@@ -223,6 +228,7 @@ fn a_stop_revokes_the_requests_of_a_running_step_and_the_closed_step_keeps_them_
     turn.begin_step(
         vec![PendingCall::waiting("c1", "pay", json!({}), &id)],
         vec![request],
+        None,
     );
     turn.revoke_unannounced();
     turn.close_step(&[], true);
@@ -311,6 +317,7 @@ fn an_answered_question_finishes_its_call_and_a_workflow_answer_readies_it() {
             PendingCall::waiting("w", "deploy", json!({}), &w),
         ],
         vec![question, ask],
+        None,
     );
     let step = turn.pending.as_mut().unwrap();
     let answered = Settlement {
@@ -341,6 +348,7 @@ fn a_message_revokes_pending_requests_and_fails_their_calls_only() {
             PendingCall::waiting("c2", "pay", json!({}), &b),
         ],
         vec![first, second],
+        None,
     );
     let step = turn.pending.as_mut().unwrap();
     step.settle(&a, &settlement(Decision::Approved));
@@ -371,6 +379,7 @@ fn revoking_quotes_a_bounded_prefix_of_the_users_message() {
     turn.begin_step(
         vec![PendingCall::waiting("c1", "pay", json!({}), &id)],
         vec![request],
+        None,
     );
     let long = "x".repeat(100_000);
     let step = turn.pending.as_mut().unwrap();
@@ -393,7 +402,7 @@ fn once_grants_are_written_only_when_no_request_for_the_key_is_pending() {
         .iter()
         .map(|r| r.request_id.clone())
         .collect();
-    turn.begin_step(Vec::new(), vec![first, second, third]);
+    turn.begin_step(Vec::new(), vec![first, second, third], None);
     let step = turn.pending.as_mut().unwrap();
     let alice = requester_key(Some(&alice()));
     let grant = |key: &str| (alice.clone(), key.to_owned());
@@ -420,7 +429,7 @@ fn a_grant_belongs_to_the_requester_of_the_approved_call() {
     turn.current = Some(Principal::user("test", "bob"));
     let bobs = approval(&turn, "c2", Some("pay"));
     let (a, b) = (alices.request_id.clone(), bobs.request_id.clone());
-    turn.begin_step(Vec::new(), vec![alices, bobs]);
+    turn.begin_step(Vec::new(), vec![alices, bobs], None);
     let step = turn.pending.as_mut().unwrap();
     step.settle(&a, &settlement(Decision::Approved));
     assert_eq!(
@@ -454,6 +463,7 @@ fn sleeping_calls_hold_the_step_until_their_timer_is_due() {
             PendingCall::running("c2", "wait", json!({})),
         ],
         Vec::new(),
+        None,
     );
     let sleeps = vec![
         Parked::new(&turn, "c1", "wait", Suspension::Sleep { until_ms: 10 }),
@@ -517,6 +527,7 @@ fn cancelling_a_parked_turn_revokes_its_requests_and_fails_its_calls() {
             PendingCall::running("c4", "wait", json!({})),
         ],
         vec![request, ask],
+        None,
     );
     let sleep = Parked::new(&turn, "c4", "wait", Suspension::Sleep { until_ms: 9 });
     turn.park(&[], vec![sleep]).unwrap();
@@ -549,6 +560,7 @@ fn cancelling_a_running_turn_leaves_its_calls_to_finish() {
     turn.begin_step(
         vec![PendingCall::running("c1", "read", json!({}))],
         Vec::new(),
+        None,
     );
     assert_eq!(turn.cancel(), Cancellation::default());
     assert_eq!(turn.status, TurnStatus::Cancelled);
@@ -570,6 +582,7 @@ fn an_answers_patch_turns_the_step_before_it_into_the_step_after_it() {
             PendingCall::finished(ok("c3", "read")),
         ],
         vec![a, b],
+        None,
     );
     before.park(&[], Vec::new()).unwrap();
     for (id, decision) in [(&a_id, Decision::Approved), (&b_id, Decision::Cancelled)] {
@@ -619,7 +632,7 @@ fn an_active_turn_parks_on_a_limit_as_a_step_without_calls() {
     // Parked already: a second limit is refused with the turn's status.
     assert_eq!(turn.park_on_limit(limit(&turn)), Err(TurnStatus::Waiting));
     let mut running = self::turn();
-    running.begin_step(Vec::new(), Vec::new());
+    running.begin_step(Vec::new(), Vec::new(), None);
     assert_eq!(
         running.park_on_limit(limit(&running)),
         Err(TurnStatus::Running)
