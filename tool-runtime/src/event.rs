@@ -247,7 +247,8 @@ pub enum Event {
         /// What to know.
         message: String,
     },
-    /// The host changed a session's state or permissions ([`crate::Session::set_state`],
+    /// The host or a tool (`ctx.set_session_state`) changed a session's state or permissions
+    /// ([`crate::Session::set_state`],
     /// [`crate::Session::set_permission`]): conditional tools may have come or gone.
     #[serde(rename = "session.changed")]
     SessionChanged {
