@@ -138,10 +138,20 @@ pub mod registry {
     pub use toolwright_core::workflow::Entry;
     #[doc(inline)]
     pub use toolwright_core::{
-        Audience, Format, RegistryError, RegistryProblem, Tool, ToolList, registry::ListEntry,
+        ApprovalPolicy, Audience, Catalog, CatalogEntry, Format, RegistryError, RegistryProblem,
+        Tool, ToolList, ToolOrigin, Visibility, registry::ListEntry,
     };
     #[doc(inline)]
     pub use toolwright_core::{GENERAL_AGENT, TaskArgs, ask_question, task};
+}
+
+/// Locales: how a tool's `title`, `summary` and `i18n(...)` texts resolve for a person reading
+/// a given language (the fallback rule), and the tags it compares.
+pub mod locale {
+    #[doc(inline)]
+    pub use toolwright_core::locale::{
+        DEFAULT_LOCALE, ToolTexts, fallbacks, is_locale, normalized, same_locale,
+    };
 }
 
 /// The model handle: a tool asks a model through `ctx.model()` (the MCP client's through
@@ -165,8 +175,8 @@ pub mod testing {
 pub mod export {
     #[doc(inline)]
     pub use toolwright_core::export::{
-        anthropic, mcp, meta_tools, openai, openai_strict, provider_entry, strict_schema,
-        strip_strict_nulls,
+        anthropic, mcp, mcp_titled, meta_tools, openai, openai_strict, provider_entry,
+        strict_schema, strip_strict_nulls,
     };
     #[doc(inline)]
     pub use toolwright_core::schema::{InputValidator, schema_of};

@@ -30,6 +30,7 @@ mod answer_cost;
 mod dynamic_description;
 mod exports;
 mod guardrails;
+mod i18n;
 mod remote_mcp;
 mod runtime_approvals;
 mod runtime_bad_input;

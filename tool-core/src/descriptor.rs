@@ -48,7 +48,10 @@ pub struct LocaleText {
 }
 
 /// The kind of a tool, which decides its context type and how the runtime runs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Serialized as `"plain"`, `"durable"` or `{"workflow": "execute" | "task" | "serve"}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     /// A plain tool: runs within the step that called it.
     Plain,

@@ -17,6 +17,7 @@ pub mod export;
 pub mod guardrail;
 pub mod input;
 pub mod json;
+pub mod locale;
 pub mod model;
 pub mod names;
 pub mod output;
@@ -31,8 +32,10 @@ pub mod session;
 pub mod workflow;
 
 // The parts of the registry, each imported only by the ones after it:
-// `digest ← remote ← tool ← export ← list ← registry`, with `problem` below `tool`. `registry`
-// re-exports their public items, so the paths under `registry::` stay what they were.
+// `digest ← remote ← tool ← export ← list ← catalog ← registry`, with `problem` and `locale`
+// below `tool`. `registry` re-exports their public items, so the paths under `registry::` stay
+// what they were.
+mod catalog;
 mod digest;
 mod list;
 mod problem;
@@ -47,6 +50,7 @@ pub use approval::{
     ResponseCall, ResponseContext, ResponseDecision, ResponseVerdict,
 };
 pub use builtin::{GENERAL_AGENT, TaskArgs, ask_question, task};
+pub use catalog::{ApprovalPolicy, Catalog, CatalogEntry, ToolOrigin, Visibility};
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
     DurableParam, HostEvent, LogLevel, Messages, PlainParam, Requirement, Retry, ServeIncoming,
@@ -62,6 +66,7 @@ pub use guardrail::{
 };
 pub use input::{NoInput, ServeCall, ServeCalls, ServeInput, ToolInput};
 pub use list::ToolList;
+pub use locale::ToolTexts;
 pub use model::{
     AgentHandle, MessageRole, ModelBackend, ModelHandle, ModelMessage, ModelOrigin, ModelReply,
     ModelRequest, ModelUsage, Prompt, StopReason,

@@ -1,5 +1,6 @@
 //! Model-facing tool lists: every tool an audience sees, exported in one format and serialized
-//! once, with the meta-tools that audience needs; cached per audience and format.
+//! once, with the meta-tools that audience needs; cached per audience and format, and MCP lists
+//! (which carry titles) per locale too.
 
 use std::sync::{Arc, OnceLock};
 
@@ -53,7 +54,34 @@ impl Lists {
     /// The list of `tools` for `audience` in `format`. `tools` must be the same on every call:
     /// the first call builds the list and later ones return it.
     pub(crate) fn get(&self, tools: &[Arc<Tool>], audience: Audience, format: Format) -> &ToolList {
-        self.0[audience.index()][format.index()].get_or_init(|| build(tools, audience, format))
+        self.0[audience.index()][format.index()]
+            .get_or_init(|| build(tools, audience, format, None))
+    }
+}
+
+/// The MCP lists of one set of tools for each locale other than the default (the only format
+/// that carries a user-facing text, the title), one per audience, each built on first use. The
+/// default locale and locales the registry does not know list the base titles: the base lists.
+pub(crate) struct LocalizedLists(Vec<[OnceLock<ToolList>; Audience::ALL.len()]>);
+
+impl LocalizedLists {
+    /// Room for the lists of `locales` locales.
+    pub(crate) fn new(locales: usize) -> Self {
+        LocalizedLists((0..locales).map(|_| Default::default()).collect())
+    }
+
+    /// The MCP list of `tools` for `audience` with the titles of locale `tag`, the `slot`-th
+    /// other locale of a registry whose default locale is `default`.
+    pub(crate) fn get(
+        &self,
+        tools: &[Arc<Tool>],
+        audience: Audience,
+        (slot, tag, default): (usize, &str, &str),
+    ) -> &ToolList {
+        self.0[slot][audience.index()].get_or_init(|| {
+            let title = |tool: &Tool| tool.texts(tag, default).title;
+            build(tools, audience, Format::Mcp, Some(&title))
+        })
     }
 }
 
@@ -78,14 +106,28 @@ pub(crate) fn has_tasks(tools: &[Arc<Tool>], audience: Audience) -> bool {
 
 /// The list of `tools` for `audience` in `format`: each listed tool in order, then the
 /// meta-tools, each entry serialized alone and the whole list joined from them.
-fn build(tools: &[Arc<Tool>], audience: Audience, format: Format) -> ToolList {
+/// What gives a tool's title in a localized list.
+type TitleFn<'a> = dyn Fn(&Tool) -> Option<String> + 'a;
+
+/// With `title`, MCP entries carry the title it gives each tool (a locale's).
+fn build(
+    tools: &[Arc<Tool>],
+    audience: Audience,
+    format: Format,
+    title: Option<&TitleFn<'_>>,
+) -> ToolList {
     let mut entries = Vec::new();
     let mut notes = Vec::new();
     for (index, tool) in tools.iter().enumerate() {
         if !tool.listed_for(audience) {
             continue;
         }
-        let (value, note) = export::export(tool, audience, format);
+        let (value, note) = match title {
+            Some(title) if format == Format::Mcp && tool.provider().is_none() => {
+                (Some(export::mcp_titled(tool, title(tool).as_deref())), None)
+            }
+            _ => export::export(tool, audience, format),
+        };
         if let Some(note) = note {
             notes.push(format!("{}: {note}", tool.name()));
         }

@@ -20,6 +20,14 @@ pub enum RegistryProblem {
         /// The second definition.
         second: Location,
     },
+    /// A default locale that is not a BCP 47 language tag.
+    #[error(
+        "`{locale}` is not a locale; give the default locale as a BCP 47 language tag such as `en`, `zh` or `pt-BR`"
+    )]
+    InvalidLocale {
+        /// What was given.
+        locale: String,
+    },
     /// Two tools share an id.
     #[error("two tools have the id `{id}`: one at {first}, one at {second}; rename one")]
     DuplicateId {

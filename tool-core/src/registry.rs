@@ -12,19 +12,23 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::approval::ApprovalSpec;
+use crate::catalog::Catalogs;
 use crate::context::{CallContext, CallContextBuilder};
 use crate::descriptor::{Location, Registration, ToolDescriptor};
 use crate::error::{ErrorCode, ToolError, quoted_prefix};
 use crate::export::Format;
-use crate::list::{self, Lists};
+use crate::list::{self, Lists, LocalizedLists};
+use crate::locale::{self as locales, Locales, Slot};
 use crate::names;
 use crate::output::CallOutput;
 use crate::services::Services;
 use crate::session::Caller;
 use crate::tool::run_describe;
 
+pub use crate::catalog::{ApprovalPolicy, Catalog, CatalogEntry, ToolOrigin, Visibility};
 pub use crate::digest::input_digest;
 pub use crate::list::{ListEntry, ToolList};
+pub use crate::locale::{DEFAULT_LOCALE, ToolTexts};
 pub use crate::problem::{RegistryError, RegistryProblem};
 pub use crate::tool::{Audience, ENDS_TURN_SENTENCE, SERVE_SENTENCE, Tool};
 
@@ -37,6 +41,11 @@ struct Inner {
     /// Connections whose tools are missing altogether (down, refused), with the reason.
     offline: HashMap<String, String>,
     lists: Lists,
+    /// The default locale (the tools' own texts are in it) and the others the tools have.
+    locales: Locales,
+    /// The MCP lists of the other locales.
+    localized: LocalizedLists,
+    catalogs: Catalogs,
 }
 
 /// Every tool of the program, collected once. Cheap to clone (an `Arc`).
@@ -118,6 +127,7 @@ impl Registry {
             built.into_iter().map(Arc::new).collect(),
             HashMap::new(),
             HashMap::new(),
+            locales::DEFAULT_LOCALE,
         ))
     }
 
@@ -125,7 +135,9 @@ impl Registry {
         tools: Vec<Arc<Tool>>,
         unavailable: HashMap<String, String>,
         offline: HashMap<String, String>,
+        default_locale: &str,
     ) -> Registry {
+        let locales = Locales::new(default_locale, tools.iter().map(|t| t.i18n()));
         let by_name = tools
             .iter()
             .enumerate()
@@ -143,7 +155,89 @@ impl Registry {
             unavailable,
             offline,
             lists: Lists::default(),
+            localized: LocalizedLists::new(locales.others()),
+            catalogs: Catalogs::new(locales.others()),
+            locales,
         }))
+    }
+
+    /// The locale the tools' own `title` and `summary` are written in: [`DEFAULT_LOCALE`]
+    /// (`"en"`) unless [`Registry::with_default_locale`] set another. A request for it (or for
+    /// a locale that falls back to it, `en-GB`) gets those texts.
+    pub fn default_locale(&self) -> &str {
+        self.0.locales.default_locale()
+    }
+
+    /// This registry (the same tools, shared) with `locale` as its default locale: the tools'
+    /// `title` and `summary` are in it, `i18n(...)` gives the others. Registries built from
+    /// this one (remote tools joined, descriptions computed, sandbox tools added) keep it.
+    ///
+    /// Fails when `locale` is not a BCP 47 language tag.
+    ///
+    /// ```
+    /// # use toolwright_core::Registry;
+    /// let registry = Registry::from_tools([]).unwrap().with_default_locale("zh-CN").unwrap();
+    /// assert_eq!(registry.default_locale(), "zh-CN");
+    /// assert!(Registry::from_tools([]).unwrap().with_default_locale("Chinese!").is_err());
+    /// ```
+    pub fn with_default_locale(&self, locale: &str) -> Result<Registry, RegistryError> {
+        if !locales::is_locale(locale) {
+            return Err(RegistryError {
+                problems: vec![RegistryProblem::InvalidLocale {
+                    locale: locale.to_owned(),
+                }],
+            });
+        }
+        Ok(Self::assemble(
+            self.0.tools.clone(),
+            self.0.unavailable.clone(),
+            self.0.offline.clone(),
+            locale,
+        ))
+    }
+
+    /// The title and summary of tool `name` (model-facing name or id) for a person reading
+    /// `locale`, by the [`locale`](crate::locale) module's rule; `None` for an unknown tool.
+    ///
+    /// ```
+    /// # use toolwright_core::Registry;
+    /// let registry = Registry::from_tools([toolwright_core::ask_question()]).unwrap();
+    /// let texts = registry.texts("ask_question", "en-US").unwrap();
+    /// assert_eq!(texts.locale.as_deref(), Some("en"));
+    /// ```
+    pub fn texts(&self, name: &str, locale: &str) -> Option<ToolTexts> {
+        self.get(name)
+            .or_else(|| self.by_id(name))
+            .map(|t| t.texts(locale, self.default_locale()))
+    }
+
+    /// The tools `audience` may use, described for people reading `locale` (see [`Catalog`]):
+    /// built and serialized on first use, then shared, per audience and per locale the
+    /// registry knows (locales it does not know share one catalog: base titles, no summaries).
+    pub fn catalog(&self, audience: Audience, locale: &str) -> Arc<Catalog> {
+        let slot = self.0.locales.slot(locale);
+        self.0.catalogs.get(
+            &self.0.tools,
+            audience,
+            (slot, locale, self.default_locale()),
+        )
+    }
+
+    /// The tool list for `audience` in `format` with its user-facing texts in `locale`: in
+    /// [`Format::Mcp`], each tool's `title` (and its annotations' `title`) resolved as
+    /// [`Registry::texts`] does; the other formats carry no user-facing text, so this is
+    /// [`Registry::list`]. Serialized on first use and cached per locale the registry knows.
+    pub fn list_in(&self, audience: Audience, format: Format, locale: &str) -> &ToolList {
+        match self.0.locales.slot(locale) {
+            Slot::Other { index, tag } if format == Format::Mcp => {
+                self.0
+                    .localized
+                    .get(&self.0.tools, audience, (index, tag, self.default_locale()))
+            }
+            // The default locale's titles are the base ones, and so are those of a locale
+            // no tool has texts in.
+            _ => self.list(audience, format),
+        }
     }
 
     /// This registry's own tools (shared, not rebuilt) joined by the tools of remote
@@ -187,7 +281,12 @@ impl Registry {
         }
         // Deterministic order: lists are cached and compared across refreshes.
         tools.sort_by(|a, b| a.name().cmp(b.name()));
-        Self::assemble(tools, unavailable, offline.into_iter().collect())
+        Self::assemble(
+            tools,
+            unavailable,
+            offline.into_iter().collect(),
+            self.default_locale(),
+        )
     }
 
     /// This registry with the description of each tool that has a description fn
@@ -228,6 +327,7 @@ impl Registry {
             tools,
             self.0.unavailable.clone(),
             self.0.offline.clone(),
+            self.default_locale(),
         ))
     }
 
@@ -246,6 +346,9 @@ impl Registry {
             .filter_map(|t| t.descriptor())
             .chain(crate::sandbox_tools::sandbox_tools());
         let mut registry = Self::from_tools(descriptors)?;
+        if !locales::same_locale(self.default_locale(), registry.default_locale()) {
+            registry = registry.with_default_locale(self.default_locale())?;
+        }
         let inner = Arc::get_mut(&mut registry.0).expect("a registry just built is not shared");
         for tool in &mut inner.tools {
             // Rebuilding described every tool without host services: keep the text this
@@ -425,8 +528,8 @@ impl Registry {
         tool.call(input, cx).await
     }
 
-    /// Deferred tools visible to `audience` that match `query` (words in the name, title or
-    /// description), best first.
+    /// Deferred tools visible to `audience` that match `query` (words in the name, the
+    /// description, and the title and summary in every locale the tool has), best first.
     pub fn search(&self, query: &str, audience: Audience) -> Vec<&Tool> {
         let words: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric())
@@ -439,12 +542,7 @@ impl Registry {
             .iter()
             .filter(|t| t.is_deferred() && t.visible_to(audience) && !t.is_withheld())
             .filter_map(|t| {
-                let haystack = format!(
-                    "{} {} {}",
-                    t.name().to_lowercase(),
-                    t.title().unwrap_or_default().to_lowercase(),
-                    t.description().to_lowercase()
-                );
+                let haystack = search_text(t);
                 let score = words
                     .iter()
                     .filter(|w| haystack.contains(w.as_str()))
@@ -471,6 +569,22 @@ impl Registry {
     pub fn list(&self, audience: Audience, format: Format) -> &ToolList {
         self.0.lists.get(&self.0.tools, audience, format)
     }
+}
+
+/// What [`Registry::search`] matches a query's words in: the tool's name, description, and
+/// its titles and summaries in every locale, lowercased.
+fn search_text(tool: &Tool) -> String {
+    let mut text = format!("{} {}", tool.name(), tool.description());
+    let localized = tool.i18n().iter().flat_map(|t| [t.title, t.summary]);
+    for part in [tool.title(), tool.summary()]
+        .into_iter()
+        .chain(localized)
+        .flatten()
+    {
+        text.push(' ');
+        text.push_str(part);
+    }
+    text.to_lowercase()
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@ use serde_json::Value;
 use crate::approval::{ApprovalKey, ApprovalSpec};
 use crate::context::{CallContext, Requirement};
 use crate::descriptor::{
-    DescribeFn, EnabledFn, EndsTurn, LabelSpec, ProviderFn, ToolDescriptor, ToolKind,
+    DescribeFn, EnabledFn, EndsTurn, LabelSpec, LocaleText, ProviderFn, ToolDescriptor, ToolKind,
 };
 use crate::digest::input_digest;
 use crate::effect::{Annotations, Effect};
 use crate::error::{ErrorCode, InputError, ToolError};
+use crate::locale::{BaseTexts, ToolTexts};
 use crate::names;
 use crate::output::CallOutput;
 use crate::problem::RegistryProblem;
@@ -383,6 +384,36 @@ impl Tool {
     /// The one-line user-facing summary.
     pub fn summary(&self) -> Option<&str> {
         self.descriptor().and_then(|d| d.summary)
+    }
+
+    /// The texts of the tool's other locales (`#[tool(i18n(...))]`; none for a remote tool).
+    pub fn i18n(&self) -> &'static [LocaleText] {
+        self.descriptor().map_or(&[], |d| d.i18n)
+    }
+
+    /// The title and summary a person reading `locale` sees, when the tool's own `title` and
+    /// `summary` are in `default_locale` (the registry's: [`Registry::texts`](crate::Registry::texts)
+    /// passes it). The rule is the [`locale`](crate::locale) module's: the locale's title, else
+    /// the base title; the locale's summary, the base summary only in the default locale,
+    /// otherwise none. A remote tool has only its definition's title (no summary).
+    ///
+    /// ```
+    /// # use toolwright_core::Registry;
+    /// let registry = Registry::from_tools([toolwright_core::ask_question()]).unwrap();
+    /// let tool = registry.get("ask_question").unwrap();
+    /// assert_eq!(tool.texts("de-AT", "en").summary, None);
+    /// ```
+    pub fn texts(&self, locale: &str, default_locale: &str) -> ToolTexts {
+        crate::locale::resolve(self.base_texts(), locale, default_locale)
+    }
+
+    /// The texts [`Tool::texts`] resolves from.
+    pub(crate) fn base_texts(&self) -> BaseTexts<'_> {
+        BaseTexts {
+            title: self.title(),
+            summary: self.summary(),
+            i18n: self.i18n(),
+        }
     }
 
     /// The name without toolset or connection (what fallback labels humanize).

@@ -1,4 +1,5 @@
-//! The model-facing tool list in MCP form: converted once per registry, served in pages.
+//! The model-facing tool list in MCP form, titles in the server's locale: converted once per
+//! registry, served in pages.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,14 +12,21 @@ use toolwright_runtime::Runtime;
 /// The runtime's model-facing tool list in MCP form, for one registry.
 pub(crate) struct Listing {
     registry: Registry,
+    /// The locale of the titles (`None`: the registry's default).
+    locale: Option<Arc<str>>,
     tools: Vec<Tool>,
     by_name: HashMap<String, usize>,
 }
 
 impl Listing {
-    pub(crate) fn of(registry: Registry) -> Listing {
+    pub(crate) fn of(registry: Registry, locale: Option<Arc<str>>) -> Listing {
+        let default = registry.default_locale().to_owned();
         let tools: Vec<Tool> = registry
-            .list(Audience::Model, Format::Mcp)
+            .list_in(
+                Audience::Model,
+                Format::Mcp,
+                locale.as_deref().unwrap_or(&default),
+            )
             .entries()
             .iter()
             .filter_map(|entry| match serde_json::from_str::<Tool>(entry.json.get()) {
@@ -36,6 +44,7 @@ impl Listing {
             .collect();
         Listing {
             registry,
+            locale,
             tools,
             by_name,
         }
@@ -101,7 +110,7 @@ pub(crate) fn current_listing(
     if current.registry.same(&registry) {
         return current;
     }
-    let fresh = Arc::new(Listing::of(registry));
+    let fresh = Arc::new(Listing::of(registry, current.locale.clone()));
     cache.store(Arc::clone(&fresh));
     fresh
 }

@@ -42,6 +42,8 @@ pub struct McpServer {
     page_size: usize,
     principal: Option<Principal>,
     name: String,
+    /// The locale of tool titles and of the sessions the server opens.
+    locale: Option<Arc<str>>,
     /// Whether some tool is conditional (`enabled = ...`) or prepared (`prepare = ...`), so
     /// lists depend on the session.
     conditional: bool,
@@ -68,7 +70,7 @@ impl McpServer {
     /// converted once per registry: again only when the runtime's tools change (tools of its
     /// remote connections come, go or change).
     pub fn new(runtime: Runtime) -> Self {
-        let listing = Listing::of(runtime.registry());
+        let listing = Listing::of(runtime.registry(), None);
         let conditional = runtime
             .registry()
             .tools()
@@ -89,6 +91,7 @@ impl McpServer {
             page_size: DEFAULT_PAGE_SIZE,
             principal: None,
             name: "toolwright".to_owned(),
+            locale: None,
             binding: Arc::new(Binding::new(false)),
             composed: None,
         }
@@ -97,6 +100,26 @@ impl McpServer {
     /// The current listing: converted again when the runtime's registry changed.
     pub(crate) fn listing(&self) -> Arc<Listing> {
         current_listing(&self.runtime, &self.listing)
+    }
+
+    /// The locale of the people using this server's clients (a BCP 47 tag, `zh-CN`): the
+    /// `title` of each tool in `tools/list` (and its annotations' `title`) is resolved for it,
+    /// and the server's sessions take it ([`SessionSpec::locale`]: `tool_search` results).
+    /// Default: the registry's default locale. Each locale's list is serialized once, by the
+    /// registry. Fails when `locale` is not a BCP 47 language tag.
+    pub fn locale(mut self, locale: &str) -> Result<Self, McpError> {
+        if !toolwright_core::locale::is_locale(locale) {
+            return Err(McpError::Config(format!(
+                "`{locale}` is not a locale; give a BCP 47 language tag such as `en`, `zh` or `pt-BR`"
+            )));
+        }
+        let locale: Arc<str> = Arc::from(locale);
+        self.listing = Arc::new(arc_swap::ArcSwap::from_pointee(Listing::of(
+            self.runtime.registry(),
+            Some(Arc::clone(&locale)),
+        )));
+        self.locale = Some(locale);
+        Ok(self)
     }
 
     /// Who the client acts for when the transport does not say (stdio: the local user).
@@ -208,6 +231,9 @@ impl McpServer {
             .get_or_insert_with(|| format!("mcp_{}", uuid::Uuid::new_v4().simple()))
             .clone();
         let mut spec = SessionSpec::new(&session_id);
+        if let Some(locale) = &self.locale {
+            spec = spec.locale(&**locale);
+        }
         if let Some(principal) = &principal {
             spec = spec.initiator(principal.clone());
         }

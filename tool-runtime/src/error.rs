@@ -39,6 +39,9 @@ pub enum RuntimeError {
     /// The sandbox or its built-in tools cannot be set up as declared.
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// A session's locale that is not a BCP 47 language tag.
+    #[error("`{0}` is not a locale; give a BCP 47 language tag such as `en`, `zh` or `pt-BR`")]
+    InvalidLocale(String),
     /// A call from the user interface cannot be made.
     #[error("`{tool}` cannot be called from the user interface: {problem}")]
     UserCall {

@@ -51,6 +51,11 @@ pub struct SessionRecord {
     /// any other tool is unknown to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// The locale of the person using the session (a BCP 47 tag, `zh-Hans-CN`): the titles and
+    /// summaries of its catalog, UI calls and `tool_search` results are resolved for it. `None`:
+    /// the registry's default locale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locale: Option<String>,
 }
 
 impl SessionRecord {
@@ -66,6 +71,7 @@ impl SessionRecord {
             announced: BTreeMap::new(),
             ended: false,
             tools: None,
+            locale: None,
         }
     }
 

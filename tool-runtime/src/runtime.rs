@@ -8,7 +8,8 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    Audience, Entry, ModelBackend, Principal, Registry, RequestPolicy, Sandbox, Services, ToolKind,
+    Audience, Catalog, Entry, ModelBackend, Principal, Registry, RequestPolicy, Sandbox, Services,
+    ToolKind,
 };
 
 use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome};
@@ -76,6 +77,12 @@ impl Runtime {
         self.engine.registry()
     }
 
+    /// The tools `audience` may use now (remote connections' included), described for people
+    /// reading `locale`: see [`Registry::catalog`]. Shared until the tools change.
+    pub fn catalog(&self, audience: Audience, locale: &str) -> Arc<Catalog> {
+        self.registry().catalog(audience, locale)
+    }
+
     /// The toolsets' instructions for the system prompt of `audience`'s sessions (empty when
     /// no toolset it sees has any): one `## Tools `name__*`` section per toolset, by name.
     /// Rendered once when the runtime is built, so the prompt's prefix stays byte-identical
@@ -97,7 +104,7 @@ impl Runtime {
 
     /// Opens session `spec` (creating it, or returning the stored one with the same id).
     pub async fn open_session(&self, spec: SessionSpec) -> Result<Session, RuntimeError> {
-        let record = spec.into_record();
+        let record = spec.into_record()?;
         let store = self.engine.store();
         if store.session(&record.id).await?.is_none() {
             match store.put_session(&record, None).await {
@@ -365,6 +372,7 @@ pub struct RuntimeBuilder {
     sandbox_approvals: Vec<(&'static str, toolwright_core::ApprovalSpec)>,
     toolsets: Vec<Toolset>,
     model: Option<Arc<dyn ModelBackend>>,
+    default_locale: Option<String>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -391,7 +399,17 @@ impl RuntimeBuilder {
             sandbox_approvals: Vec::new(),
             toolsets: Vec::new(),
             model: None,
+            default_locale: None,
         }
+    }
+
+    /// The locale the tools' own `title` and `summary` are written in (a BCP 47 tag; default
+    /// the registry's, `"en"` unless [`Registry::with_default_locale`] set it): what
+    /// [`Registry::with_default_locale`] does, for the registry the runtime serves, remote
+    /// tools included. [`RuntimeBuilder::build`] fails when it is not a language tag.
+    pub fn default_locale(mut self, locale: impl Into<String>) -> Self {
+        self.default_locale = Some(locale.into());
+        self
     }
 
     /// Registers application state `T`, reached by `State<T>` parameters and `ctx.state::<T>()`.
@@ -561,6 +579,12 @@ impl RuntimeBuilder {
         let Some(store) = self.store.take() else {
             return Err(RuntimeError::NoStore);
         };
+        if let Some(locale) = &self.default_locale {
+            self.registry = self
+                .registry
+                .with_default_locale(locale)
+                .map_err(RuntimeError::Registry)?;
+        }
         self.add_sandbox_tools()?;
         // Descriptions computed from host services are computed now, once; the lists built
         // from this registry are cached as any list is.

@@ -73,8 +73,23 @@ impl SessionSpec {
         self
     }
 
-    pub(crate) fn into_record(self) -> SessionRecord {
-        self.record
+    /// The locale of the person using the session (a BCP 47 tag such as `zh-Hans-CN`; an
+    /// invalid one fails [`Runtime::open_session`](crate::Runtime::open_session)): titles and
+    /// summaries in its catalog, UI calls and `tool_search` results are resolved for it.
+    /// Without it, the registry's default locale.
+    pub fn locale(mut self, locale: impl Into<String>) -> Self {
+        self.record.locale = Some(locale.into());
+        self
+    }
+
+    /// The record to store; fails when the locale is not a language tag.
+    pub(crate) fn into_record(self) -> Result<SessionRecord, RuntimeError> {
+        match &self.record.locale {
+            Some(locale) if !toolwright_core::locale::is_locale(locale) => {
+                Err(RuntimeError::InvalidLocale(locale.clone()))
+            }
+            _ => Ok(self.record),
+        }
     }
 }
 
@@ -212,6 +227,25 @@ impl Session {
             record.state.insert(key.clone(), value.clone());
         })
         .await
+    }
+
+    /// Sets the locale of the person using the session (see [`SessionSpec::locale`]); `None`
+    /// goes back to the registry's default. Fails when `locale` is not a language tag.
+    pub async fn set_locale(&self, locale: Option<&str>) -> Result<(), RuntimeError> {
+        if let Some(locale) = locale.filter(|l| !toolwright_core::locale::is_locale(l)) {
+            return Err(RuntimeError::InvalidLocale(locale.to_owned()));
+        }
+        let locale = locale.map(str::to_owned);
+        self.update(move |record| record.locale.clone_from(&locale))
+            .await
+    }
+
+    /// The locale texts are resolved for in this session: its own, or the registry's default.
+    pub async fn locale(&self) -> Result<String, RuntimeError> {
+        let (record, _) = self.engine.session(&self.id).await?;
+        Ok(record
+            .locale
+            .unwrap_or_else(|| self.engine.registry().default_locale().to_owned()))
     }
 
     /// Ends the session: it takes no new turns, and its workflow tasks (including idle `serve`

@@ -6,12 +6,18 @@
 //! `user_only` tools may be called, no approval is asked for the user's own action (a tool's
 //! response policy still decides whether this user may approve it), and the turn record and the
 //! `turn.started` / `action.requested` events name the user as the caller.
+//!
+//! What a page shows of the tools is in the session's locale ([`crate::SessionSpec::locale`]):
+//! [`Session::catalog`] lists the tools a user may call, [`Session::tool_texts`] and
+//! [`Invoked::texts`] give one tool's title and summary.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use toolwright_core::{Caller, Effect, Entry, Principal, Registry, Tool, ToolKind};
+use toolwright_core::{
+    Audience, Caller, Catalog, Effect, Entry, Principal, Registry, Tool, ToolKind, ToolTexts,
+};
 
 use crate::call::{StepOutcome, ToolCall};
 use crate::engine::cache::Key;
@@ -33,6 +39,8 @@ pub enum Invoked {
         result: CallResult,
         /// The call's turn.
         turn: Turn,
+        /// The tool's title and summary in the session's locale.
+        texts: ToolTexts,
     },
     /// The call waits for input: a workflow body's question, or a person's approval of a
     /// remote tool's changed definition. Answer with [`crate::Runtime::respond`].
@@ -41,6 +49,8 @@ pub enum Invoked {
         turn: Turn,
         /// What it waits for.
         requests: Vec<InputRequest>,
+        /// The tool's title and summary in the session's locale.
+        texts: ToolTexts,
     },
 }
 
@@ -50,6 +60,14 @@ impl Invoked {
         match self {
             Invoked::Done { result, .. } => Some(result),
             Invoked::Waiting { .. } => None,
+        }
+    }
+
+    /// The title and summary of the tool that ran, in the session's locale (what the page shows
+    /// beside the result or the question).
+    pub fn texts(&self) -> &ToolTexts {
+        match self {
+            Invoked::Done { texts, .. } | Invoked::Waiting { texts, .. } => texts,
         }
     }
 }
@@ -145,12 +163,49 @@ impl Session {
             .await
     }
 
+    /// The tools a user may call from this session's pages, described in the session's locale
+    /// (see [`Catalog`]): the runtime's tools now, remote connections' included, limited to the
+    /// session's tools when it has a subset. Shared between sessions of one locale until the
+    /// tools change.
+    pub async fn catalog(&self) -> Result<Arc<Catalog>, RuntimeError> {
+        let (record, _) = self.engine().session(self.id()).await?;
+        let registry = self.engine().registry();
+        let locale = record
+            .locale
+            .as_deref()
+            .unwrap_or(registry.default_locale());
+        let catalog = registry.catalog(Audience::User, locale);
+        Ok(match &record.tools {
+            None => catalog,
+            Some(_) => Arc::new(catalog.filtered(|e| record.allows(&e.name))),
+        })
+    }
+
+    /// The title and summary of `tool` (model-facing name or id) in the session's locale. Fails
+    /// like [`Session::invoke`] for a tool a user cannot call.
+    pub async fn tool_texts(&self, tool: &str) -> Result<ToolTexts, RuntimeError> {
+        let registry = self.engine().registry();
+        let found = user_tool(&registry, tool)?;
+        let (record, _) = self.engine().session(self.id()).await?;
+        Ok(texts_in(&registry, &found, record.locale.as_deref()))
+    }
+
     async fn run_as_user(
         &self,
         user: Principal,
         name: &str,
         input: &Value,
     ) -> Result<Invoked, RuntimeError> {
+        // Before the turn begins: a tool gone from the registry leaves no turn open.
+        let texts = {
+            let registry = self.engine().registry();
+            let (record, _) = self.engine().session(self.id()).await?;
+            let tool = registry.get(name).ok_or_else(|| RuntimeError::UserCall {
+                tool: name.to_owned(),
+                problem: "it is not in the registry".into(),
+            })?;
+            texts_in(&registry, tool, record.locale.as_deref())
+        };
         let turn = self.begin_turn(Some(user), Caller::User).await?;
         let call_id = crate::ids::new_id("ui");
         let outcome = turn
@@ -172,11 +227,25 @@ impl Session {
                         Err(error) => return Err(error),
                     }
                 }
-                Ok(Invoked::Done { result, turn })
+                Ok(Invoked::Done {
+                    result,
+                    turn,
+                    texts,
+                })
             }
-            StepOutcome::Waiting { requests, .. } => Ok(Invoked::Waiting { turn, requests }),
+            StepOutcome::Waiting { requests, .. } => Ok(Invoked::Waiting {
+                turn,
+                requests,
+                texts,
+            }),
         }
     }
+}
+
+/// The texts of `tool` for `locale`, the registry's default locale when `None`.
+fn texts_in(registry: &Registry, tool: &Tool, locale: Option<&str>) -> ToolTexts {
+    let default = registry.default_locale();
+    tool.texts(locale.unwrap_or(default), default)
 }
 
 /// The tool `name` (model-facing name or id) as a user may call it.

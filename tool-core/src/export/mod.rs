@@ -175,9 +175,15 @@ pub fn anthropic(tool: &Tool, audience: Audience) -> Value {
 
 /// The MCP tool object. Provider-native tools have none (MCP clients cannot run them).
 pub fn mcp(tool: &Tool) -> Value {
+    mcp_titled(tool, tool.title())
+}
+
+/// The MCP tool object with `title` as its `title` and its annotations' `title`: what a list
+/// for a locale serves, the title resolved by [`Tool::texts`].
+pub fn mcp_titled(tool: &Tool, title: Option<&str>) -> Value {
     let mut object = Map::new();
     object.insert("name".into(), json!(tool.name()));
-    if let Some(title) = tool.title() {
+    if let Some(title) = title {
         object.insert("title".into(), json!(title));
     }
     // An MCP client runs its own turn loop, where "calling this tool ends your turn" is not
@@ -191,7 +197,7 @@ pub fn mcp(tool: &Tool) -> Value {
         object.insert("outputSchema".into(), portable_formats(output));
     }
     let mut annotations = serde_json::to_value(tool.annotations()).unwrap_or(json!({}));
-    if let (Some(title), Some(map)) = (tool.title(), annotations.as_object_mut()) {
+    if let (Some(title), Some(map)) = (title, annotations.as_object_mut()) {
         map.insert("title".into(), json!(title));
     }
     object.insert("annotations".into(), annotations);

@@ -12,7 +12,8 @@ use super::validate::parse_arguments;
 use crate::call::ToolCall;
 use crate::record::{CallResult, InputRequest};
 
-/// `tool_search`: up to ten deferred tools the caller may use that match the query.
+/// `tool_search`: up to ten deferred tools the caller may use that match the query, each with
+/// its title in the session's locale (when it has one) for the host to show.
 pub(super) fn tool_search(scope: &StepScope, call: &ToolCall) -> CallResult {
     let query = match parse_arguments("tool_search", &call.arguments) {
         Ok(Value::Object(map))
@@ -36,6 +37,8 @@ pub(super) fn tool_search(scope: &StepScope, call: &ToolCall) -> CallResult {
         }
         Err(error) => return CallResult::failed(&call.call_id, "tool_search", error),
     };
+    let default = scope.registry.default_locale();
+    let locale = scope.session.locale.as_deref().unwrap_or(default);
     let found: Vec<Value> = scope
         .registry
         .search(&query, scope.audience)
@@ -48,11 +51,17 @@ pub(super) fn tool_search(scope: &StepScope, call: &ToolCall) -> CallResult {
         })
         .take(10)
         .map(|t| {
-            json!({
+            let mut entry = json!({
                 "name": t.name(),
                 "description": t.description_for(scope.audience),
                 "input_schema": t.input_schema(),
-            })
+            });
+            if let (Some(title), Some(map)) =
+                (t.texts(locale, default).title, entry.as_object_mut())
+            {
+                map.insert("title".into(), Value::String(title));
+            }
+            entry
         })
         .collect();
     let output = json!({ "tools": found });

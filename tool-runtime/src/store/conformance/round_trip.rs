@@ -99,6 +99,7 @@ fn full_session(id: String) -> SessionRecord {
     record.state.insert("awkward".into(), awkward_json());
     record.state.insert("count".into(), json!(3));
     record.ended = true;
+    record.locale = Some("zh-Hans-CN".to_owned());
     record.announced.insert(
         "model".to_owned(),
         vec!["wallet.pay".to_owned(), "todo.add".to_owned()],
