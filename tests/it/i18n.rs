@@ -259,3 +259,36 @@ async fn ui_calls_give_texts_in_the_sessions_locale() {
     );
     assert!(page.set_locale(Some("")).await.is_err());
 }
+
+/// A host serving its own MCP-shaped list from a turn gets the titles in the session's locale.
+#[tokio::test]
+async fn a_turns_mcp_list_gives_titles_in_the_sessions_locale() {
+    let runtime = runtime();
+    let titles = |list: String| -> Vec<Value> {
+        let list: Value = serde_json::from_str(&list).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["title"].clone())
+            .collect()
+    };
+    for (id, locale, want) in [
+        ("mcp-en", Some("en"), json!("Read logs")),
+        ("mcp-zh", None, json!("查看日志")),
+    ] {
+        let mut spec = SessionSpec::new(id);
+        if let Some(locale) = locale {
+            spec = spec.locale(locale);
+        }
+        let session = runtime.open_session(spec).await.unwrap();
+        let turn = session
+            .begin_turn(Some(alice()), Caller::Model)
+            .await
+            .unwrap();
+        let list = turn
+            .tool_list(toolwright::registry::Format::Mcp)
+            .await
+            .unwrap();
+        assert!(titles(list).contains(&want), "{id}");
+    }
+}

@@ -174,7 +174,7 @@ impl Turn {
     }
 
     /// The model-facing tool list for the next model call of this turn, in `format`: the cached
-    /// list of the turn's audience without the conditional tools whose predicate is now false
+    /// list of the turn's audience (an MCP list's titles in the session's locale) without the conditional tools whose predicate is now false
     /// and the tools a `prepare` fn hides, and with the descriptions `prepare` fns give for
     /// this step (only those tools' entries are exported again).
     pub async fn tool_list(&self, format: Format) -> Result<String, RuntimeError> {
@@ -182,9 +182,13 @@ impl Turn {
         let registry = engine.registry();
         let turn = self.record().await?;
         let audience = Audience::of(turn.caller);
-        let list = registry.list(audience, format);
-        // The session is read whatever the tools: it may limit them (a subagent's subset).
+        // The session is read whatever the tools: it may limit them (a subagent's subset), and
+        // its locale picks the titles of an MCP list.
         let (session, _) = engine.session(&turn.session_id).await?;
+        let list = match &session.locale {
+            Some(locale) => registry.list_in(audience, format, locale),
+            None => registry.list(audience, format),
+        };
         if session.tools.is_none() && !StepTools::may_differ(engine, &registry) {
             return Ok(list.json().to_owned());
         }
