@@ -53,3 +53,4 @@ mod store_upgrade;
 mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;
+mod versioned_bodies;

@@ -28,6 +28,7 @@ use crate::workflow::{AskAnswer, AskRequest};
 mod host;
 mod params;
 mod session;
+mod version;
 
 pub use host::{DetachedHost, HostEvent, StepNames};
 pub use params::{DurableParam, PlainParam, Requirement, State, WorkflowParam};
@@ -136,6 +137,12 @@ pub trait CallHost: Send + Sync + 'static {
                 "session state `{key}` cannot be written: this host keeps no session state; run the tool through the runtime"
             ),
         ))))
+    }
+    /// Whether the run takes the code behind version marker `marker` (see
+    /// `DurableContext::patched`). The default (a host without a journal) always does.
+    fn patched<'a>(&'a self, marker: &'a str) -> BoxFuture<'a, Result<bool, ToolError>> {
+        let _ = marker;
+        Box::pin(std::future::ready(Ok(true)))
     }
     /// The model input of the step that made the call. The default has none.
     fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {

@@ -562,6 +562,9 @@ pub enum EntryKind {
     Ask,
     /// A `sleep` and when it ends.
     Sleep,
+    /// A version marker the body reached as new work (`ctx.patched(marker)`): its replays take
+    /// the new path again. The value is `true`.
+    Patch,
 }
 
 /// One recorded result of a durable run, at its position in the run's journal. On replay the

@@ -20,6 +20,8 @@ pub(crate) struct Journal {
     fence: Option<Lease>,
     recorded: Vec<JournalEntry>,
     cursor: AtomicU32,
+    /// What `patched` answered for each marker in this run: the first answer holds.
+    markers: std::sync::Mutex<std::collections::HashMap<String, bool>>,
 }
 
 impl Journal {
@@ -36,6 +38,7 @@ impl Journal {
             fence,
             recorded,
             cursor: AtomicU32::new(0),
+            markers: std::sync::Mutex::default(),
         }
     }
 
@@ -132,6 +135,49 @@ impl Journal {
         recorded
     }
 
+    /// Whether this run takes the path behind version marker `marker`. Where the journal holds
+    /// the marker, a replay: `true`, and the position is taken. Where it holds anything else,
+    /// or `settled(position)` says an answer waits there (a task's answer not journaled yet),
+    /// the run was recorded before the marker existed: `false`, and no position is taken, so
+    /// the old path replays from there. Past the journal's end, new work: the marker is
+    /// recorded, `true`. A run asking again about the same marker gets its first answer.
+    pub(crate) async fn patched(
+        &self,
+        marker: &str,
+        settled: impl Fn(u32) -> bool,
+    ) -> Result<bool, ToolError> {
+        if let Some(known) = self.marker(marker) {
+            return Ok(known);
+        }
+        let position = self.cursor.load(Ordering::SeqCst);
+        let taken = match self.recorded_at(position) {
+            Some(entry) if entry.kind == EntryKind::Patch && entry.name == marker => true,
+            Some(_) => false,
+            None if settled(position) => false,
+            None => {
+                self.record(JournalEntry {
+                    position,
+                    kind: EntryKind::Patch,
+                    name: marker.to_owned(),
+                    value: Value::Bool(true),
+                })
+                .await?;
+                true
+            }
+        };
+        if taken {
+            self.cursor.store(position + 1, Ordering::SeqCst);
+        }
+        if let Ok(mut markers) = self.markers.lock() {
+            markers.insert(marker.to_owned(), taken);
+        }
+        Ok(taken)
+    }
+
+    fn marker(&self, marker: &str) -> Option<bool> {
+        self.markers.lock().ok()?.get(marker).copied()
+    }
+
     /// The value another run recorded at `position` first.
     async fn recorded_elsewhere(
         &self,
@@ -164,8 +210,11 @@ impl Journal {
             return Err(ToolError::with_code(
                 ErrorCode::Journal,
                 format!(
-                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached {reached} `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps)",
-                    self.run_id, entry.position, entry.name
+                    "the replay of `{}` diverged from its journal: at position {} the journal holds {kind} `{}`, but this run reached {reached} `{name}`; a durable body must reach the same steps in the same order on every run (derive names and order from its input and earlier step values, never from clocks, randomness or concurrent steps). If the body's code changed while this run was parked, keep the old path for runs recorded before the change behind a version marker: `if ctx.patched(\"{marker}\").await? {{ <new code> }} else {{ <old code> }}`",
+                    self.run_id,
+                    entry.position,
+                    entry.name,
+                    marker = suggested_marker(name),
                 ),
             ));
         }
@@ -187,7 +236,24 @@ fn kind_word(kind: EntryKind) -> &'static str {
         EntryKind::Step => "step",
         EntryKind::Ask => "question",
         EntryKind::Sleep => "sleep",
+        EntryKind::Patch => "version marker",
     }
+}
+
+/// A marker name for the change that made a run reach `name`: `change-<name>`, with what a
+/// name may hold kept to letters, digits, `-` and `_`.
+fn suggested_marker(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("change-{}", cleaned.trim_matches('-'))
 }
 
 /// The answer recorded at `position`, as the body gets it.

@@ -167,6 +167,21 @@ impl CallHost for RuntimeHost {
         self.messages_op()
     }
 
+    fn patched<'a>(&'a self, marker: &'a str) -> BoxFuture<'a, Result<bool, ToolError>> {
+        Box::pin(async move {
+            let Some(journal) = &self.journal else {
+                // A plain body has no journal to be recorded in: it runs the newest code.
+                return Ok(true);
+            };
+            let settled = |position| {
+                self.task
+                    .as_ref()
+                    .is_some_and(|task| task.answers.contains_key(&position))
+            };
+            journal.patched(marker, settled).await
+        })
+    }
+
     fn step<'a>(
         &'a self,
         name: &'a str,
