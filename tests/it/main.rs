@@ -27,6 +27,7 @@ mod agent_limits;
 #[cfg(feature = "agent")]
 mod agent_steering;
 mod answer_cost;
+mod ask_deadlines;
 mod dynamic_description;
 mod exports;
 mod guardrails;

@@ -111,6 +111,11 @@ pub struct AskRequest {
     /// [`AskAnswer::Filled`], checked against this schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub form: Option<Value>,
+    /// How long the question stays open, in milliseconds from when the body first asks it:
+    /// past that the runtime withdraws it and the body gets [`AskAnswer::Timeout`] (see
+    /// [`AskRequest::timeout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl AskRequest {
@@ -122,7 +127,18 @@ impl AskRequest {
             options: Vec::new(),
             allow_freeform: false,
             form: None,
+            timeout_ms: None,
         }
+    }
+
+    /// `self` withdrawn when nobody answered within `timeout` of the body first asking it:
+    /// the body then gets [`AskAnswer::Timeout`]. The deadline is fixed when the question is
+    /// first asked and kept in the store, so it holds across replays and restarts; the
+    /// runtime's timer worker (`Runtime::wake_due`) withdraws it once due. An answer given
+    /// before wins.
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self
     }
 
     /// `self` as a form: the person fills in the fields of `schema` (see [`AskRequest::form`]
@@ -186,6 +202,9 @@ pub enum AskAnswer {
     Cancelled,
     /// No person can be asked (a schedule). Do not retry: continue on the default path.
     Unavailable,
+    /// Nobody answered before the question's deadline ([`AskRequest::timeout`]): it was
+    /// withdrawn. Continue on the default path, or ask again.
+    Timeout,
 }
 
 impl AskAnswer {

@@ -178,21 +178,39 @@ impl TurnRecord {
     }
 
     /// When the earliest durable timer of a waiting turn's parked step is due (Unix
-    /// milliseconds); `None` when the turn is not waiting or no call sleeps. Stores index it
-    /// ([`crate::Store::due_turns`]).
+    /// milliseconds): a call's sleep, or a pending question's deadline; `None` when the turn is
+    /// not waiting or has neither. Stores index it ([`crate::Store::due_turns`]).
     pub fn wake_at(&self) -> Option<u64> {
         if self.status != TurnStatus::Waiting {
             return None;
         }
+        let step = self.pending.as_ref()?;
+        let sleeps = step.calls.iter().filter_map(|c| match c.state {
+            CallState::Sleeping { until_ms } => Some(until_ms),
+            _ => None,
+        });
+        sleeps.chain(deadlines(&step.requests)).min()
+    }
+
+    /// The pending questions of the parked step whose deadline is `now_ms` or earlier.
+    pub fn expired_questions(&self, now_ms: u64) -> Vec<&InputRequest> {
+        if self.status != TurnStatus::Waiting {
+            return Vec::new();
+        }
         self.pending
             .iter()
-            .flat_map(|p| &p.calls)
-            .filter_map(|c| match c.state {
-                CallState::Sleeping { until_ms } => Some(until_ms),
-                _ => None,
-            })
-            .min()
+            .flat_map(|p| &p.requests)
+            .filter(|r| r.is_pending() && r.deadline_ms.is_some_and(|d| d <= now_ms))
+            .collect()
     }
+}
+
+/// The deadlines of the pending questions among `requests`.
+fn deadlines(requests: &[InputRequest]) -> impl Iterator<Item = u64> + '_ {
+    requests
+        .iter()
+        .filter(|r| r.is_pending())
+        .filter_map(|r| r.deadline_ms)
 }
 
 /// What answering one request changes in a parked step: the request as settled and the calls it
@@ -437,6 +455,11 @@ pub struct InputRequest {
     /// definition (for every session) and the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition_change: Option<Box<DefinitionChange>>,
+    /// For a question with a deadline ([`AskRequest::timeout`](toolwright_core::AskRequest::timeout)):
+    /// when it is withdrawn unanswered (Unix milliseconds), and the body gets
+    /// [`AskAnswer::Timeout`](toolwright_core::AskAnswer::Timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
     /// Where the request is.
     pub status: RequestStatus,
 }
@@ -687,13 +710,25 @@ impl TaskRecord {
             .collect()
     }
 
-    /// When a sleeping task's timer is due (Unix milliseconds); stores index it
-    /// ([`crate::Store::due_tasks`]).
+    /// When a sleeping task's timer is due, or the deadline of a waiting task's earliest
+    /// pending question (Unix milliseconds); stores index it ([`crate::Store::due_tasks`]).
     pub fn wake_at(&self) -> Option<u64> {
         match self.status {
             TaskStatus::Sleeping { until_ms } => Some(until_ms),
+            TaskStatus::Waiting => deadlines(&self.requests).min(),
             _ => None,
         }
+    }
+
+    /// The pending questions of a waiting task whose deadline is `now_ms` or earlier.
+    pub fn expired_questions(&self, now_ms: u64) -> Vec<&InputRequest> {
+        if self.status != TaskStatus::Waiting {
+            return Vec::new();
+        }
+        self.requests
+            .iter()
+            .filter(|r| r.is_pending() && r.deadline_ms.is_some_and(|d| d <= now_ms))
+            .collect()
     }
 
     /// Whether a lease covers the task's work: its body runs (`running`, `cancelling`).

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::call::StepOutcome;
+use crate::call::{RespondOutcome, StepOutcome};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::input::resume::{Resumption, resume, write};
@@ -189,11 +189,40 @@ pub(crate) async fn wake_due(
     crate::task::recover::wake_tasks(engine, now).await?;
     let mut woken = Vec::new();
     for turn_id in engine.store().due_turns(now).await? {
+        for outcome in expire_questions(engine, &turn_id, now).await? {
+            woken.push((turn_id.clone(), outcome));
+        }
         if let Some(outcome) = wake_turn(engine, &turn_id, now).await? {
             woken.push((turn_id, outcome));
         }
     }
     Ok(woken)
+}
+
+/// Withdraws the questions of turn `turn_id` whose deadline is `now` or earlier: each body
+/// gets `AskAnswer::Timeout` (an answer recorded first wins). The steps that resumed.
+async fn expire_questions(
+    engine: &Arc<Engine>,
+    turn_id: &str,
+    now: u64,
+) -> Result<Vec<StepOutcome>, RuntimeError> {
+    let Some((turn, _)) = engine.store().turn(turn_id).await? else {
+        return Ok(Vec::new());
+    };
+    let expired: Vec<String> = turn
+        .expired_questions(now)
+        .into_iter()
+        .map(|r| r.request_id.clone())
+        .collect();
+    let mut resumed = Vec::new();
+    for request_id in expired {
+        if let RespondOutcome::Resumed(outcome) =
+            crate::input::settle::expire(engine, &request_id).await?
+        {
+            resumed.push(outcome);
+        }
+    }
+    Ok(resumed)
 }
 
 /// Wakes the sleeping calls of turn `turn_id` that are due at `now`, and resumes its step when

@@ -93,6 +93,7 @@ fn parked(id: &str) -> TurnRecord {
         approval_key: None,
         journal_position: None,
         task_id: None,
+        deadline_ms: None,
         definition_change: None,
         status: RequestStatus::Pending,
     };

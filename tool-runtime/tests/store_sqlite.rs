@@ -54,6 +54,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
                     approval_key: None,
                     journal_position: None,
                     task_id: None,
+                    deadline_ms: None,
                     definition_change: None,
                     status: RequestStatus::Pending,
                 })

@@ -264,7 +264,16 @@ impl CallHost for RuntimeHost {
                 return answer_at(position, recorded);
             }
             if let Ok(mut suspended) = self.suspended.lock() {
-                *suspended = Some(Suspension::Ask { position, request });
+                // The deadline counts from now: a question already open keeps its own (the
+                // request recorded it when it was first asked).
+                let deadline_ms = request
+                    .timeout_ms
+                    .map(|timeout| self.clock.now_ms().saturating_add(timeout));
+                *suspended = Some(Suspension::Ask {
+                    position,
+                    request,
+                    deadline_ms,
+                });
             }
             self.parked.notify_one();
             // The runtime drops the body now; nothing waits in memory for the answer.

@@ -20,7 +20,7 @@ use crate::record::{
 };
 use crate::store::StoreError;
 use crate::transition::answer::{
-    answer_text, decision_of, question_answer, response_verdict, workflow_answer,
+    Settler, answer_text, decision_of, question_answer, response_verdict, workflow_answer,
 };
 use crate::transition::turn::Settlement;
 
@@ -32,9 +32,21 @@ pub(crate) async fn respond(
     options: StepOptions,
 ) -> Result<RespondOutcome, RuntimeError> {
     let engine = Arc::clone(engine);
-    tokio::spawn(async move { settle(&engine, response, options).await })
+    tokio::spawn(async move { settle(&engine, response, options, Settler::Person).await })
         .await
         .map_err(|error| RuntimeError::Task(error.to_string()))?
+}
+
+/// Withdraws question `request_id`, whose deadline passed: its body gets
+/// [`AskAnswer::Timeout`] (unless an answer was recorded first, which wins), and the step or
+/// task resumes when nothing else holds it.
+pub(crate) async fn expire(
+    engine: &Arc<Engine>,
+    request_id: &str,
+) -> Result<RespondOutcome, RuntimeError> {
+    let response = InputResponse::cancel(request_id, None)
+        .note("nobody answered before the question's deadline");
+    settle(engine, response, StepOptions::new(), Settler::Deadline).await
 }
 
 /// Answers an input request of a turn, or of a workflow task's body.
@@ -42,12 +54,15 @@ async fn settle(
     engine: &Arc<Engine>,
     response: InputResponse,
     options: StepOptions,
+    settler: Settler,
 ) -> Result<RespondOutcome, RuntimeError> {
     let store = engine.store();
     let Some(turn_id) = store.turn_of_request(&response.request_id).await? else {
         // A question asked by a workflow task's body parks the task, not a turn.
         return match store.task_of_request(&response.request_id).await? {
-            Some(task_id) => crate::task::answer::settle_task(engine, &task_id, response).await,
+            Some(task_id) => {
+                crate::task::answer::settle_task(engine, &task_id, response, settler).await
+            }
             None => Err(RuntimeError::UnknownRequest(response.request_id.clone())),
         };
     };
@@ -70,8 +85,9 @@ async fn settle(
         let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
         let registry = engine.registry();
         let tool = request.tool.as_deref().and_then(|name| registry.get(name));
-        if let ResponseVerdict::Rejected(reason) =
-            response_verdict(tool, &info, &request, &response)
+        if settler == Settler::Person
+            && let ResponseVerdict::Rejected(reason) =
+                response_verdict(tool, &info, &request, &response)
         {
             engine.emit(Event::ApprovalCandidate {
                 session_id: session.id.clone(),
@@ -86,7 +102,7 @@ async fn settle(
             return Ok(RespondOutcome::Rejected { reason });
         }
         let decision = decision_of(response.decision);
-        let answer = match answer(engine, &turn, &request, &response).await? {
+        let answer = match answer(engine, &turn, &request, &response, settler).await? {
             Answer::Given(answer) => answer,
             Answer::Rejected(reason) => {
                 engine.parked().keep(turn, version);
@@ -210,11 +226,13 @@ async fn answer(
     turn: &TurnRecord,
     request: &InputRequest,
     response: &InputResponse,
+    settler: Settler,
 ) -> Result<Answer, RuntimeError> {
     if let Some(position) = request.journal_position {
-        let answer = match workflow_answer(request, response) {
-            Ok(answer) => answer,
-            Err(reason) => return Ok(Answer::Rejected(reason)),
+        let answer = match (settler, workflow_answer(request, response)) {
+            (Settler::Deadline, _) => AskAnswer::Timeout,
+            (Settler::Person, Ok(answer)) => answer,
+            (Settler::Person, Err(reason)) => return Ok(Answer::Rejected(reason)),
         };
         let call_id = request.call_id.as_deref().unwrap_or_default();
         let run = crate::ids::durable_run_id(&turn.id, call_id);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolwright_core::ResponseVerdict;
+use toolwright_core::{AskAnswer, ResponseVerdict};
 
 use super::runner::spawn;
 use crate::call::{InputResponse, RespondOutcome};
@@ -14,7 +14,7 @@ use crate::event::Event;
 use crate::exec::context::session_info;
 use crate::record::{EntryKind, JournalEntry, Outcome, TaskStatus};
 use crate::store::{Claim, StoreError};
-use crate::transition::answer::{decision_of, response_verdict, workflow_answer};
+use crate::transition::answer::{Settler, decision_of, response_verdict, workflow_answer};
 
 /// Answers a question asked by a task's body: the answer is journaled (the first valid one
 /// wins) and the task, if nothing else is pending, runs again.
@@ -22,6 +22,7 @@ pub(crate) async fn settle_task(
     engine: &Arc<Engine>,
     id: &str,
     response: InputResponse,
+    settler: Settler,
 ) -> Result<RespondOutcome, RuntimeError> {
     loop {
         let Some((mut task, version)) = engine.store().task(id).await? else {
@@ -48,12 +49,13 @@ pub(crate) async fn settle_task(
             &request,
             &response,
         );
-        if let ResponseVerdict::Rejected(reason) = verdict {
+        if let (Settler::Person, ResponseVerdict::Rejected(reason)) = (settler, verdict) {
             return Ok(RespondOutcome::Rejected { reason });
         }
-        let answer = match workflow_answer(&request, &response) {
-            Ok(answer) => answer,
-            Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
+        let answer = match (settler, workflow_answer(&request, &response)) {
+            (Settler::Deadline, _) => AskAnswer::Timeout,
+            (Settler::Person, Ok(answer)) => answer,
+            (Settler::Person, Err(reason)) => return Ok(RespondOutcome::Rejected { reason }),
         };
         let position = request.journal_position.unwrap_or_default();
         // The answer is claimed on the task record first (the first valid answer wins

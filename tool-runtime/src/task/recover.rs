@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use super::runner::spawn;
+use crate::call::InputResponse;
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::store::StoreError;
+use crate::transition::answer::Settler;
 
 /// Runs tasks a stopped process left `running` or `cancelling` again from their journals:
 /// `ids` (every open task when `None`), claimed with `take_over` (whether a live lease
@@ -66,6 +68,10 @@ pub(crate) async fn wake_tasks(
 ) -> Result<Vec<String>, RuntimeError> {
     let mut woken = Vec::new();
     for id in engine.store().due_tasks(now).await? {
+        if expire_questions(engine, &id, now).await? {
+            woken.push(id.clone());
+            continue;
+        }
         loop {
             let Some((mut task, version)) = engine.store().task(&id).await? else {
                 break;
@@ -89,4 +95,23 @@ pub(crate) async fn wake_tasks(
         }
     }
     Ok(woken)
+}
+
+/// Withdraws the questions of task `id` whose deadline is `now` or earlier: the body gets
+/// `AskAnswer::Timeout` for each (an answer recorded first wins). Whether any was withdrawn.
+async fn expire_questions(engine: &Arc<Engine>, id: &str, now: u64) -> Result<bool, RuntimeError> {
+    let Some((task, _)) = engine.store().task(id).await? else {
+        return Ok(false);
+    };
+    let expired: Vec<String> = task
+        .expired_questions(now)
+        .into_iter()
+        .map(|r| r.request_id.clone())
+        .collect();
+    for request_id in &expired {
+        let response = InputResponse::cancel(request_id, None)
+            .note("nobody answered before the question's deadline");
+        super::answer::settle_task(engine, id, response, Settler::Deadline).await?;
+    }
+    Ok(!expired.is_empty())
 }

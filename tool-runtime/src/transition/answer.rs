@@ -58,6 +58,16 @@ pub(crate) fn response_verdict(
     }
 }
 
+/// Who settles a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settler {
+    /// A person's response, held to the tool's response policy.
+    Person,
+    /// The question's deadline passed ([`toolwright_core::AskRequest::timeout`]): the runtime
+    /// withdraws it, and the body's answer is [`AskAnswer::Timeout`].
+    Deadline,
+}
+
 /// The answer to a workflow body's question: an option by id (or label), or free text when the
 /// question allows it (or has no options).
 pub(crate) fn workflow_answer(
@@ -239,7 +249,7 @@ mod tests {
             .option(AskOption::new("yes", "Yes"))
             .option(AskOption::new("no", "No"));
         ask.allow_freeform = freeform;
-        InputRequest::workflow_ask(&turn, "c1", "deploy", 0, &ask)
+        InputRequest::workflow_ask(&turn, "c1", "deploy", 0, &ask, None)
     }
 
     #[test]
@@ -250,7 +260,7 @@ mod tests {
             "properties": { "age": { "type": "integer", "minimum": 0 } },
             "required": ["age"],
         }));
-        let request = InputRequest::workflow_ask(&turn, "c1", "who", 0, &ask);
+        let request = InputRequest::workflow_ask(&turn, "c1", "who", 0, &ask, None);
         let fill = |fields| InputResponse::fill(&request.request_id, alice(), fields);
         assert_eq!(
             workflow_answer(&request, &fill(serde_json::json!({ "age": 30 }))),

@@ -98,8 +98,13 @@ use crate::record::{CallState, InputRequest};
 /// Why a workflow body stopped until later.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Suspension {
-    /// `ctx.ask` at this journal position, with no answer recorded yet.
-    Ask { position: u32, request: AskRequest },
+    /// `ctx.ask` at this journal position, with no answer recorded yet; withdrawn at
+    /// `deadline_ms` when the question has a timeout.
+    Ask {
+        position: u32,
+        request: AskRequest,
+        deadline_ms: Option<u64>,
+    },
     /// `ctx.sleep` until this time (Unix milliseconds).
     Sleep { until_ms: u64 },
     /// A `serve` body waits for its call at this index, which has not arrived.

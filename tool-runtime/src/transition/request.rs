@@ -44,6 +44,7 @@ impl InputRequest {
             approval_key: ask.approval_key,
             journal_position: None,
             task_id: None,
+            deadline_ms: None,
             definition_change: ask.definition_change,
             status: RequestStatus::Pending,
         }
@@ -66,6 +67,7 @@ impl InputRequest {
             approval_key: None,
             journal_position: None,
             task_id: None,
+            deadline_ms: None,
             definition_change: None,
             status: RequestStatus::Pending,
         }
@@ -92,6 +94,7 @@ impl InputRequest {
             approval_key: None,
             journal_position: None,
             task_id: None,
+            deadline_ms: None,
             definition_change: None,
             status: RequestStatus::Pending,
         }
@@ -104,6 +107,7 @@ impl InputRequest {
         tool: &str,
         position: u32,
         ask: &AskRequest,
+        deadline_ms: Option<u64>,
     ) -> InputRequest {
         InputRequest {
             request_id: new_id("req"),
@@ -119,13 +123,19 @@ impl InputRequest {
             approval_key: None,
             journal_position: Some(position),
             task_id: None,
+            deadline_ms,
             definition_change: None,
             status: RequestStatus::Pending,
         }
     }
 
     /// The question the body of workflow task `task` asked at journal `position`.
-    pub(crate) fn task_ask(task: &TaskRecord, position: u32, ask: &AskRequest) -> InputRequest {
+    pub(crate) fn task_ask(
+        task: &TaskRecord,
+        position: u32,
+        ask: &AskRequest,
+        deadline_ms: Option<u64>,
+    ) -> InputRequest {
         InputRequest {
             request_id: new_id("req"),
             kind: RequestKind::Question,
@@ -140,6 +150,7 @@ impl InputRequest {
             approval_key: None,
             journal_position: Some(position),
             task_id: Some(task.id.clone()),
+            deadline_ms,
             definition_change: None,
             status: RequestStatus::Pending,
         }

@@ -161,7 +161,11 @@ impl TaskRecord {
             return parked;
         }
         match suspension {
-            Suspension::Ask { position, request } => {
+            Suspension::Ask {
+                position,
+                request,
+                deadline_ms,
+            } => {
                 let existing = self
                     .requests
                     .iter()
@@ -171,7 +175,7 @@ impl TaskRecord {
                     // Answered (and journaled) while the body ran: replay to it.
                     Some(_) => parked.again = true,
                     None => {
-                        let asked = InputRequest::task_ask(self, *position, request);
+                        let asked = InputRequest::task_ask(self, *position, request, *deadline_ms);
                         self.requests.push(asked.clone());
                         self.status = TaskStatus::Waiting;
                         parked.asked = Some(asked);
@@ -343,6 +347,7 @@ mod tests {
         Suspension::Ask {
             position,
             request: AskRequest::new("Go?"),
+            deadline_ms: None,
         }
     }
 

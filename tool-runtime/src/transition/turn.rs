@@ -565,8 +565,19 @@ impl Parked {
         suspension: Suspension,
     ) -> Parked {
         let (state, request) = match suspension {
-            Suspension::Ask { position, request } => {
-                let request = InputRequest::workflow_ask(turn, call_id, tool, position, &request);
+            Suspension::Ask {
+                position,
+                request,
+                deadline_ms,
+            } => {
+                let request = InputRequest::workflow_ask(
+                    turn,
+                    call_id,
+                    tool,
+                    position,
+                    &request,
+                    deadline_ms,
+                );
                 let state = CallState::Waiting {
                     request_id: request.request_id.clone(),
                 };

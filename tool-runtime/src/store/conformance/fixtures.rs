@@ -51,6 +51,7 @@ pub(super) fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str
                     approval_key: None,
                     journal_position: None,
                     task_id: None,
+                    deadline_ms: None,
                     definition_change: None,
                     status: RequestStatus::Pending,
                 })

@@ -251,6 +251,7 @@ fn every_request_status(
         approval_key: Some("input:sha256:abc".to_owned()),
         journal_position: None,
         task_id: None,
+        deadline_ms: None,
         definition_change: None,
         status,
     };
@@ -268,6 +269,7 @@ fn every_request_status(
         approval_key: None,
         journal_position: None,
         task_id: None,
+        deadline_ms: None,
         definition_change: None,
         status,
     };

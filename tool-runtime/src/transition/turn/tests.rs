@@ -146,6 +146,7 @@ fn parking_records_results_and_parked_calls() {
         Suspension::Ask {
             position: 3,
             request: AskRequest::new("Go?"),
+            deadline_ms: None,
         },
     );
     let sleep = Parked::new(&turn, "c3", "wait", Suspension::Sleep { until_ms: 50 });
@@ -309,7 +310,7 @@ fn an_answered_question_finishes_its_call_and_a_workflow_answer_readies_it() {
     let mut turn = turn();
     let question = InputRequest::question(&info(&turn), "q", &json!({ "question": "Which?" }));
     assert_eq!(question.prompt, "Which?");
-    let ask = InputRequest::workflow_ask(&turn, "w", "deploy", 0, &AskRequest::new("Go?"));
+    let ask = InputRequest::workflow_ask(&turn, "w", "deploy", 0, &AskRequest::new("Go?"), None);
     let (q, w) = (question.request_id.clone(), ask.request_id.clone());
     turn.begin_step(
         vec![
@@ -517,7 +518,7 @@ fn a_step_may_end_the_turn_only_when_every_call_succeeded_and_may_end_it() {
 fn cancelling_a_parked_turn_revokes_its_requests_and_fails_its_calls() {
     let mut turn = turn();
     let request = approval(&turn, "c1", None);
-    let ask = InputRequest::workflow_ask(&turn, "c3", "deploy", 2, &AskRequest::new("Go?"));
+    let ask = InputRequest::workflow_ask(&turn, "c3", "deploy", 2, &AskRequest::new("Go?"), None);
     let (id, asked) = (request.request_id.clone(), ask.request_id.clone());
     turn.begin_step(
         vec![
