@@ -8,8 +8,9 @@ use toolwright_core::{
 use super::fixtures::{awkward_json, principal, turn};
 use super::part::Part;
 use crate::record::{
-    Approver, CallResult, CallState, Decision, InputRequest, Outcome, PendingCall, PendingStep,
-    Permission, RequestKind, RequestStatus, SessionRecord, StepInput, TurnRecord, TurnStatus,
+    Approver, CallResult, CallState, Decision, EntryKind, InputRequest, JournalEntry, Outcome,
+    PendingCall, PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, StepInput,
+    TurnRecord, TurnStatus,
 };
 use crate::store::Store;
 
@@ -81,6 +82,39 @@ pub async fn round_trip(store: &dyn Store) {
             "{part}: every request of the full turn is indexed"
         );
     }
+
+    // A journal with an entry of every kind, version markers included.
+    let run = part.id("run");
+    let entries: Vec<JournalEntry> = [
+        (EntryKind::Step, "copy", awkward_json()),
+        (EntryKind::Patch, "add-audit", json!(true)),
+        (EntryKind::Ask, "ask#2", json!({ "status": "timeout" })),
+        (
+            EntryKind::Sleep,
+            "sleep#3",
+            json!({ "until_ms": 1_700_000_000_000_u64 }),
+        ),
+    ]
+    .into_iter()
+    .zip(0..)
+    .map(|((kind, name, value), position)| JournalEntry {
+        position,
+        kind,
+        name: name.to_owned(),
+        value,
+    })
+    .collect();
+    for entry in &entries {
+        part.ok(
+            "appending a journal entry",
+            store.append_journal(&run, entry).await,
+        );
+    }
+    assert_eq!(
+        part.ok("reading a journal", store.journal(&run).await),
+        entries,
+        "{part}: journal entries of every kind read back exactly as written"
+    );
 }
 
 fn full_session(id: String) -> SessionRecord {
@@ -251,7 +285,7 @@ fn every_request_status(
         approval_key: Some("input:sha256:abc".to_owned()),
         journal_position: None,
         task_id: None,
-        deadline_ms: None,
+        deadline_ms: Some(4_102_444_800_000),
         definition_change: None,
         status,
     };
