@@ -49,6 +49,7 @@ mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
+mod serve_revisions;
 mod session_state;
 mod store_upgrade;
 mod store_upgrade_v7;

@@ -95,6 +95,22 @@ impl<A, T> ServeCall<A, T> {
         &self.call_id
     }
 
+    /// Whether this call was cancelled: on its own (the turn that made it was cancelled, or
+    /// the host cancelled it with `Runtime::cancel_task_call`), or with the whole task. Its
+    /// turn has a `CANCELLED` result already and a reply is dropped: stop working on it. A
+    /// call cancelled on its own leaves the task serving: take the next one.
+    pub fn is_cancelled(&self) -> bool {
+        let host = self.cx.host();
+        host.serve_call_is_cancelled(&self.key) || host.is_cancelled()
+    }
+
+    /// Completes when this call is cancelled (see [`ServeCall::is_cancelled`]): race the
+    /// work on one revision against it.
+    pub async fn cancelled(&self) {
+        let host = self.cx.host();
+        futures_util::future::select(host.serve_call_cancelled(&self.key), host.cancelled()).await;
+    }
+
     /// Hands back the result of this call; the task then idles until the next call.
     pub fn reply(mut self, output: T) {
         self.replied = true;

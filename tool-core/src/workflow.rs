@@ -181,6 +181,7 @@ impl AskRequest {
 /// The answer to an [`AskRequest`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum AskAnswer {
     /// The person chose an option and/or typed text.
     Answered {

@@ -578,6 +578,7 @@ impl CallResult {
 /// What a journal entry records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum EntryKind {
     /// A `step(name, ...)` and the JSON value it produced.
     Step,
@@ -764,6 +765,11 @@ pub struct TaskCall {
     /// `task_wait`/`task_cancel`).
     #[serde(default)]
     pub delivered: bool,
+    /// Whether the call was cancelled on its own (its turn was, or
+    /// [`Runtime::cancel_task_call`](crate::Runtime::cancel_task_call)): its result says so,
+    /// and the body sees the call cancelled, on every replay too. The task keeps serving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 /// A task's result for one call, delivered to the turn that made the call.

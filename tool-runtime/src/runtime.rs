@@ -248,6 +248,16 @@ impl Runtime {
         crate::task::results::tasks(&self.engine, session_id).await
     }
 
+    /// Cancels, on their own, the calls with id `call_id` that `serve` task `id` has not
+    /// answered yet: each gets a `CANCELLED` result at once (delivered to its turn like any
+    /// result), the body sees the call cancelled (`ServeCall::is_cancelled`, at once when it
+    /// runs in this process, else when it next replays) and its reply is dropped, and the task
+    /// keeps serving the next calls. Cancelling the turn that made a call does the same for
+    /// that turn's calls. Returns how many calls were cancelled (0 when none waited).
+    pub async fn cancel_task_call(&self, id: &str, call_id: &str) -> Result<usize, RuntimeError> {
+        crate::task::results::cancel_task_calls(&self.engine, id, Some(call_id), None).await
+    }
+
     /// Cancels task `id`: its body's token fires and the body gets up to
     /// [`crate::Options::task_cleanup`] to run its cleanup (a parked body is run again for it,
     /// with every wait returning at once: `ask` answers `cancelled`, `sleep` fails, a `serve`

@@ -24,6 +24,43 @@ struct Running {
     steer: CancellationToken,
     /// The claim it runs under, once the claiming write returned it, with when it was taken.
     lease: Option<(Lease, Instant)>,
+    /// A `serve` task's: the cancellation of each call its body received.
+    calls: Arc<CallTokens>,
+}
+
+/// The cancellation of each call a `serve` task's body received, by the call's index: a call
+/// cancelled on its own leaves the task serving.
+#[derive(Debug, Default)]
+pub(crate) struct CallTokens(Mutex<HashMap<usize, CancellationToken>>);
+
+impl CallTokens {
+    /// The token of call `index`: a child of `parent` (cancelling the task cancels its calls),
+    /// made on first use, fired at once when `cancelled`.
+    pub(crate) fn token(
+        &self,
+        index: usize,
+        parent: &CancellationToken,
+        cancelled: bool,
+    ) -> CancellationToken {
+        let Ok(mut tokens) = self.0.lock() else {
+            return parent.child_token();
+        };
+        let token = tokens
+            .entry(index)
+            .or_insert_with(|| parent.child_token())
+            .clone();
+        if cancelled {
+            token.cancel();
+        }
+        token
+    }
+
+    /// Fires call `index`'s token; a call the body has not received yet gets a fired one.
+    pub(crate) fn cancel(&self, index: usize) {
+        if let Ok(mut tokens) = self.0.lock() {
+            tokens.entry(index).or_default().cancel();
+        }
+    }
 }
 
 /// The running work of this instance. Cheap to share: the heartbeat and the guards of running
@@ -105,6 +142,7 @@ impl WorkTracker {
                     token: token.clone(),
                     steer: steer.clone(),
                     lease: None,
+                    calls: Arc::default(),
                 },
             );
         }
@@ -124,6 +162,7 @@ impl WorkTracker {
         task_id: &str,
         token: &CancellationToken,
         lease: Option<Lease>,
+        calls: &Arc<CallTokens>,
     ) -> TrackedTask {
         let registration = self.registrations.fetch_add(1, Ordering::Relaxed);
         let leased = lease.is_some();
@@ -135,6 +174,7 @@ impl WorkTracker {
                     token: token.clone(),
                     steer: token.clone(),
                     lease: lease.map(|lease| (lease, Instant::now())),
+                    calls: Arc::clone(calls),
                 },
             );
         }
@@ -190,6 +230,14 @@ impl WorkTracker {
             .lock()
             .ok()
             .and_then(|tasks| tasks.get(task_id).map(|r| r.token.clone()))
+    }
+
+    /// The call tokens of task `task_id`'s body running in this process, if it does.
+    pub(crate) fn task_calls(&self, task_id: &str) -> Option<Arc<CallTokens>> {
+        self.tasks
+            .lock()
+            .ok()
+            .and_then(|tasks| tasks.get(task_id).map(|r| Arc::clone(&r.calls)))
     }
 
     /// Notified whenever this process records something about a task.
@@ -348,6 +396,7 @@ impl TrackedTurn {
                     token: self.token.clone(),
                     steer: self.steer.clone(),
                     lease: Some((lease, Instant::now())),
+                    calls: Arc::default(),
                 },
             );
         }

@@ -72,6 +72,19 @@ pub(crate) struct TaskLink {
     /// Set when the runner drops the body (it parked, or its cleanup window ended): calls the
     /// body held are not failed by being dropped.
     pub(crate) discarding: std::sync::atomic::AtomicBool,
+    /// The cancellation of each call the body received (shared with the runner's registration,
+    /// where cancelling one call fires its token).
+    pub(crate) call_tokens: Arc<crate::engine::work::CallTokens>,
+}
+
+impl TaskLink {
+    /// The token of the call named `key` (`#<index>`), made as the body receives it: fired
+    /// already for a call cancelled on its own before.
+    fn call_token(&self, key: &str, parent: &CancellationToken) -> Option<CancellationToken> {
+        let index = key.strip_prefix('#')?.parse::<usize>().ok()?;
+        let cancelled = self.calls.get(index).is_some_and(|c| c.cancelled);
+        Some(self.call_tokens.token(index, parent, cancelled))
+    }
 }
 
 impl RuntimeHost {
@@ -365,6 +378,26 @@ impl CallHost for RuntimeHost {
             // An idle task holds no task: the runtime drops the body and replays it when the
             // next call arrives.
             std::future::pending().await
+        })
+    }
+
+    fn serve_call_is_cancelled(&self, key: &str) -> bool {
+        self.task
+            .as_ref()
+            .and_then(|task| task.call_token(key, &self.token))
+            .is_some_and(|token| token.is_cancelled())
+    }
+
+    fn serve_call_cancelled<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
+        let token = self
+            .task
+            .as_ref()
+            .and_then(|task| task.call_token(key, &self.token));
+        Box::pin(async move {
+            match token {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
         })
     }
 

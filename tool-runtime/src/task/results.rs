@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::runner::spawn;
 use crate::engine::Engine;
 use crate::error::RuntimeError;
+use crate::event::Event;
 use crate::record::{Outcome, TaskRecord, TaskResult, TaskStatus};
 use crate::store::StoreError;
 
@@ -103,6 +104,19 @@ pub(crate) async fn cancel_tasks_of_turn(engine: &Arc<Engine>, session_id: &str,
         return;
     };
     for task in tasks {
+        // A `serve` task another turn started keeps serving: only this turn's calls to it are
+        // cancelled.
+        if task.turn_id != turn_id
+            && task
+                .calls
+                .iter()
+                .any(|c| c.turn_id == turn_id && c.result.is_none())
+        {
+            if let Err(error) = cancel_task_calls(engine, &task.id, None, Some(turn_id)).await {
+                tracing::warn!(task_id = %task.id, "cancelling the turn's calls failed: {error}");
+            }
+            continue;
+        }
         if task.turn_id == turn_id && !task.status.is_over() {
             let engine = Arc::clone(engine);
             tokio::spawn(async move {
@@ -210,5 +224,52 @@ pub(crate) async fn wait_results(
             () = tokio::time::sleep_until(deadline) => {}
             () = cancel.cancelled() => return Ok(Vec::new()),
         }
+    }
+}
+
+/// Cancels, on their own, the calls of task `id` with id `call_id` (made by turn `turn_id`,
+/// when given) that have no result yet: each gets a `CANCELLED` result at once (delivered to
+/// its turn like any result), the body sees the call cancelled (at once when it runs in this
+/// process, else when it next replays), and the task keeps serving. Returns how many calls
+/// were cancelled.
+pub(crate) async fn cancel_task_calls(
+    engine: &Arc<Engine>,
+    id: &str,
+    call_id: Option<&str>,
+    turn_id: Option<&str>,
+) -> Result<usize, RuntimeError> {
+    loop {
+        let Some((mut task, version)) = engine.store().task(id).await? else {
+            return Err(RuntimeError::UnknownTask(id.to_owned()));
+        };
+        let cancelled = task.cancel_calls(call_id, turn_id);
+        if cancelled.is_empty() {
+            return Ok(0);
+        }
+        match engine.store().put_task(&task, Some(version)).await {
+            Ok(_) => {}
+            Err(StoreError::Conflict(_)) => continue,
+            Err(error) => return Err(error.into()),
+        }
+        let tokens = engine.work().task_calls(id);
+        for &index in &cancelled {
+            if let Some(tokens) = &tokens {
+                tokens.cancel(index);
+            }
+            let call = &task.calls[index];
+            if let Some(result) = &call.result {
+                engine.emit(Event::TaskResult {
+                    session_id: task.session_id.clone(),
+                    result: TaskResult {
+                        task_id: id.to_owned(),
+                        call_id: call.call_id.clone(),
+                        turn_id: call.turn_id.clone(),
+                        result: result.clone(),
+                    },
+                });
+            }
+        }
+        engine.work().task_changed().notify_waiters();
+        return Ok(cancelled.len());
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{CallOutput, ErrorCode, Tool, ToolError};
 
+use crate::engine::work::CallTokens;
 use crate::engine::{Engine, keeping};
 use crate::error::RuntimeError;
 use crate::event::Event;
@@ -60,11 +61,12 @@ async fn back_off(id: &str, attempt: &mut u32, error: &(dyn std::fmt::Display + 
 /// `running` or `cancelling`), so exactly one runner works on each claim.
 pub(crate) fn spawn(engine: &Arc<Engine>, id: &str, lease: Option<Lease>) {
     let token = CancellationToken::new();
-    let tracked = engine.work().track_task(id, &token, lease.clone());
+    let calls = Arc::new(CallTokens::default());
+    let tracked = engine.work().track_task(id, &token, lease.clone(), &calls);
     let engine = Arc::clone(engine);
     let id = id.to_owned();
     tokio::spawn(async move {
-        run_task(&engine, &id, &token, lease.as_ref()).await;
+        run_task(&engine, &id, &token, &calls, lease.as_ref()).await;
         // Dropping it takes the task off this process's running work and wakes its waiters.
         drop(tracked);
     });
@@ -75,6 +77,7 @@ async fn run_task(
     engine: &Arc<Engine>,
     id: &str,
     token: &CancellationToken,
+    calls: &Arc<CallTokens>,
     lease: Option<&Lease>,
 ) {
     let mut failures = 0;
@@ -99,7 +102,7 @@ async fn run_task(
         // after.
         let tool = engine.tool(&task.tool);
         let _writing = tool.as_deref().map(|tool| engine.cache().writing(tool));
-        let end = run_body(engine, &task, token, lease).await;
+        let end = run_body(engine, &task, token, calls, lease).await;
         if let RunEnd::StoreFailed(error) = &end {
             if back_off(id, &mut failures, error).await {
                 continue;
@@ -131,6 +134,7 @@ async fn run_body(
     engine: &Arc<Engine>,
     task: &TaskRecord,
     token: &CancellationToken,
+    calls: &Arc<CallTokens>,
     lease: Option<&Lease>,
 ) -> RunEnd {
     let Some(tool) = engine.tool(&task.tool) else {
@@ -168,6 +172,7 @@ async fn run_body(
         replies,
         answers: task.answers.clone(),
         discarding: AtomicBool::new(false),
+        call_tokens: Arc::clone(calls),
     };
     let (host, cx) = context::build(
         engine,

@@ -69,6 +69,41 @@ impl TaskRecord {
         }
     }
 
+    /// Cancels, on their own, the calls with id `call_id` (made by turn `turn_id`, when given)
+    /// that have no result yet: each gets a `CANCELLED` result now, and the body sees it
+    /// cancelled. The task keeps serving. Returns the indexes of the calls cancelled.
+    pub(crate) fn cancel_calls(
+        &mut self,
+        call_id: Option<&str>,
+        turn_id: Option<&str>,
+    ) -> Vec<usize> {
+        if self.status.is_over() {
+            return Vec::new();
+        }
+        let tool = self.tool.clone();
+        let mut cancelled = Vec::new();
+        for (index, call) in self.calls.iter_mut().enumerate() {
+            let chosen = call_id.is_none_or(|id| call.call_id == id)
+                && turn_id.is_none_or(|id| call.turn_id == id);
+            if chosen && call.result.is_none() {
+                call.cancelled = true;
+                call.result = Some(CallResult::failed(
+                    &call.call_id,
+                    &tool,
+                    ToolError::with_code(
+                        ErrorCode::Cancelled,
+                        format!(
+                            "this call to task `{}` was cancelled; the task keeps serving: call it again with its task_id for a new revision",
+                            self.id
+                        ),
+                    ),
+                ));
+                cancelled.push(index);
+            }
+        }
+        cancelled
+    }
+
     /// Queues `call` (a `serve` call carrying the task's id); an idle task wakes up to receive
     /// it. Returns whether it woke (its runner must be started).
     pub(crate) fn queue_call(&mut self, call: TaskCall) -> bool {
@@ -255,6 +290,7 @@ impl TaskCall {
             input,
             result: None,
             delivered: false,
+            cancelled: false,
         }
     }
 }

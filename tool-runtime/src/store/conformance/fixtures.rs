@@ -111,6 +111,7 @@ pub(super) fn minimal_task(id: &str, session: &str) -> TaskRecord {
             input: json!({}),
             result: None,
             delivered: false,
+            cancelled: false,
         }],
         requests: Vec::new(),
         answers: Default::default(),

@@ -126,6 +126,7 @@ fn full_task(id: &str, session: &str, turn_id: &str) -> TaskRecord {
             input: awkward_json(),
             result: None,
             delivered: false,
+            cancelled: true,
         }],
         requests: Vec::new(),
         answers: [(
