@@ -75,8 +75,11 @@ struct Rolled {
     go: bool,
 }
 
-/// Rolls a service out after asking. (Before the upgrade its body ended after the question:
-/// the state write after it is a new journal position, so the old journal replays.)
+static AUDITED: AtomicUsize = AtomicUsize::new(0);
+
+/// Rolls a service out after asking. (Before the upgrade its body had no audit and ended after
+/// the question: the audit is behind a version marker, so the run parked before the upgrade
+/// replays the old path; the state write after the question is a new journal position.)
 #[tool(effect = write, workflow = execute)]
 async fn v7_flow(args: FlowArgs, ctx: WorkflowContext) -> Result<Rolled, ToolError> {
     ctx.step("prepare", async {
@@ -84,6 +87,13 @@ async fn v7_flow(args: FlowArgs, ctx: WorkflowContext) -> Result<Rolled, ToolErr
         Ok(())
     })
     .await?;
+    if ctx.patched("audit-rollout").await? {
+        ctx.step("audit", async {
+            AUDITED.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await?;
+    }
     let go = ctx
         .ask(
             AskRequest::new(format!("Roll {} out?", args.service))
@@ -256,6 +266,11 @@ async fn a_v7_parked_workflow_replays_its_journal_and_journals_its_new_write() {
         PREPARED.load(Ordering::SeqCst),
         prepared,
         "the step recorded before the upgrade is replayed, not run"
+    );
+    assert_eq!(
+        AUDITED.load(Ordering::SeqCst),
+        0,
+        "the run parked before the audit existed takes the old path"
     );
     let steps: Vec<(String, StepProgress)> = drain(&mut events)
         .into_iter()
