@@ -8,13 +8,13 @@ use std::time::Duration;
 use serde_json::json;
 use toolwright::prelude::*;
 use toolwright::runtime::{
-    EntryKind, InputResponse, RequestStatus, RespondOutcome, Runtime, SessionSpec, SqliteStore,
-    StepOutcome, TaskStatus, Turn,
+    EntryKind, Event, InputResponse, Outcome, RequestStatus, RespondOutcome, Runtime, SessionSpec,
+    SqliteStore, StepOutcome, TaskStatus, Turn,
 };
 use toolwright::{Caller, Registry};
 
 use crate::support::clock::ManualClock;
-use crate::support::{alice, call, completed, resumed, waiting};
+use crate::support::{alice, call, completed, drain, resumed, waiting};
 
 /// The answer, as the body saw it.
 fn said(answer: &AskAnswer) -> String {
@@ -92,7 +92,16 @@ async fn an_unanswered_question_is_withdrawn_at_its_deadline_after_a_restart() {
     // Another process, after the deadline.
     clock.advance(1);
     let second = runtime(&path, &clock);
+    let mut events = second.subscribe();
     let woken = second.wake_due().await.unwrap();
+    assert!(
+        drain(&mut events).iter().any(|e| matches!(
+            e,
+            Event::InputResolved { request_id, outcome: Outcome::Expired, .. }
+                if *request_id == requests[0].request_id
+        )),
+        "the withdrawal is announced as expired, not answered"
+    );
     assert_eq!(woken.len(), 1, "{woken:?}");
     let StepOutcome::Completed { results, .. } = &woken[0].1 else {
         panic!("{woken:?}");

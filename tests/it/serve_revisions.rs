@@ -50,17 +50,28 @@ struct Draft {
 
 /// Drafts a text and revises it on request (pass the task_id to revise).
 #[tool(effect = write, workflow = serve)]
-async fn draft(mut calls: ServeCalls<Edit, Draft>, traced: State<Traced>) -> Result<(), ToolError> {
+async fn draft(
+    mut calls: ServeCalls<Edit, Draft>,
+    ctx: WorkflowContext,
+    traced: State<Traced>,
+) -> Result<(), ToolError> {
     let trace = &traced.0.0;
     let mut draft = Draft {
         changes: Vec::new(),
     };
     while let Some(call) = calls.next().await {
         if call.input.slow {
-            trace.working.notify_one();
-            call.cancelled().await;
+            // The slow work races the call's cancellation inside a step: the step's record
+            // stands for how the race went.
+            let key = format!("slow:{}", call.call_id());
+            ctx.step(key, async {
+                trace.working.notify_one();
+                call.cancelled().await;
+                Ok(())
+            })
+            .await?;
         }
-        if call.is_cancelled() {
+        if call.is_cancelled().await? {
             trace.push(format!("{} cancelled", call.call_id()));
             continue;
         }

@@ -90,6 +90,22 @@ async fn visit(_: NoInput, ctx: WorkflowContext) -> Result<Visit, ToolError> {
     })
 }
 
+/// Counts a visit inside a step (the step's record covers the write), then asks.
+#[tool(effect = write, workflow = execute)]
+async fn visit_in_step(_: NoInput, ctx: WorkflowContext) -> Result<u32, ToolError> {
+    let visits: u32 = ctx
+        .step("count", async {
+            let visits = ctx.session_state(&VISITS).await?.unwrap_or(0) + 1;
+            ctx.set_session_state(&VISITS, &visits).await?;
+            Ok(visits)
+        })
+        .await?;
+    ctx.ask(AskRequest::new("Done?").option(AskOption::new("yes", "Yes")))
+        .await?;
+    ctx.step("leave", async { Ok(()) }).await?;
+    Ok(visits)
+}
+
 /// Reports, from a task of its own, how many messages of model input started it.
 #[tool(effect = write, workflow = task)]
 async fn count_later(_: NoInput, ctx: WorkflowContext) -> Result<Seen, ToolError> {
@@ -106,6 +122,7 @@ fn registry() -> Registry {
         open_vault::TOOL,
         echo_input::TOOL,
         visit::TOOL,
+        visit_in_step::TOOL,
         count_later::TOOL,
     ])
     .unwrap()
@@ -263,6 +280,34 @@ async fn a_workflows_read_and_write_are_journaled_and_a_replay_does_not_write_ag
             "leave"
         ]
     );
+}
+
+#[tokio::test]
+async fn state_written_inside_a_step_is_covered_by_the_steps_record() {
+    let fx = Fixture::new();
+    let (session, turn) = fx.turn("in-step").await;
+    let (_, requests) = waiting(
+        turn.step(vec![call("c1", "visit_in_step", json!({}))])
+            .await
+            .unwrap(),
+    );
+    session.set_state(VISITS.name(), 40).await.unwrap();
+    let answer = InputResponse::choose(&requests[0].request_id, Some(alice()), "yes");
+    let results = resumed(runtime_on(&fx.path).respond(answer).await.unwrap());
+    assert_eq!(results[0].output, json!(1), "{results:?}");
+    assert_eq!(
+        session.record().await.unwrap().state.get("visits"),
+        Some(&json!(40)),
+        "the replay returned the step's value without writing again"
+    );
+    let journal = fx
+        .runtime
+        .store()
+        .journal(&format!("{}/c1", turn.id()))
+        .await
+        .unwrap();
+    let names: Vec<&str> = journal.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["count", "ask#1", "leave"]);
 }
 
 #[tokio::test]

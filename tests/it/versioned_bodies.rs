@@ -155,3 +155,23 @@ async fn a_change_without_a_marker_fails_the_replay_naming_the_marker_to_add() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_marker_removed_while_runs_recorded_with_it_remain_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let audits = Audits::default();
+    let (_, request) = park(&deployment(&path, 2, &audits), "s", "c1").await;
+
+    // Version 1 again (the marker dropped too early): the run recorded with it cannot replay.
+    let v1 = deployment(&path, 1, &audits);
+    let results = resumed(v1.respond(go(&request)).await.unwrap());
+    let error = results[0].error.as_ref().unwrap();
+    assert_eq!(error.code(), ErrorCode::Journal);
+    assert!(
+        error
+            .message()
+            .contains(r#"keep `ctx.patched("add-audit")` in the body until none is left"#),
+        "{error}"
+    );
+}

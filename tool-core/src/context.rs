@@ -84,14 +84,18 @@ pub trait CallHost: Send + Sync + 'static {
     /// Hands back the result of one `serve` call, named by its [`ServeIncoming::key`] (`"#0"` for
     /// the call that started the task).
     fn serve_reply(&self, key: &str, output: Result<CallOutput, ToolError>);
-    /// Whether the `serve` call named `key` ([`ServeIncoming::key`]) was cancelled on its own
-    /// (the task keeps serving). The default: never.
-    fn serve_call_is_cancelled(&self, key: &str) -> bool {
+    /// Whether the `serve` call named `key` ([`ServeIncoming::key`]) is cancelled (on its
+    /// own, or with its task), as a journaled observation: a replay answers what the first run
+    /// saw. The default: never.
+    fn serve_call_is_cancelled<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<bool, ToolError>> {
         let _ = key;
-        false
+        Box::pin(std::future::ready(Ok(false)))
     }
-    /// Completes when the `serve` call named `key` is cancelled on its own. The default never
-    /// completes.
+    /// Completes when the `serve` call named `key` is cancelled (on its own, or with its
+    /// task); live, not journaled. The default never completes.
     fn serve_call_cancelled<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {
         let _ = key;
         Box::pin(std::future::pending())

@@ -95,17 +95,21 @@ impl<A, T> ServeCall<A, T> {
         &self.call_id
     }
 
-    /// Whether this call was cancelled: on its own (the turn that made it was cancelled, or
-    /// the host cancelled it with `Runtime::cancel_task_call`), or with the whole task. Its
-    /// turn has a `CANCELLED` result already and a reply is dropped: stop working on it. A
-    /// call cancelled on its own leaves the task serving: take the next one.
-    pub fn is_cancelled(&self) -> bool {
-        let host = self.cx.host();
-        host.serve_call_is_cancelled(&self.key) || host.is_cancelled()
+    /// Whether this call is cancelled: on its own (the turn that made it was cancelled, or the
+    /// host cancelled it with `Runtime::cancel_task_call`), or with the whole task. Its turn
+    /// has a `CANCELLED` result already and a reply is dropped: stop working on it. A call
+    /// cancelled on its own leaves the task serving: take the next one.
+    ///
+    /// The answer is journaled like a step, so a replay of the body takes the same branch the
+    /// first run took: check it between steps, not inside one.
+    pub async fn is_cancelled(&self) -> Result<bool, ToolError> {
+        self.cx.host().serve_call_is_cancelled(&self.key).await
     }
 
-    /// Completes when this call is cancelled (see [`ServeCall::is_cancelled`]): race the
-    /// work on one revision against it.
+    /// Completes when this call is cancelled (see [`ServeCall::is_cancelled`]). It is not
+    /// journaled: race long work against it *inside* a step, whose recorded value then
+    /// stands for the race (`ctx.step("render", async { /* select(work, call.cancelled()) */ })`),
+    /// and decide between steps with [`ServeCall::is_cancelled`].
     pub async fn cancelled(&self) {
         let host = self.cx.host();
         futures_util::future::select(host.serve_call_cancelled(&self.key), host.cancelled()).await;

@@ -106,6 +106,7 @@ pub(crate) fn forward(
         token,
         logs,
         count: 0.0,
+        sent: 0.0,
         turn_id: turn_id.to_owned(),
         call_id: call_id.to_owned(),
     };
@@ -142,6 +143,8 @@ struct Forwarder {
     token: Option<rmcp::model::ProgressToken>,
     logs: Option<Arc<LogThreshold>>,
     count: f64,
+    /// The last progress value sent.
+    sent: f64,
     turn_id: String,
     call_id: String,
 }
@@ -183,13 +186,13 @@ impl Forwarder {
     /// the count of snapshots so far; its label (or the snapshot) as the message. `false` when
     /// the client is gone.
     async fn progress(&mut self, snapshot: &Value, label: Option<String>) -> bool {
-        let Some(token) = &self.token else {
+        let Some(token) = self.token.clone() else {
             return true;
         };
         self.count += 1.0;
         let reported = snapshot.get("progress").and_then(Value::as_f64);
-        let mut param =
-            ProgressNotificationParam::new(token.clone(), reported.unwrap_or(self.count));
+        let value = self.increasing(reported.unwrap_or(self.count));
+        let mut param = ProgressNotificationParam::new(token, value);
         if reported.is_some() {
             param.total = snapshot.get("total").and_then(Value::as_f64);
         }
@@ -197,14 +200,27 @@ impl Forwarder {
         self.peer.notify_progress(param).await.is_ok()
     }
 
+    /// `wanted`, or just above the last value sent when it is not above it: MCP progress
+    /// only ever increases, and partials (their own `progress`) and steps (a count) mix.
+    fn increasing(&mut self, wanted: f64) -> f64 {
+        let value = if wanted > self.sent {
+            wanted
+        } else {
+            self.sent + 1.0
+        };
+        self.sent = value;
+        value
+    }
+
     /// A journaled step's progress as a progress notification: the count of notifications so
     /// far, the step's label as the message. `false` when the client is gone.
     async fn step(&mut self, label: String) -> bool {
-        let Some(token) = &self.token else {
+        let Some(token) = self.token.clone() else {
             return true;
         };
         self.count += 1.0;
-        let mut param = ProgressNotificationParam::new(token.clone(), self.count);
+        let value = self.increasing(self.count);
+        let mut param = ProgressNotificationParam::new(token, value);
         param.message = Some(label);
         self.peer.notify_progress(param).await.is_ok()
     }

@@ -401,6 +401,7 @@ pub enum Decision {
 /// How an input request was resolved (`input.resolved`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Outcome {
     /// Answered.
     Answered,
@@ -408,6 +409,9 @@ pub enum Outcome {
     Ignored,
     /// Revoked by cancelling the turn.
     Cancelled,
+    /// Withdrawn unanswered: its deadline passed
+    /// ([`AskRequest::timeout`](toolwright_core::AskRequest::timeout)).
+    Expired,
 }
 
 /// A request for input: what the client renders and answers.

@@ -253,7 +253,8 @@ impl Runtime {
     /// result), the body sees the call cancelled (`ServeCall::is_cancelled`, at once when it
     /// runs in this process, else when it next replays) and its reply is dropped, and the task
     /// keeps serving the next calls. Cancelling the turn that made a call does the same for
-    /// that turn's calls. Returns how many calls were cancelled (0 when none waited).
+    /// that turn's calls. Returns how many calls were cancelled (0 when none waited, and for a
+    /// `workflow = task` task, which is cancelled whole with [`Runtime::cancel_task`]).
     pub async fn cancel_task_call(&self, id: &str, call_id: &str) -> Result<usize, RuntimeError> {
         crate::task::results::cancel_task_calls(&self.engine, id, Some(call_id), None).await
     }

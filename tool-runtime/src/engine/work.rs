@@ -55,6 +55,13 @@ impl CallTokens {
         token
     }
 
+    /// Forgets call `index`'s token once the call has its result (a replay makes it again).
+    pub(crate) fn forget(&self, index: usize) {
+        if let Ok(mut tokens) = self.0.lock() {
+            tokens.remove(&index);
+        }
+    }
+
     /// Fires call `index`'s token; a call the body has not received yet gets a fired one.
     pub(crate) fn cancel(&self, index: usize) {
         if let Ok(mut tokens) = self.0.lock() {

@@ -85,6 +85,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         task: body.task,
         store: Arc::clone(engine.store()),
         messages: StepMessages::new(body.step_input),
+        in_step: std::sync::atomic::AtomicUsize::new(0),
     });
     let mut builder = CallContext::builder()
         .session(body.info)

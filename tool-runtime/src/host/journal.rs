@@ -207,6 +207,15 @@ impl Journal {
         if entry.kind != expected || entry.name != name {
             let kind = kind_word(entry.kind);
             let reached = kind_word(expected);
+            if entry.kind == EntryKind::Patch {
+                return Err(ToolError::with_code(
+                    ErrorCode::Journal,
+                    format!(
+                        "the replay of `{}` diverged from its journal: at position {} the journal holds version marker `{}`, but this run reached {reached} `{name}`; runs recorded with the marker still replay, so keep `ctx.patched(\"{}\")` in the body until none is left",
+                        self.run_id, entry.position, entry.name, entry.name
+                    ),
+                ));
+            }
             return Err(ToolError::with_code(
                 ErrorCode::Journal,
                 format!(
@@ -243,6 +252,11 @@ fn kind_word(kind: EntryKind) -> &'static str {
 /// A marker name for the change that made a run reach `name`: `change-<name>`, with what a
 /// name may hold kept to letters, digits, `-` and `_`.
 fn suggested_marker(name: &str) -> String {
+    // A question or a sleep is named by its position: name the change by what it is.
+    let name = match name.split_once('#') {
+        Some((what @ ("ask" | "sleep"), _)) => what,
+        _ => name,
+    };
     let cleaned: String = name
         .chars()
         .map(|c| {

@@ -55,6 +55,9 @@ pub(crate) struct RuntimeHost {
     pub(crate) store: Arc<dyn crate::store::Store>,
     /// The model input of the step that made the call.
     pub(crate) messages: StepMessages,
+    /// How many journaled steps run now (their work, not a replay): what a body does inside
+    /// one is covered by that step's record, so it takes no journal position of its own.
+    pub(crate) in_step: std::sync::atomic::AtomicUsize,
 }
 
 /// What the body of a workflow task reaches through its host.
@@ -90,6 +93,22 @@ impl TaskLink {
 impl RuntimeHost {
     fn tool_name(&self) -> &str {
         self.tool.name()
+    }
+
+    /// Runs a step's work, counted as inside a step while it runs.
+    async fn within_step<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        use std::sync::atomic::Ordering;
+        self.in_step.fetch_add(1, Ordering::SeqCst);
+        let done = work.await;
+        self.in_step.fetch_sub(1, Ordering::SeqCst);
+        done
+    }
+
+    /// The journal a body's own reads and writes of its session go through: none inside a
+    /// running step (the step's record covers them, and a replay skips the step whole).
+    pub(crate) fn journal_outside_steps(&self) -> Option<&Journal> {
+        let inside = self.in_step.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        self.journal.as_ref().filter(|_| !inside)
     }
 
     /// Tells the session what happened to journaled step `name`.
@@ -206,6 +225,7 @@ impl CallHost for RuntimeHost {
             self.steps.claim(name)?;
             if let Some(journal) = &self.journal {
                 let progress = |position, progress| self.step_progress(name, position, progress);
+                let run = Box::pin(self.within_step(run));
                 return journal.step(name, run, &progress).await;
             }
             run.await
@@ -381,11 +401,25 @@ impl CallHost for RuntimeHost {
         })
     }
 
-    fn serve_call_is_cancelled(&self, key: &str) -> bool {
-        self.task
-            .as_ref()
-            .and_then(|task| task.call_token(key, &self.token))
-            .is_some_and(|token| token.is_cancelled())
+    fn serve_call_is_cancelled<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<bool, ToolError>> {
+        Box::pin(async move {
+            let live = self
+                .task
+                .as_ref()
+                .and_then(|task| task.call_token(key, &self.token))
+                .is_some_and(|token| token.is_cancelled());
+            let Some(journal) = self.journal_outside_steps() else {
+                return Ok(live);
+            };
+            // Recorded, so every replay takes the branch the first run took.
+            let name = format!("toolwright.serve.cancelled:{key}");
+            let observed = Box::pin(std::future::ready(Ok(Value::Bool(live))));
+            let recorded = journal.step(&name, observed, &|_, _| {}).await?;
+            Ok(recorded.as_bool().unwrap_or(false))
+        })
     }
 
     fn serve_call_cancelled<'a>(&'a self, key: &'a str) -> BoxFuture<'a, ()> {

@@ -105,7 +105,7 @@ impl RuntimeHost {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<Value>, ToolError>> {
         Box::pin(async move {
-            let Some(journal) = &self.journal else {
+            let Some(journal) = self.journal_outside_steps() else {
                 return self.read_state(key).await;
             };
             let read = Box::pin(async move { Ok(boxed(self.read_state(key).await?)) });
@@ -122,7 +122,7 @@ impl RuntimeHost {
         value: Option<Value>,
     ) -> BoxFuture<'a, Result<(), ToolError>> {
         Box::pin(async move {
-            let Some(journal) = &self.journal else {
+            let Some(journal) = self.journal_outside_steps() else {
                 return self.write_state(key, value).await;
             };
             let recorded = boxed(value.clone());

@@ -15,8 +15,7 @@ use crate::error::RuntimeError;
 use crate::event::{CandidateStatus, Event};
 use crate::exec::context::session_info;
 use crate::record::{
-    Approver, Decision, EntryKind, InputRequest, JournalEntry, Outcome, RequestKind, TurnRecord,
-    TurnStatus,
+    Approver, Decision, EntryKind, InputRequest, JournalEntry, RequestKind, TurnRecord, TurnStatus,
 };
 use crate::store::StoreError;
 use crate::transition::answer::{
@@ -148,7 +147,7 @@ async fn settle(
                 .remember_approval(&session.id, &requester, &key)
                 .await?;
         }
-        announce_settled(engine, &turn, &request, &response, decision);
+        announce_settled(engine, &turn, &request, &response, decision, settler);
         return match written {
             Recorded::Patched(version) => {
                 engine.parked().keep(turn, version);
@@ -291,6 +290,7 @@ fn announce_settled(
     request: &InputRequest,
     response: &InputResponse,
     decision: Decision,
+    settler: Settler,
 ) {
     if request.kind != RequestKind::Question {
         engine.emit(Event::ApprovalCandidate {
@@ -313,6 +313,6 @@ fn announce_settled(
         session_id: turn.session_id.clone(),
         turn_id: turn.id.clone(),
         request_id: request.request_id.clone(),
-        outcome: Outcome::Answered,
+        outcome: settler.outcome(),
     });
 }

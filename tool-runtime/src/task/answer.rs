@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::exec::context::session_info;
-use crate::record::{EntryKind, JournalEntry, Outcome, TaskStatus};
+use crate::record::{EntryKind, JournalEntry, TaskStatus};
 use crate::store::{Claim, StoreError};
 use crate::transition::answer::{Settler, decision_of, response_verdict, workflow_answer};
 
@@ -104,7 +104,7 @@ pub(crate) async fn settle_task(
             session_id: task.session_id.clone(),
             turn_id: task.turn_id.clone(),
             request_id: request.request_id.clone(),
-            outcome: Outcome::Answered,
+            outcome: settler.outcome(),
         });
         if !resume {
             return Ok(RespondOutcome::Settled { pending });

@@ -286,6 +286,9 @@ async fn record_reply(
             .await
         {
             Ok(_) => {
+                if let Some(tokens) = engine.work().task_calls(id) {
+                    tokens.forget(index);
+                }
                 engine.emit(Event::TaskResult {
                     session_id: task.session_id.clone(),
                     result: TaskResult {

@@ -68,6 +68,16 @@ pub(crate) enum Settler {
     Deadline,
 }
 
+impl Settler {
+    /// How the request ended, as `input.resolved` says.
+    pub(crate) fn outcome(self) -> crate::record::Outcome {
+        match self {
+            Settler::Person => crate::record::Outcome::Answered,
+            Settler::Deadline => crate::record::Outcome::Expired,
+        }
+    }
+}
+
 /// The answer to a workflow body's question: an option by id (or label), or free text when the
 /// question allows it (or has no options).
 pub(crate) fn workflow_answer(

@@ -77,7 +77,8 @@ impl TaskRecord {
         call_id: Option<&str>,
         turn_id: Option<&str>,
     ) -> Vec<usize> {
-        if self.status.is_over() {
+        // A `task` has one call, its body: it is cancelled whole (`cancel_task`).
+        if self.status.is_over() || self.entry != Entry::Serve {
             return Vec::new();
         }
         let tool = self.tool.clone();
