@@ -41,7 +41,7 @@
 //! | from | what happens | to | fn |
 //! |---|---|---|---|
 //! | — | a call needs approval, asks a question, or a workflow body asks | `pending` | [`InputRequest::approval`], [`InputRequest::question`], [`InputRequest::workflow_ask`], [`InputRequest::task_ask`] |
-//! | `pending` | the first valid answer | `settled` | [`PendingStep::settle`], [`TaskRecord::settle_answer`] |
+//! | `pending` | the first valid answer, or a question's deadline passing (settled with no responder; its body gets `timeout`) | `settled` | [`PendingStep::settle`], [`TaskRecord::settle_answer`] |
 //! | `pending` | a message that answers nothing, or a cancel | `revoked` | [`PendingStep::revoke`], [`TurnRecord::cancel`], [`TaskRecord::begin_cancel`], [`TaskRecord::end_run`] |
 //!
 //! ## A workflow task ([`TaskStatus`](crate::record::TaskStatus))
@@ -57,7 +57,9 @@
 //! | `sleeping` | its timer is due | `running` | [`TaskRecord::wake`] |
 //! | `running`, `cancelling` | a cancel while its body runs (recorded for the runner) | unchanged | [`TaskRecord::request_cancel`] |
 //! | parked | it is cancelled | `cancelling` | [`TaskRecord::begin_cancel`] |
+//! | any but over (`serve` only) | one of its calls is cancelled on its own: the call gets a `CANCELLED` result | unchanged | [`TaskRecord::cancel_calls`] |
 //!
+//! [`TaskRecord::cancel_calls`]: crate::record::TaskRecord::cancel_calls
 //! [`TurnRecord::begin`]: crate::record::TurnRecord::begin
 //! [`TurnRecord::refuse_step`]: crate::record::TurnRecord::refuse_step
 //! [`TurnRecord::begin_step`]: crate::record::TurnRecord::begin_step
