@@ -106,6 +106,29 @@ async fn visit_in_step(_: NoInput, ctx: WorkflowContext) -> Result<u32, ToolErro
     Ok(visits)
 }
 
+static INNER: AtomicUsize = AtomicUsize::new(0);
+
+/// A step with a step inside it (a model ask inside a step journals the same way), then a
+/// question.
+#[tool(effect = write, workflow = execute)]
+async fn nested(_: NoInput, ctx: WorkflowContext) -> Result<u32, ToolError> {
+    let outer: u32 = ctx
+        .step("outer", async {
+            let inner: u32 = ctx
+                .step("inner", async {
+                    INNER.fetch_add(1, Ordering::SeqCst);
+                    Ok(41)
+                })
+                .await?;
+            Ok(inner + 1)
+        })
+        .await?;
+    ctx.ask(AskRequest::new("Done?").option(AskOption::new("yes", "Yes")))
+        .await?;
+    ctx.step("after", async { Ok(()) }).await?;
+    Ok(outer)
+}
+
 /// Reports, from a task of its own, how many messages of model input started it.
 #[tool(effect = write, workflow = task)]
 async fn count_later(_: NoInput, ctx: WorkflowContext) -> Result<Seen, ToolError> {
@@ -123,6 +146,7 @@ fn registry() -> Registry {
         echo_input::TOOL,
         visit::TOOL,
         visit_in_step::TOOL,
+        nested::TOOL,
         count_later::TOOL,
     ])
     .unwrap()
@@ -308,6 +332,34 @@ async fn state_written_inside_a_step_is_covered_by_the_steps_record() {
         .unwrap();
     let names: Vec<&str> = journal.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["count", "ask#1", "leave"]);
+}
+
+#[tokio::test]
+async fn a_step_inside_a_step_is_covered_by_the_outer_record() {
+    let fx = Fixture::new();
+    let (_, turn) = fx.turn("nested").await;
+    let inner = INNER.load(Ordering::SeqCst);
+    let (_, requests) = waiting(
+        turn.step(vec![call("c1", "nested", json!({}))])
+            .await
+            .unwrap(),
+    );
+    let answer = InputResponse::choose(&requests[0].request_id, Some(alice()), "yes");
+    let results = resumed(runtime_on(&fx.path).respond(answer).await.unwrap());
+    assert_eq!(results[0].output, json!(42), "{results:?}");
+    assert_eq!(
+        INNER.load(Ordering::SeqCst),
+        inner + 1,
+        "the replay ran nothing"
+    );
+    let journal = fx
+        .runtime
+        .store()
+        .journal(&format!("{}/c1", turn.id()))
+        .await
+        .unwrap();
+    let names: Vec<&str> = journal.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["outer", "ask#1", "after"]);
 }
 
 #[tokio::test]

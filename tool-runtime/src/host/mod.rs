@@ -223,7 +223,9 @@ impl CallHost for RuntimeHost {
             // A durable call replays and records its steps; a plain call just runs them, held
             // to the same naming rules.
             self.steps.claim(name)?;
-            if let Some(journal) = &self.journal {
+            // A step inside a running step is part of it: the outer step's record covers it,
+            // and a replay that returns the outer value skips both.
+            if let Some(journal) = self.journal_outside_steps() {
                 let progress = |position, progress| self.step_progress(name, position, progress);
                 let run = Box::pin(self.within_step(run));
                 return journal.step(name, run, &progress).await;
