@@ -139,6 +139,27 @@ async fn count_later(_: NoInput, ctx: WorkflowContext) -> Result<Seen, ToolError
     })
 }
 
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Revise {
+    /// What to change.
+    #[allow(dead_code)] // reason: the model fills it in; this body only reports its input
+    change: String,
+}
+
+/// Revises a draft on request (pass the task_id to revise); says how many messages of model
+/// input each revision came with.
+#[tool(effect = write, workflow = serve)]
+async fn revise(mut calls: ServeCalls<Revise, Seen>) -> Result<(), ToolError> {
+    while let Some(call) = calls.next().await {
+        let messages = call.messages().await?;
+        call.reply(Seen {
+            count: messages.len(),
+            first: messages.first().cloned(),
+        });
+    }
+    Ok(())
+}
+
 fn registry() -> Registry {
     Registry::from_tools([
         unlock::TOOL,
@@ -148,6 +169,7 @@ fn registry() -> Registry {
         visit_in_step::TOOL,
         nested::TOOL,
         count_later::TOOL,
+        revise::TOOL,
     ])
     .unwrap()
 }
@@ -592,4 +614,55 @@ async fn an_mcp_client_is_told_of_the_tool_a_call_unlocked() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn each_serve_call_reads_the_input_of_the_step_that_made_it() {
+    let fx = Fixture::new();
+    let (session, first) = fx.turn("revise").await;
+    let opening = vec![json!({ "role": "user", "content": "draft the notes" })];
+    let receipts = completed(
+        first
+            .step_with(
+                vec![call("c1", "revise", json!({ "change": "draft" }))],
+                StepOptions::new().messages(opening.clone()),
+            )
+            .await
+            .unwrap(),
+    );
+    let task_id = receipts[0].output["task_id"].as_str().unwrap().to_owned();
+    let results = first
+        .wait_task_results(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(results[0].result.output["count"], 1);
+    assert_eq!(results[0].result.output["first"], opening[0]);
+
+    let second = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let later = vec![
+        json!({ "role": "user", "content": "shorter" }),
+        json!({ "role": "assistant", "content": "ok" }),
+    ];
+    completed(
+        second
+            .step_with(
+                vec![call(
+                    "c2",
+                    "revise",
+                    json!({ "change": "shorter", "task_id": task_id }),
+                )],
+                StepOptions::new().messages(later.clone()),
+            )
+            .await
+            .unwrap(),
+    );
+    let results = second
+        .wait_task_results(std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(results[0].result.output["count"], 2, "{results:?}");
+    assert_eq!(results[0].result.output["first"], later[0]);
 }

@@ -164,6 +164,15 @@ pub trait CallHost: Send + Sync + 'static {
     fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
         Box::pin(std::future::ready(Ok(Messages::default())))
     }
+    /// The model input of the step that made the `serve` call named `key`. The default is the
+    /// call's own ([`CallHost::messages`]).
+    fn serve_call_messages<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Messages, ToolError>> {
+        let _ = key;
+        self.messages()
+    }
 }
 
 /// One call delivered to a `serve` task.

@@ -115,6 +115,12 @@ impl<A, T> ServeCall<A, T> {
         futures_util::future::select(host.serve_call_cancelled(&self.key), host.cancelled()).await;
     }
 
+    /// The model input of the step that made this call (see `ctx.messages()`): each revision
+    /// has its own, where the body's `ctx.messages()` is the starting call's.
+    pub async fn messages(&self) -> Result<crate::context::Messages, ToolError> {
+        self.cx.host().serve_call_messages(&self.key).await
+    }
+
     /// Hands back the result of this call; the task then idles until the next call.
     pub fn reply(mut self, output: T) {
         self.replied = true;

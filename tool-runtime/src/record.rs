@@ -774,6 +774,10 @@ pub struct TaskCall {
     /// and the body sees the call cancelled, on every replay too. The task keeps serving.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// Where the model input of the step that made the call is (what `call.messages()` reads
+    /// in a `serve` body); `None` when that step carried none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_input: Option<StepInput>,
 }
 
 /// A task's result for one call, delivered to the turn that made the call.

@@ -199,6 +199,13 @@ impl CallHost for RuntimeHost {
         self.messages_op()
     }
 
+    fn serve_call_messages<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Messages, ToolError>> {
+        self.serve_call_messages_op(key)
+    }
+
     fn patched<'a>(&'a self, marker: &'a str) -> BoxFuture<'a, Result<bool, ToolError>> {
         Box::pin(async move {
             let Some(journal) = &self.journal else {

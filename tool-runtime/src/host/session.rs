@@ -140,6 +140,27 @@ impl RuntimeHost {
     pub(super) fn messages_op(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
         Box::pin(self.messages.get(&*self.store, &self.session_id))
     }
+
+    /// The model input of the step that made `serve` call `key` (`#<index>`).
+    pub(super) fn serve_call_messages_op<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Messages, ToolError>> {
+        Box::pin(async move {
+            let index = key.strip_prefix('#').and_then(|n| n.parse::<usize>().ok());
+            let call = self
+                .task
+                .as_ref()
+                .zip(index)
+                .and_then(|(task, index)| task.calls.get(index));
+            let Some(call) = call else {
+                return self.messages.get(&*self.store, &self.session_id).await;
+            };
+            StepMessages::new(call.step_input.clone())
+                .get(&*self.store, &self.session_id)
+                .await
+        })
+    }
 }
 
 /// A state value as the journal records it: `{"value": ...}`, or `{}` for none (so that a

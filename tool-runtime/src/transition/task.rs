@@ -292,6 +292,7 @@ impl TaskCall {
             result: None,
             delivered: false,
             cancelled: false,
+            step_input: turn.pending.as_ref().and_then(|step| step.input.clone()),
         }
     }
 }

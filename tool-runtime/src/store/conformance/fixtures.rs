@@ -112,6 +112,7 @@ pub(super) fn minimal_task(id: &str, session: &str) -> TaskRecord {
             result: None,
             delivered: false,
             cancelled: false,
+            step_input: None,
         }],
         requests: Vec::new(),
         answers: Default::default(),

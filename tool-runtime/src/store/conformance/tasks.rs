@@ -127,6 +127,9 @@ fn full_task(id: &str, session: &str, turn_id: &str) -> TaskRecord {
             result: None,
             delivered: false,
             cancelled: true,
+            step_input: Some(crate::record::StepInput::Messages(
+                vec![awkward_json()].into(),
+            )),
         }],
         requests: Vec::new(),
         answers: [(
