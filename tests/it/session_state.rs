@@ -160,6 +160,15 @@ async fn revise(mut calls: ServeCalls<Revise, Seen>) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// A step that fails: nothing is recorded.
+#[tool(effect = write, durable)]
+async fn failing(_: NoInput, ctx: DurableContext) -> Result<(), ToolError> {
+    ctx.step("charge", async {
+        Err::<(), _>(ToolError::new("the card was declined"))
+    })
+    .await
+}
+
 fn registry() -> Registry {
     Registry::from_tools([
         unlock::TOOL,
@@ -170,6 +179,7 @@ fn registry() -> Registry {
         nested::TOOL,
         count_later::TOOL,
         revise::TOOL,
+        failing::TOOL,
     ])
     .unwrap()
 }
@@ -665,4 +675,39 @@ async fn each_serve_call_reads_the_input_of_the_step_that_made_it() {
         .unwrap();
     assert_eq!(results[0].result.output["count"], 2, "{results:?}");
     assert_eq!(results[0].result.output["first"], later[0]);
+}
+
+#[tokio::test]
+async fn a_failed_step_is_told_as_failed_and_left_unrecorded() {
+    let fx = Fixture::new();
+    let (_, turn) = fx.turn("failing").await;
+    let mut events = fx.runtime.subscribe();
+    let results = completed(
+        turn.step(vec![call("c1", "failing", json!({}))])
+            .await
+            .unwrap(),
+    );
+    assert!(results[0].is_error, "{results:?}");
+    let steps: Vec<(String, toolwright::runtime::StepProgress)> = drain(&mut events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ActionStep { step, progress, .. } => Some((step, progress)),
+            _ => None,
+        })
+        .collect();
+    use toolwright::runtime::StepProgress::{Failed, Started};
+    assert_eq!(
+        steps,
+        [
+            ("charge".to_owned(), Started),
+            ("charge".to_owned(), Failed)
+        ]
+    );
+    let journal = fx
+        .runtime
+        .store()
+        .journal(&format!("{}/c1", turn.id()))
+        .await
+        .unwrap();
+    assert!(journal.is_empty(), "{journal:?}");
 }

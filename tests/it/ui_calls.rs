@@ -186,7 +186,7 @@ async fn the_user_runs_user_only_tools_as_the_caller_of_record() {
         .invoke(alice(), "focus__start", json!({ "label": "calculus" }))
         .await
         .unwrap();
-    let Invoked::Done { result, turn, .. } = invoked else {
+    let Invoked::Done { result, turn } = invoked else {
         panic!("expected a result");
     };
     assert!(!result.is_error, "{result:?}");

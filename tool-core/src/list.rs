@@ -78,10 +78,8 @@ impl LocalizedLists {
         audience: Audience,
         (slot, tag, default): (usize, &str, &str),
     ) -> &ToolList {
-        self.0[slot][audience.index()].get_or_init(|| {
-            let title = |tool: &Tool| tool.texts(tag, default).title;
-            build(tools, audience, Format::Mcp, Some(&title))
-        })
+        self.0[slot][audience.index()]
+            .get_or_init(|| build(tools, audience, Format::Mcp, Some((tag, default))))
     }
 }
 
@@ -107,14 +105,12 @@ pub(crate) fn has_tasks(tools: &[Arc<Tool>], audience: Audience) -> bool {
 /// The list of `tools` for `audience` in `format`: each listed tool in order, then the
 /// meta-tools, each entry serialized alone and the whole list joined from them.
 /// What gives a tool's title in a localized list.
-type TitleFn<'a> = dyn Fn(&Tool) -> Option<String> + 'a;
-
 /// With `title`, MCP entries carry the title it gives each tool (a locale's).
 fn build(
     tools: &[Arc<Tool>],
     audience: Audience,
     format: Format,
-    title: Option<&TitleFn<'_>>,
+    locale: Option<(&str, &str)>,
 ) -> ToolList {
     let mut entries = Vec::new();
     let mut notes = Vec::new();
@@ -122,11 +118,9 @@ fn build(
         if !tool.listed_for(audience) {
             continue;
         }
-        let (value, note) = match title {
-            Some(title) if format == Format::Mcp && tool.provider().is_none() => {
-                (Some(export::mcp_titled(tool, title(tool).as_deref())), None)
-            }
-            _ => export::export(tool, audience, format),
+        let (value, note) = match locale {
+            Some(locale) => export::export_in(tool, audience, format, locale),
+            None => export::export(tool, audience, format),
         };
         if let Some(note) = note {
             notes.push(format!("{}: {note}", tool.name()));

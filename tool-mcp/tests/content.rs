@@ -104,6 +104,14 @@ async fn halves(_: NoInput, ctx: ToolContext) -> String {
     "done".into()
 }
 
+/// Reports 50 (no total), then records one journaled step.
+#[tool(effect = write, durable)]
+async fn half_then_step(_: NoInput, ctx: DurableContext) -> Result<String, ToolError> {
+    ctx.partial(&json!({ "progress": 50 }));
+    ctx.step("create", async { Ok(()) }).await?;
+    Ok("done".into())
+}
+
 /// Reads third-party text.
 #[tool(effect = read, untrusted)]
 async fn read_comments(_: NoInput) -> String {
@@ -477,5 +485,30 @@ async fn a_snapshot_with_progress_and_total_reports_them() {
     assert_eq!(
         take(&progress, &noticed, 2).await,
         [(100.0, Some(200.0)), (200.0, Some(200.0))]
+    );
+}
+
+#[tokio::test]
+async fn journaled_steps_are_progress_that_only_increases() {
+    let watching = Client::default();
+    let (progress, noticed) = (
+        Arc::clone(&watching.progress),
+        Arc::clone(&watching.noticed),
+    );
+    let runtime = Runtime::builder(Registry::from_tools([half_then_step::TOOL]).unwrap())
+        .store(SqliteStore::in_memory().unwrap())
+        .build()
+        .unwrap();
+    let client = connect(McpServer::new(runtime), watching).await;
+    let mut params = call("half_then_step", json!({}));
+    params.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(1)),
+    ));
+    client.call_tool(params).await.unwrap();
+    // The partial's own 50, then the step's `started` and `recorded`, each above the last
+    // (the step count alone would have gone back to 2).
+    assert_eq!(
+        take(&progress, &noticed, 3).await,
+        [(50.0, None), (51.0, None), (52.0, None)]
     );
 }

@@ -194,14 +194,10 @@ impl TurnRecord {
 
     /// The pending questions of the parked step whose deadline is `now_ms` or earlier.
     pub fn expired_questions(&self, now_ms: u64) -> Vec<&InputRequest> {
-        if self.status != TurnStatus::Waiting {
-            return Vec::new();
+        match (&self.pending, self.status) {
+            (Some(step), TurnStatus::Waiting) => expired(&step.requests, now_ms),
+            _ => Vec::new(),
         }
-        self.pending
-            .iter()
-            .flat_map(|p| &p.requests)
-            .filter(|r| r.is_pending() && r.deadline_ms.is_some_and(|d| d <= now_ms))
-            .collect()
     }
 }
 
@@ -211,6 +207,14 @@ fn deadlines(requests: &[InputRequest]) -> impl Iterator<Item = u64> + '_ {
         .iter()
         .filter(|r| r.is_pending())
         .filter_map(|r| r.deadline_ms)
+}
+
+/// The pending questions among `requests` whose deadline is `now_ms` or earlier.
+fn expired(requests: &[InputRequest], now_ms: u64) -> Vec<&InputRequest> {
+    requests
+        .iter()
+        .filter(|r| r.is_pending() && r.deadline_ms.is_some_and(|d| d <= now_ms))
+        .collect()
 }
 
 /// What answering one request changes in a parked step: the request as settled and the calls it
@@ -691,10 +695,6 @@ pub struct TaskRecord {
     /// journal records them when the body next runs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub answers: BTreeMap<u32, toolwright_core::AskAnswer>,
-    /// The model input of the step that started the task (what its body reads as
-    /// `ctx.messages()`); `None` when that step carried none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<StepInput>,
 }
 
 impl TaskRecord {
@@ -727,13 +727,10 @@ impl TaskRecord {
 
     /// The pending questions of a waiting task whose deadline is `now_ms` or earlier.
     pub fn expired_questions(&self, now_ms: u64) -> Vec<&InputRequest> {
-        if self.status != TaskStatus::Waiting {
-            return Vec::new();
+        match self.status {
+            TaskStatus::Waiting => expired(&self.requests, now_ms),
+            _ => Vec::new(),
         }
-        self.requests
-            .iter()
-            .filter(|r| r.is_pending() && r.deadline_ms.is_some_and(|d| d <= now_ms))
-            .collect()
     }
 
     /// Whether a lease covers the task's work: its body runs (`running`, `cancelling`).
@@ -775,7 +772,8 @@ pub struct TaskCall {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
     /// Where the model input of the step that made the call is (what `call.messages()` reads
-    /// in a `serve` body); `None` when that step carried none.
+    /// in a `serve` body, and the starting call's what the body's `ctx.messages()` reads);
+    /// `None` when that step carried none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_input: Option<StepInput>,
 }

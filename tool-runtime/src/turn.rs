@@ -210,17 +210,15 @@ impl Turn {
                 .and_then(|i| described.iter().find(|(d, _)| *d == i))
                 .and_then(|(i, text)| {
                     let tool = registry.tools()[*i].described_for_step(text);
-                    match (&session.locale, format) {
-                        // The locale's title, as the rest of the list has it.
-                        (Some(locale), Format::Mcp) if tool.provider().is_none() => {
-                            let texts = tool.texts(locale, registry.default_locale());
-                            Some(toolwright_core::export::mcp_titled(
-                                &tool,
-                                texts.title.as_deref(),
-                            ))
-                        }
-                        _ => toolwright_core::export::export(&tool, audience, format).0,
-                    }
+                    // In the session's locale, as the rest of the list is.
+                    let locale = (
+                        session
+                            .locale
+                            .as_deref()
+                            .unwrap_or(registry.default_locale()),
+                        registry.default_locale(),
+                    );
+                    toolwright_core::export::export_in(&tool, audience, format, locale).0
                 });
             match changed {
                 Some(value) => json.push_str(&value.to_string()),

@@ -8,8 +8,8 @@
 //! `turn.started` / `action.requested` events name the user as the caller.
 //!
 //! What a page shows of the tools is in the session's locale ([`crate::SessionSpec::locale`]):
-//! [`Session::catalog`] lists the tools a user may call, [`Session::tool_texts`] and
-//! [`Invoked::texts`] give one tool's title and summary.
+//! [`Session::catalog`] lists the tools a user may call, [`Session::tool_texts`] gives one
+//! tool's title and summary.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +39,6 @@ pub enum Invoked {
         result: CallResult,
         /// The call's turn.
         turn: Turn,
-        /// The tool's title and summary in the session's locale.
-        texts: ToolTexts,
     },
     /// The call waits for input: a workflow body's question, or a person's approval of a
     /// remote tool's changed definition. Answer with [`crate::Runtime::respond`].
@@ -49,8 +47,6 @@ pub enum Invoked {
         turn: Turn,
         /// What it waits for.
         requests: Vec<InputRequest>,
-        /// The tool's title and summary in the session's locale.
-        texts: ToolTexts,
     },
 }
 
@@ -60,14 +56,6 @@ impl Invoked {
         match self {
             Invoked::Done { result, .. } => Some(result),
             Invoked::Waiting { .. } => None,
-        }
-    }
-
-    /// The title and summary of the tool that ran, in the session's locale (what the page shows
-    /// beside the result or the question).
-    pub fn texts(&self) -> &ToolTexts {
-        match self {
-            Invoked::Done { texts, .. } | Invoked::Waiting { texts, .. } => texts,
         }
     }
 }
@@ -187,7 +175,8 @@ impl Session {
         let registry = self.engine().registry();
         let found = user_tool(&registry, tool)?;
         let (record, _) = self.engine().session(self.id()).await?;
-        Ok(texts_in(&registry, &found, record.locale.as_deref()))
+        let default = registry.default_locale();
+        Ok(found.texts(record.locale.as_deref().unwrap_or(default), default))
     }
 
     async fn run_as_user(
@@ -196,16 +185,6 @@ impl Session {
         name: &str,
         input: &Value,
     ) -> Result<Invoked, RuntimeError> {
-        // Before the turn begins: a tool gone from the registry leaves no turn open.
-        let texts = {
-            let registry = self.engine().registry();
-            let (record, _) = self.engine().session(self.id()).await?;
-            let tool = registry.get(name).ok_or_else(|| RuntimeError::UserCall {
-                tool: name.to_owned(),
-                problem: "it is not in the registry".into(),
-            })?;
-            texts_in(&registry, tool, record.locale.as_deref())
-        };
         let turn = self.begin_turn(Some(user), Caller::User).await?;
         let call_id = crate::ids::new_id("ui");
         let outcome = turn
@@ -227,25 +206,11 @@ impl Session {
                         Err(error) => return Err(error),
                     }
                 }
-                Ok(Invoked::Done {
-                    result,
-                    turn,
-                    texts,
-                })
+                Ok(Invoked::Done { result, turn })
             }
-            StepOutcome::Waiting { requests, .. } => Ok(Invoked::Waiting {
-                turn,
-                requests,
-                texts,
-            }),
+            StepOutcome::Waiting { requests, .. } => Ok(Invoked::Waiting { turn, requests }),
         }
     }
-}
-
-/// The texts of `tool` for `locale`, the registry's default locale when `None`.
-fn texts_in(registry: &Registry, tool: &Tool, locale: Option<&str>) -> ToolTexts {
-    let default = registry.default_locale();
-    tool.texts(locale.unwrap_or(default), default)
 }
 
 /// The tool `name` (model-facing name or id) as a user may call it.

@@ -64,6 +64,22 @@ impl Format {
     }
 }
 
+/// [`export`] for a reader of `locale` (the registry's default being `default_locale`): an MCP
+/// entry carries the title resolved by [`Tool::texts`]; the other formats carry no titles and
+/// are [`export`]'s.
+pub fn export_in(
+    tool: &Tool,
+    audience: Audience,
+    format: Format,
+    (locale, default_locale): (&str, &str),
+) -> (Option<Value>, Option<String>) {
+    if format == Format::Mcp && tool.provider().is_none() {
+        let title = tool.texts(locale, default_locale).title;
+        return (Some(mcp_titled(tool, title.as_deref())), None);
+    }
+    export(tool, audience, format)
+}
+
 /// `tool` in `format` for `audience`, with a note when the export had to compromise. The entry
 /// is `None` when the tool has no form in `format`: a provider-native tool without a
 /// configuration for that provider, or in MCP (the note says why).

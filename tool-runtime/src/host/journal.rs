@@ -79,10 +79,8 @@ impl Journal {
         progress: &(dyn Fn(u32, StepProgress) + Send + Sync),
     ) -> Result<Value, ToolError> {
         let position = self.next_position();
-        if let Some(entry) = self.recorded_at(position) {
-            let value = self.replayed_as(entry, EntryKind::Step, name)?;
-            progress(position, StepProgress::Replayed);
-            return Ok(value);
+        if let Some(replayed) = self.replay_step(position, name, progress) {
+            return replayed;
         }
         progress(position, StepProgress::Started);
         let recorded = match run.await {
@@ -111,10 +109,8 @@ impl Journal {
         progress: &(dyn Fn(u32, StepProgress) + Send + Sync),
     ) -> Result<Value, ToolError> {
         let position = self.next_position();
-        if let Some(entry) = self.recorded_at(position) {
-            let value = self.replayed_as(entry, EntryKind::Step, name)?;
-            progress(position, StepProgress::Replayed);
-            return Ok(value);
+        if let Some(replayed) = self.replay_step(position, name, progress) {
+            return replayed;
         }
         progress(position, StepProgress::Started);
         let recorded = match self
@@ -133,6 +129,22 @@ impl Journal {
         };
         progress(position, settled(&recorded));
         recorded
+    }
+
+    /// The value an earlier run recorded for step `name` at `position` (told to `progress` as
+    /// replayed), or `None` when the position is new.
+    fn replay_step(
+        &self,
+        position: u32,
+        name: &str,
+        progress: &(dyn Fn(u32, StepProgress) + Send + Sync),
+    ) -> Option<Result<Value, ToolError>> {
+        let entry = self.recorded_at(position)?;
+        let value = self.replayed_as(entry, EntryKind::Step, name);
+        if value.is_ok() {
+            progress(position, StepProgress::Replayed);
+        }
+        Some(value)
     }
 
     /// Whether this run takes the path behind version marker `marker`. Where the journal holds

@@ -113,6 +113,9 @@ impl RuntimeHost {
 
     /// Tells the session what happened to journaled step `name`.
     fn step_progress(&self, name: &str, position: u32, progress: StepProgress) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
         let _ = self.events.send(Event::ActionStep {
             session_id: self.session_id.clone(),
             turn_id: self.turn_id.clone(),

@@ -19,7 +19,7 @@ use crate::record::{
 };
 use crate::store::StoreError;
 use crate::transition::answer::{
-    Settler, answer_text, decision_of, question_answer, response_verdict, workflow_answer,
+    Settler, answer_text, decision_of, question_answer, response_verdict,
 };
 use crate::transition::turn::Settlement;
 
@@ -43,8 +43,7 @@ pub(crate) async fn expire(
     engine: &Arc<Engine>,
     request_id: &str,
 ) -> Result<RespondOutcome, RuntimeError> {
-    let response = InputResponse::cancel(request_id, None)
-        .note("nobody answered before the question's deadline");
+    let response = Settler::withdrawal(request_id);
     settle(engine, response, StepOptions::new(), Settler::Deadline).await
 }
 
@@ -228,10 +227,9 @@ async fn answer(
     settler: Settler,
 ) -> Result<Answer, RuntimeError> {
     if let Some(position) = request.journal_position {
-        let answer = match (settler, workflow_answer(request, response)) {
-            (Settler::Deadline, _) => AskAnswer::Timeout,
-            (Settler::Person, Ok(answer)) => answer,
-            (Settler::Person, Err(reason)) => return Ok(Answer::Rejected(reason)),
+        let answer = match settler.answer(request, response) {
+            Ok(answer) => answer,
+            Err(reason) => return Ok(Answer::Rejected(reason)),
         };
         let call_id = request.call_id.as_deref().unwrap_or_default();
         let run = crate::ids::durable_run_id(&turn.id, call_id);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolwright_core::{AskAnswer, ResponseVerdict};
+use toolwright_core::ResponseVerdict;
 
 use super::runner::spawn;
 use crate::call::{InputResponse, RespondOutcome};
@@ -14,7 +14,7 @@ use crate::event::Event;
 use crate::exec::context::session_info;
 use crate::record::{EntryKind, JournalEntry, TaskStatus};
 use crate::store::{Claim, StoreError};
-use crate::transition::answer::{Settler, decision_of, response_verdict, workflow_answer};
+use crate::transition::answer::{Settler, decision_of, response_verdict};
 
 /// Answers a question asked by a task's body: the answer is journaled (the first valid one
 /// wins) and the task, if nothing else is pending, runs again.
@@ -52,10 +52,9 @@ pub(crate) async fn settle_task(
         if let (Settler::Person, ResponseVerdict::Rejected(reason)) = (settler, verdict) {
             return Ok(RespondOutcome::Rejected { reason });
         }
-        let answer = match (settler, workflow_answer(&request, &response)) {
-            (Settler::Deadline, _) => AskAnswer::Timeout,
-            (Settler::Person, Ok(answer)) => answer,
-            (Settler::Person, Err(reason)) => return Ok(RespondOutcome::Rejected { reason }),
+        let answer = match settler.answer(&request, &response) {
+            Ok(answer) => answer,
+            Err(reason) => return Ok(RespondOutcome::Rejected { reason }),
         };
         let position = request.journal_position.unwrap_or_default();
         // The answer is claimed on the task record first (the first valid answer wins

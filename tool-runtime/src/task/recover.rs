@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use super::runner::spawn;
-use crate::call::InputResponse;
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::store::StoreError;
@@ -109,8 +108,7 @@ async fn expire_questions(engine: &Arc<Engine>, id: &str, now: u64) -> Result<bo
         .map(|r| r.request_id.clone())
         .collect();
     for request_id in &expired {
-        let response = InputResponse::cancel(request_id, None)
-            .note("nobody answered before the question's deadline");
+        let response = Settler::withdrawal(request_id);
         super::answer::settle_task(engine, id, response, Settler::Deadline).await?;
     }
     Ok(!expired.is_empty())

@@ -188,7 +188,7 @@ async fn run_body(
             task: Some(link),
             // A task outlives the step that started it: it asks the runtime's model.
             model: None,
-            step_input: task.input.clone(),
+            step_input: first.step_input.clone(),
         },
     );
     let span = tracing::info_span!("task", task_id = %task.id, tool = tool.name());

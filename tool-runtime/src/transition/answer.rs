@@ -69,6 +69,25 @@ pub(crate) enum Settler {
 }
 
 impl Settler {
+    /// The response a question's deadline gives it: a cancel by nobody, with a note saying why.
+    pub(crate) fn withdrawal(request_id: &str) -> InputResponse {
+        InputResponse::cancel(request_id, None)
+            .note("nobody answered before the question's deadline")
+    }
+
+    /// What a workflow body's question is answered with: `response` checked against `request`
+    /// (a refusal says why), or `timeout` when the deadline settles it.
+    pub(crate) fn answer(
+        self,
+        request: &InputRequest,
+        response: &InputResponse,
+    ) -> Result<AskAnswer, String> {
+        match self {
+            Settler::Person => workflow_answer(request, response),
+            Settler::Deadline => Ok(AskAnswer::Timeout),
+        }
+    }
+
     /// How the request ended, as `input.resolved` says.
     pub(crate) fn outcome(self) -> crate::record::Outcome {
         match self {

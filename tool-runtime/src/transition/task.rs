@@ -65,7 +65,6 @@ impl TaskRecord {
             calls: vec![TaskCall::new(turn, call_id, input)],
             requests: Vec::new(),
             answers: BTreeMap::new(),
-            input: turn.pending.as_ref().and_then(|step| step.input.clone()),
         }
     }
 
@@ -644,5 +643,27 @@ mod tests {
             message(&ended.delivered[0].result),
             (ErrorCode::Cancelled, "cleanup too slow".to_owned())
         );
+    }
+
+    #[test]
+    fn a_serve_call_is_cancelled_on_its_own_and_a_task_call_is_not() {
+        let mut task = new_task(Entry::Serve);
+        task.queue_call(TaskCall::new(&turn(), "c2", json!({})));
+        assert_eq!(task.cancel_calls(Some("c2"), None), vec![1]);
+        let call = &task.calls[1];
+        assert!(call.cancelled);
+        assert_eq!(
+            call.result
+                .as_ref()
+                .and_then(|r| r.error.as_ref())
+                .map(ToolError::code),
+            Some(ErrorCode::Cancelled)
+        );
+        assert_eq!(task.status, TaskStatus::Running, "the task keeps serving");
+        assert!(task.cancel_calls(Some("c2"), None).is_empty(), "once");
+
+        let mut single = new_task(Entry::Task);
+        assert!(single.cancel_calls(Some("c1"), None).is_empty());
+        assert!(single.calls[0].result.is_none());
     }
 }

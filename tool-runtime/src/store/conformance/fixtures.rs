@@ -116,6 +116,5 @@ pub(super) fn minimal_task(id: &str, session: &str) -> TaskRecord {
         }],
         requests: Vec::new(),
         answers: Default::default(),
-        input: None,
     }
 }

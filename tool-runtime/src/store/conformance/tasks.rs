@@ -127,9 +127,7 @@ fn full_task(id: &str, session: &str, turn_id: &str) -> TaskRecord {
             result: None,
             delivered: false,
             cancelled: true,
-            step_input: Some(crate::record::StepInput::Messages(
-                vec![awkward_json()].into(),
-            )),
+            step_input: Some(crate::record::StepInput::Conversation { end: u64::MAX }),
         }],
         requests: Vec::new(),
         answers: [(
@@ -141,6 +139,5 @@ fn full_task(id: &str, session: &str, turn_id: &str) -> TaskRecord {
         )]
         .into_iter()
         .collect(),
-        input: Some(crate::record::StepInput::Conversation { end: u64::MAX }),
     }
 }
