@@ -70,8 +70,8 @@ pub use toolwright_macros::tool;
 #[doc(inline)]
 pub use toolwright_core::{
     ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest, Caller,
-    ContentPart, DurableContext, Effect, EnabledContext, ErrorCode, ModelOutput, NoInput,
-    OptionStyle, Principal, PromptContext, ProviderTool, Registry, ResponseContext,
+    ContentPart, DurableContext, Effect, EnabledContext, ErrorCode, Hook, HookEvent, ModelOutput,
+    NoInput, OptionStyle, Principal, PromptContext, ProviderTool, Registry, ResponseContext,
     ResponseVerdict, Retry, ServeCalls, Services, State, Status, ToolContext, ToolError, ToolInput,
     WorkflowContext,
 };
@@ -110,7 +110,7 @@ pub mod approval {
 pub mod context {
     #[doc(inline)]
     pub use toolwright_core::context::{
-        CallContext, CallHost, DurableParam, HostEvent, LogLevel, Messages, PlainParam,
+        CallContext, CallHost, DurableParam, HookHandle, HostEvent, LogLevel, Messages, PlainParam,
         Requirement, ServeIncoming, StepNames, StoreWork, WorkflowParam,
     };
     #[doc(inline)]
@@ -230,9 +230,9 @@ pub mod runtime {
     #[doc(inline)]
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
-        Decider, Event, GuardrailAction, InputResponse, Invoked, Lease, LeaseKind, Options,
-        ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError, Session,
-        SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, StepProgress, Store,
+        Decider, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse, Invoked, Lease,
+        LeaseKind, Options, ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError,
+        Session, SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, StepProgress, Store,
         StoreError, SystemClock, ToolCall, Turn, WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
@@ -265,7 +265,7 @@ pub mod mcp {
     pub use toolwright_mcp::{
         AuthResolver, HttpHandle, IntrospectionVerifier, McpConnector, McpError, McpHttp,
         McpServer, ProtectedResource, SESSION_HEADER, TokenError, TokenVerifier, VerifiedToken,
-        serve_io, serve_stdio,
+        WEBHOOK_BODY_LIMIT, serve_io, serve_stdio, webhook_router, webhook_router_with_limit,
     };
 
     /// `rmcp`, the MCP SDK the server is built on: the [`ServerHandler`](rmcp::ServerHandler)
@@ -296,9 +296,10 @@ pub mod prelude {
     #[doc(inline)]
     pub use toolwright_core::{
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
-        ContentPart, DurableContext, EnabledContext, ModelOutput, NoInput, OptionStyle,
-        PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict, Retry, ServeCalls,
-        Services, State, StateKey, Status, ToolContext, ToolError, ToolInput, WorkflowContext,
+        ContentPart, DurableContext, EnabledContext, Hook, HookEvent, ModelOutput, NoInput,
+        OptionStyle, PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict,
+        Retry, ServeCalls, Services, State, StateKey, Status, ToolContext, ToolError, ToolInput,
+        WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_core::{

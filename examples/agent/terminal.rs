@@ -104,6 +104,11 @@ impl Terminal {
         }
         match request.kind {
             RequestKind::Question => self.question(request).await,
+            // An outside system answers it, through the hook's token: nothing to ask here.
+            RequestKind::Hook => {
+                println!("  (an outside system answers this; it stays waiting)");
+                None
+            }
             _ => self.approval(request).await,
         }
     }

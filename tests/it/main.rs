@@ -31,6 +31,7 @@ mod ask_deadlines;
 mod dynamic_description;
 mod exports;
 mod guardrails;
+mod hooks;
 mod i18n;
 mod remote_mcp;
 mod runtime_approvals;

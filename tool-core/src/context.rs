@@ -25,11 +25,13 @@ use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
 use crate::workflow::{AskAnswer, AskRequest};
 
+mod hook;
 mod host;
 mod params;
 mod session;
 mod version;
 
+pub use hook::{Hook, HookEvent, HookHandle};
 pub use host::{DetachedHost, HostEvent, StepNames};
 pub use params::{DurableParam, PlainParam, Requirement, State, WorkflowParam};
 pub use session::Messages;
@@ -159,6 +161,40 @@ pub trait CallHost: Send + Sync + 'static {
     fn patched<'a>(&'a self, marker: &'a str) -> BoxFuture<'a, Result<bool, ToolError>> {
         let _ = marker;
         Box::pin(std::future::ready(Ok(true)))
+    }
+    /// Makes hook `name` of a workflow body, whose deliveries are checked against `schema`;
+    /// with `url`, a webhook with the host's URL (see [`WorkflowContext::hook`]). The default
+    /// (a host without a store) refuses.
+    fn create_hook<'a>(
+        &'a self,
+        name: &'a str,
+        schema: Value,
+        url: bool,
+    ) -> BoxFuture<'a, Result<HookHandle, ToolError>> {
+        let _ = (schema, url);
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Journal,
+            format!(
+                "hook `{name}` needs the runtime's store to wait on: run the workflow through the runtime"
+            ),
+        ))))
+    }
+    /// Waits for `hook`'s delivery, at most `timeout` from the first wait: the answer is
+    /// [`AskAnswer::Received`], [`AskAnswer::Timeout`] or [`AskAnswer::Cancelled`]. The default
+    /// (a host without a store) refuses.
+    fn wait_hook<'a>(
+        &'a self,
+        hook: &'a HookHandle,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<AskAnswer, ToolError>> {
+        let _ = timeout;
+        Box::pin(std::future::ready(Err(ToolError::with_code(
+            ErrorCode::Journal,
+            format!(
+                "waiting on hook `{}` needs the runtime's store: run the workflow through the runtime",
+                hook.name
+            ),
+        ))))
     }
     /// The model input of the step that made the call. The default has none.
     fn messages(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {

@@ -53,8 +53,9 @@ pub use builtin::{GENERAL_AGENT, TaskArgs, ask_question, task};
 pub use catalog::{ApprovalPolicy, Catalog, CatalogEntry, ToolOrigin, Visibility};
 pub use context::{
     ApprovalGrant, CallContext, CallContextBuilder, CallHost, DetachedHost, DurableContext,
-    DurableParam, HostEvent, LogLevel, Messages, PlainParam, Requirement, Retry, ServeIncoming,
-    State, StepNames, StoreWork, ToolContext, WorkflowContext, WorkflowParam,
+    DurableParam, Hook, HookEvent, HookHandle, HostEvent, LogLevel, Messages, PlainParam,
+    Requirement, Retry, ServeIncoming, State, StepNames, StoreWork, ToolContext, WorkflowContext,
+    WorkflowParam,
 };
 pub use descriptor::{DescribeFn, EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};

@@ -203,6 +203,13 @@ pub enum AskAnswer {
     Cancelled,
     /// No person can be asked (a schedule). Do not retry: continue on the default path.
     Unavailable,
+    /// What an outside system delivered to the hook a body waited on
+    /// ([`WorkflowContext::wait_hook`](crate::WorkflowContext::wait_hook)), checked against
+    /// the hook's schema. A question is never answered so.
+    Received {
+        /// The payload, as delivered.
+        payload: Value,
+    },
     /// Nobody answered before the question's deadline ([`AskRequest::timeout`]): it was
     /// withdrawn. Continue on the default path, or ask again.
     Timeout,

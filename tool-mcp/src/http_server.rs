@@ -63,6 +63,7 @@ pub struct McpHttp {
     max_sessions_per_principal: usize,
     idle_timeout: Duration,
     backlog: u32,
+    webhooks: Option<String>,
 }
 
 impl std::fmt::Debug for McpHttp {
@@ -98,6 +99,7 @@ impl McpHttp {
             max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             backlog: DEFAULT_BACKLOG,
+            webhooks: None,
         }
     }
 
@@ -187,6 +189,17 @@ impl McpHttp {
         self
     }
 
+    /// Also serves the runtime's webhook route ([`webhook_router`](crate::webhook_router)) at
+    /// `path` (e.g. `/hooks`), beside `/mcp` and outside its guard: a webhook's sender has no
+    /// bearer token, and the hook's token in the URL is the only secret. Point
+    /// `RuntimeBuilder::webhook_url` at the public URL of `path`.
+    #[must_use]
+    pub fn webhooks(mut self, path: impl Into<String>) -> Self {
+        let path = path.into();
+        self.webhooks = Some(format!("/{}", path.trim_matches('/')));
+        self
+    }
+
     /// Binds and serves on a task of its own until the handle is shut down. Fails with
     /// [`McpError::Config`] when the [`ProtectedResource`] is not valid or has no verifier.
     pub async fn start(self) -> Result<HttpHandle, McpError> {
@@ -228,6 +241,9 @@ impl McpHttp {
         let limits = Limits::new(self.max_sessions, self.max_sessions_per_principal);
         let bindings = Arc::new(Bindings::new(Arc::clone(&limits), self.idle_timeout));
         let server = self.server;
+        let webhooks = self
+            .webhooks
+            .map(|path| (path, crate::webhook_router(server.runtime().clone())));
         // Each MCP session gets its own binding (toolwright session, turn, principal); rmcp
         // generates the session ids (random UUIDs) and refuses unknown ones. Stateless requests
         // get theirs from the guard.
@@ -254,6 +270,9 @@ impl McpHttp {
                 }));
         if let Some(resource) = &resource {
             router = router.merge(resource.routes());
+        }
+        if let Some((path, webhooks)) = webhooks {
+            router = router.nest(&path, webhooks);
         }
         let sweeper = tokio::spawn(sweep(bindings, self.idle_timeout, shutdown.clone()));
         let stop = shutdown.clone();

@@ -187,6 +187,67 @@ impl McpServer {
         Ok(self.to_mcp(&result).into())
     }
 
+    /// Waits until call `call_id`, parked on a hook (an outside system's delivery, from this
+    /// process or another on the same store) or a timer, has its result; a question for a
+    /// person it reaches meanwhile is asked as usual. A cancelled MCP call cancels its turn.
+    pub(crate) async fn await_outside(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        turn: &Turn,
+        principal: Option<Principal>,
+        call_id: &str,
+    ) -> Result<CallResult, ErrorData> {
+        let mut events = self.runtime().subscribe();
+        loop {
+            let record = turn.record().await.map_err(internal)?;
+            let holds = |step: &&toolwright_runtime::PendingStep| {
+                step.calls.iter().any(|call| call.call_id == call_id)
+            };
+            let step = record.pending.as_ref().filter(holds);
+            match step {
+                Some(step) => {
+                    let state = step
+                        .calls
+                        .iter()
+                        .find(|call| call.call_id == call_id)
+                        .map(|call| &call.state);
+                    if let Some(toolwright_runtime::CallState::Finished { result }) = state {
+                        return Ok(result.clone());
+                    }
+                    if step
+                        .requests
+                        .iter()
+                        .any(|r| r.is_pending() && asks_person(r))
+                    {
+                        let requests = step.requests.clone();
+                        return self
+                            .ask_person(cx, turn, principal, requests, call_id)
+                            .await;
+                    }
+                }
+                None => {
+                    return match record.last_step {
+                        Some(step) => first(step.results, call_id),
+                        None => Err(ErrorData::internal_error(
+                            "the call's step is gone from its turn",
+                            None,
+                        )),
+                    };
+                }
+            }
+            // A step resumed here announces its results; one resumed by another process on the
+            // same store is found by reading the turn again.
+            tokio::select! {
+                _ = events.recv() => {}
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                () = cx.ct.cancelled() => {
+                    let _ = turn.cancel().await;
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+            }
+        }
+    }
+
     /// Settles the requests a parked call waits on by asking the client's user (elicitation),
     /// until the call has its result.
     pub(crate) async fn ask_person(
@@ -272,6 +333,11 @@ impl McpServer {
             }
         }
     }
+}
+
+/// Whether `request` is for a person to answer (a hook's wait is for an outside system).
+pub(crate) fn asks_person(request: &InputRequest) -> bool {
+    request.kind != RequestKind::Hook
 }
 
 /// The result of a call whose approval or question this client cannot put to its user.

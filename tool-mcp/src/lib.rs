@@ -68,6 +68,7 @@ mod raw;
 mod sampling;
 mod server;
 mod tasks;
+mod webhook;
 
 pub use binding::SESSION_HEADER;
 pub use client::{AuthResolver, McpConnector};
@@ -81,3 +82,4 @@ pub use raw::serve_io;
 /// model types, for handlers composed into [`McpServer::compose`].
 pub use rmcp;
 pub use server::{McpServer, serve_stdio};
+pub use webhook::{WEBHOOK_BODY_LIMIT, webhook_router, webhook_router_with_limit};

@@ -19,7 +19,7 @@ use crate::McpError;
 use crate::binding::{Binding, BindingState, SharedBinding};
 use crate::compose::{Composed, not_served};
 use crate::convert::{first, internal};
-use crate::input::{can_elicit, modern};
+use crate::input::{asks_person, can_elicit, modern};
 use crate::limits::identity;
 use crate::listing::{Listing, current_listing};
 
@@ -372,8 +372,14 @@ impl McpServer {
                 results, requests, ..
             }) => {
                 let done = results.into_iter().find(|r| r.call_id == call_id);
+                let for_person = requests.iter().any(|r| r.is_pending() && asks_person(r));
                 match done {
                     Some(result) => Ok(result),
+                    // Parked on a hook or a timer: nobody here can answer, so the call waits
+                    // for the delivery (or the timer) to resume it.
+                    None if !for_person => {
+                        self.await_outside(&cx, &turn, principal, &call_id).await
+                    }
                     // Peers on 2026-07-28 get the question back in the result and answer it by
                     // calling again; older peers are asked through elicitation. A peer that
                     // declared no elicitation is told it cannot be asked (in `ask_person`),

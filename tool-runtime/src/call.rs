@@ -213,6 +213,24 @@ pub enum RespondOutcome {
     },
 }
 
+/// A delivery to a hook that was accepted ([`Runtime::resume_hook`](crate::Runtime::resume_hook),
+/// [`Runtime::deliver_hook`](crate::Runtime::deliver_hook)): recorded once, for the run that
+/// made the hook.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct HookDelivery {
+    /// The hook's public id (records and events name it; never the token).
+    pub hook_id: String,
+    /// The name the body gave the hook.
+    pub name: String,
+    /// What waking the run did, when [`Runtime::resume_hook`](crate::Runtime::resume_hook)
+    /// woke it: the wait settled (and a turn's step resumed, or a task runs again). `None`
+    /// when the body does not wait on the hook yet (the payload is kept for its wait), and
+    /// from [`Runtime::deliver_hook`](crate::Runtime::deliver_hook), which wakes the run in
+    /// the background.
+    pub outcome: Option<RespondOutcome>,
+}
+
 /// What a message steered into a turn did ([`Turn::steer`](crate::Turn::steer)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]

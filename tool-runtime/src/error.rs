@@ -89,6 +89,9 @@ pub enum RuntimeError {
     /// The task running a step or a resumption failed (a panic outside any tool).
     #[error("the runtime task failed: {0}; the turn is left as recorded, see `Runtime::recover`")]
     Task(String),
+    /// A delivery to a hook was refused.
+    #[error(transparent)]
+    Hook(#[from] HookRefused),
     /// The turn cannot take this operation in its state.
     #[error("turn `{turn}` is {status:?}; {what}")]
     TurnState {
@@ -98,5 +101,45 @@ pub enum RuntimeError {
         status: TurnStatus,
         /// What was refused and what to do.
         what: &'static str,
+    },
+}
+
+/// Why a delivery to a hook ([`Runtime::resume_hook`](crate::Runtime::resume_hook)) was
+/// refused. Nothing was recorded, and the waiting run was not touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookRefused {
+    /// No hook has the token.
+    #[error(
+        "no hook has this token: it was never made in this store, or the token was cut or copied wrong; deliver the token exactly as the workflow handed it out"
+    )]
+    Unknown,
+    /// The hook took a delivery already: a hook takes one.
+    #[error(
+        "hook `{name}` took a delivery already; a hook takes one, so this one is refused (a workflow that waits for more makes a new hook for each)"
+    )]
+    Delivered {
+        /// The hook's name.
+        name: String,
+    },
+    /// The run that made the hook has ended: nothing would read the payload.
+    #[error(
+        "hook `{name}` no longer takes deliveries: the workflow that made it {ended}, so nothing would read this payload"
+    )]
+    Closed {
+        /// The hook's name.
+        name: String,
+        /// How the run ended.
+        ended: String,
+    },
+    /// The payload does not fit the hook's schema.
+    #[error(
+        "the payload does not fit the schema of hook `{name}`: {problems}; send a payload the schema accepts"
+    )]
+    Invalid {
+        /// The hook's name.
+        name: String,
+        /// What is wrong, field by field (JSON pointers).
+        problems: String,
     },
 }

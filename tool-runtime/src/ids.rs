@@ -1,5 +1,5 @@
 //! How the runtime names what it creates: request, turn and call ids, the journal ids of durable
-//! runs, task ids and the journal names of questions and sleeps.
+//! runs, task ids, hook tokens and ids, and the journal names of questions, sleeps and hooks.
 
 use serde_json::json;
 
@@ -38,6 +38,38 @@ pub(crate) fn sleep_name(position: u32) -> String {
     format!("sleep#{position}")
 }
 
+/// The journal name of making hook `name`.
+pub(crate) fn hook_name(name: &str) -> String {
+    format!("hook:{name}")
+}
+
+/// The journal name of a wait on hook `name`.
+pub(crate) fn wait_name(name: &str) -> String {
+    format!("wait:{name}")
+}
+
+/// A fresh hook token: 244 random bits from the system's generator, the one secret a delivery
+/// needs.
+pub(crate) fn hook_token() -> String {
+    format!(
+        "twh_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// The public id of the hook with `token`: a digest, so records, events and requests name the
+/// hook without holding its secret.
+pub(crate) fn hook_id(token: &str) -> String {
+    let digest = toolwright_core::registry::input_digest(&serde_json::Value::String(token.into()));
+    format!("hook_{}", &digest[..32])
+}
+
+/// The journal of hook `id` itself: position 0 registers it, position 1 holds its delivery.
+pub(crate) fn hook_run_id(id: &str) -> String {
+    format!("hooks/{id}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +85,15 @@ mod tests {
             a.starts_with("deploy-") && a.len() == "deploy-".len() + 10,
             "{a}"
         );
+    }
+
+    #[test]
+    fn hook_tokens_are_fresh_and_their_ids_are_stable_digests_that_hold_no_secret() {
+        let (a, b) = (hook_token(), hook_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "twh_".len() + 64);
+        assert_eq!(hook_id(&a), hook_id(&a));
+        assert_ne!(hook_id(&a), hook_id(&b));
+        assert!(!hook_id(&a).contains(&a[4..20]));
     }
 }

@@ -53,10 +53,11 @@ mod turn;
 mod ui;
 
 pub use call::{
-    InputResponse, ProviderResult, RespondOutcome, Steered, StepOptions, StepOutcome, ToolCall,
+    HookDelivery, InputResponse, ProviderResult, RespondOutcome, Steered, StepOptions, StepOutcome,
+    ToolCall,
 };
 pub use decider::{AutoRequest, AutoVerdict, Decider};
-pub use error::RuntimeError;
+pub use error::{HookRefused, RuntimeError};
 pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction, StepProgress};
 pub use exec::slot::waiting_on_calls;
 pub use options::{Clock, Options, SystemClock};

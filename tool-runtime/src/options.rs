@@ -59,6 +59,11 @@ pub struct Options {
     /// How long a toolset's context provider may take before a turn goes on without it
     /// ([`Turn::context`](crate::Turn::context); 800 ms).
     pub context_deadline: Duration,
+    /// The URL the host serves webhooks at (its webhook route, e.g.
+    /// `https://api.example.com/hooks`): a webhook's URL is this with its token appended
+    /// ([`WorkflowContext::webhook`](toolwright_core::WorkflowContext::webhook)). `None`: no
+    /// webhooks, plain hooks only.
+    pub webhook_url: Option<String>,
 }
 
 impl Default for Options {
@@ -78,6 +83,7 @@ impl Default for Options {
             ),
             lease: Duration::from_secs(30),
             context_deadline: Duration::from_millis(800),
+            webhook_url: None,
         }
     }
 }

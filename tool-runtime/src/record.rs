@@ -366,6 +366,12 @@ pub enum RequestKind {
     /// Allow the turn past a limit of its budget (steps, tool calls, tokens, cost): approving
     /// extends the budget, cancelling stops the turn.
     SessionLimit,
+    /// A workflow body waits on a hook
+    /// ([`WorkflowContext::wait_hook`](toolwright_core::WorkflowContext::wait_hook)): no
+    /// person answers it; a delivery to the hook's token settles it
+    /// ([`Runtime::resume_hook`](crate::Runtime::resume_hook)). Its `input` names the hook:
+    /// `{"hook": {"id": ..., "name": ...}}`.
+    Hook,
 }
 
 /// How a request ended.
@@ -597,6 +603,15 @@ pub enum EntryKind {
     /// A version marker the body reached as new work (`ctx.patched(marker)`): its replays take
     /// the new path again. The value is `true`.
     Patch,
+    /// A hook the body made (`ctx.hook(name)`): its token, id, name and URL. In a hook's own
+    /// journal (`hook:<id>`), position 0: what a delivery is checked against (the payload's
+    /// schema) and where it goes (the run that made it).
+    Hook,
+    /// A wait on a hook, and how it ended (received, timeout, cancelled).
+    HookWait,
+    /// In a hook's own journal, position 1: the payload delivered to it. Recorded once, so a
+    /// second delivery is refused.
+    Delivery,
 }
 
 /// One recorded result of a durable run, at its position in the run's journal. On replay the

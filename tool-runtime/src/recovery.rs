@@ -18,6 +18,8 @@ pub(crate) async fn recover(
     let recovered = recover_turns(engine, turns, false).await?;
     // Workflow tasks a stopped process was running go on from their journals.
     crate::task::recover::recover_tasks(engine, None, false).await?;
+    // Deliveries a stopped process recorded but did not hand to their waiting runs.
+    crate::input::hook::wake_delivered(engine).await?;
     Ok(recovered)
 }
 
@@ -73,12 +75,18 @@ async fn recover_turns(
             let engine = Arc::clone(engine);
             spawned.push(tokio::spawn(async move {
                 let outcome = resume(&engine, session, turn, durable, resumption).await;
+                if let Ok(outcome) = &outcome {
+                    recheck(&engine, outcome);
+                }
                 (turn_id, outcome)
             }));
             continue;
         }
         match resume(engine, session, turn, durable, resumption).await {
-            Ok(outcome) => recovered.push((turn_id, outcome)),
+            Ok(outcome) => {
+                recheck(engine, &outcome);
+                recovered.push((turn_id, outcome));
+            }
             Err(RuntimeError::Store(StoreError::Conflict(_) | StoreError::Fenced { .. })) => {}
             Err(error) => return Err(error),
         }
@@ -255,6 +263,14 @@ async fn wake_turn(
         }
         let (session, _) = engine.session(&turn.session_id).await?;
         let outcome = resume(engine, session, turn, claimed, resumption).await?;
+        recheck(engine, &outcome);
         return Ok(Some(outcome));
+    }
+}
+
+/// A resumed step that parked again on a hook whose delivery came meanwhile is settled now.
+fn recheck(engine: &Arc<Engine>, outcome: &StepOutcome) {
+    if let StepOutcome::Waiting { requests, .. } = outcome {
+        crate::input::settle::recheck(engine, requests);
     }
 }

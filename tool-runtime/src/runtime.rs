@@ -162,6 +162,35 @@ impl Runtime {
         crate::input::settle::respond(&self.engine, response, StepOptions::new()).await
     }
 
+    /// Delivers `payload` to the hook with `token` (made by a workflow body's `ctx.hook` or
+    /// `ctx.webhook`), from any process on the same store, and waits until the run took it:
+    /// the payload is checked against the hook's schema, recorded once (a second delivery is
+    /// refused with [`HookRefused::Delivered`](crate::HookRefused::Delivered)), and the wait
+    /// it settles resumes the run (a turn's step runs here, as with [`Runtime::respond`]; a
+    /// task runs again on a task of its own). A body that does not wait on the hook yet finds
+    /// the payload when it does ([`HookDelivery::outcome`] is then `None`).
+    ///
+    /// Refusals are [`RuntimeError::Hook`]: an unknown token, a second delivery, a payload
+    /// the schema refuses, or a run that has ended. Nothing is recorded then.
+    pub async fn resume_hook(
+        &self,
+        token: &str,
+        payload: serde_json::Value,
+    ) -> Result<crate::HookDelivery, RuntimeError> {
+        crate::input::hook::deliver(&self.engine, token, payload, true).await
+    }
+
+    /// [`Runtime::resume_hook`] that returns once the delivery is recorded and wakes the run
+    /// in the background: what an HTTP route answering an outside system wants (its
+    /// response does not wait for the workflow to run on). The webhook route uses it.
+    pub async fn deliver_hook(
+        &self,
+        token: &str,
+        payload: serde_json::Value,
+    ) -> Result<crate::HookDelivery, RuntimeError> {
+        crate::input::hook::deliver(&self.engine, token, payload, false).await
+    }
+
     /// A handle that does not keep the runtime alive.
     pub fn downgrade(&self) -> WeakRuntime {
         WeakRuntime {
@@ -277,7 +306,8 @@ impl Runtime {
     /// turns with the outcome of their step.
     ///
     /// Workflow tasks left `running` (or `cancelling`) run again from their journals, on tasks
-    /// of their own.
+    /// of their own. Runs waiting on a hook whose delivery was recorded by a process that
+    /// stopped before it woke them are woken (this reads every waiting turn and open task).
     ///
     /// Call it at startup when this process is the only one using the store. It takes every
     /// running piece of work over whatever its lease says, so with several instances on one
@@ -420,6 +450,16 @@ impl RuntimeBuilder {
     /// tools included. [`RuntimeBuilder::build`] fails when it is not a language tag.
     pub fn default_locale(mut self, locale: impl Into<String>) -> Self {
         self.default_locale = Some(locale.into());
+        self
+    }
+
+    /// The URL the host serves webhooks at (where it mounts the webhook route, e.g.
+    /// `https://api.example.com/hooks`): a workflow body's `ctx.webhook(..)` gets this URL
+    /// with its token appended. Without it, `ctx.webhook` fails and `ctx.hook` still works.
+    /// Sets [`Options::webhook_url`]; [`RuntimeBuilder::build`] refuses a URL that is not
+    /// `http` or `https`.
+    pub fn webhook_url(mut self, url: impl Into<String>) -> Self {
+        self.options.webhook_url = Some(url.into());
         self
     }
 
@@ -595,6 +635,16 @@ impl RuntimeBuilder {
                 .registry
                 .with_default_locale(locale)
                 .map_err(RuntimeError::Registry)?;
+        }
+        if let Some(url) = &self.options.webhook_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(RuntimeError::Connection {
+                connection: "webhooks".into(),
+                problem: format!(
+                    "the webhook URL `{url}` is not an http(s) URL; give the absolute URL the webhook route is mounted at"
+                ),
+            });
         }
         self.add_sandbox_tools()?;
         // Descriptions computed from host services are computed now, once; the lists built

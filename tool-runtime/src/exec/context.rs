@@ -86,6 +86,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         store: Arc::clone(engine.store()),
         messages: StepMessages::new(body.step_input),
         in_step: std::sync::atomic::AtomicUsize::new(0),
+        webhook_url: engine.options().webhook_url.as_deref().map(Arc::from),
     });
     let mut builder = CallContext::builder()
         .session(body.info)

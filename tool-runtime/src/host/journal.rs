@@ -258,6 +258,9 @@ fn kind_word(kind: EntryKind) -> &'static str {
         EntryKind::Ask => "question",
         EntryKind::Sleep => "sleep",
         EntryKind::Patch => "version marker",
+        EntryKind::Hook => "hook",
+        EntryKind::HookWait => "wait on a hook",
+        EntryKind::Delivery => "hook delivery",
     }
 }
 
@@ -267,7 +270,7 @@ fn suggested_marker(name: &str) -> String {
     // A question or a sleep is named by its position: name the change by what it is.
     let name = match name.split_once('#') {
         Some((what @ ("ask" | "sleep"), _)) => what,
-        _ => name,
+        _ => name.split_once(':').map_or(name, |(_, hook)| hook),
     };
     let cleaned: String = name
         .chars()

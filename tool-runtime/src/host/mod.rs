@@ -14,6 +14,7 @@ use toolwright_core::{
     Sandbox, ServeIncoming, StepNames, Tool, ToolError,
 };
 
+pub(crate) mod hook;
 mod journal;
 mod session;
 
@@ -58,10 +59,14 @@ pub(crate) struct RuntimeHost {
     /// How many journaled steps run now (their work, not a replay): what a body does inside
     /// one is covered by that step's record, so it takes no journal position of its own.
     pub(crate) in_step: std::sync::atomic::AtomicUsize,
+    /// Where the host serves webhooks (`RuntimeBuilder::webhook_url`), if it does.
+    pub(crate) webhook_url: Option<Arc<str>>,
 }
 
 /// What the body of a workflow task reaches through its host.
 pub(crate) struct TaskLink {
+    /// The task's id.
+    pub(crate) task_id: String,
     /// The task's calls as stored when this run started. A call that already has its result was
     /// replied to by an earlier run: replaying it does not send the reply again.
     pub(crate) calls: Vec<TaskCall>,
@@ -207,6 +212,23 @@ impl CallHost for RuntimeHost {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Messages, ToolError>> {
         self.serve_call_messages_op(key)
+    }
+
+    fn create_hook<'a>(
+        &'a self,
+        name: &'a str,
+        schema: Value,
+        url: bool,
+    ) -> BoxFuture<'a, Result<toolwright_core::HookHandle, ToolError>> {
+        self.create_hook_op(name, schema, url)
+    }
+
+    fn wait_hook<'a>(
+        &'a self,
+        hook: &'a toolwright_core::HookHandle,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<AskAnswer, ToolError>> {
+        self.wait_hook_op(hook, timeout)
     }
 
     fn patched<'a>(&'a self, marker: &'a str) -> BoxFuture<'a, Result<bool, ToolError>> {

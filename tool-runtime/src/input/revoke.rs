@@ -60,6 +60,9 @@ pub(crate) async fn revoke(
             });
         }
         let outcome = resume(engine, session, turn, claimed, resumption).await?;
+        if let crate::call::StepOutcome::Waiting { requests, .. } = &outcome {
+            super::settle::recheck(engine, requests);
+        }
         return Ok(RespondOutcome::Resumed(outcome));
     }
 }

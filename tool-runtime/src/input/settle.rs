@@ -9,17 +9,18 @@ use serde_json::Value;
 use toolwright_core::{AskAnswer, ResponseVerdict};
 
 use super::resume::{Resumption, resume, write};
-use crate::call::{InputResponse, RespondOutcome, StepOptions};
+use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::{CandidateStatus, Event};
 use crate::exec::context::session_info;
 use crate::record::{
-    Approver, Decision, EntryKind, InputRequest, JournalEntry, RequestKind, TurnRecord, TurnStatus,
+    Approver, Decision, InputRequest, JournalEntry, RequestKind, TurnRecord, TurnStatus,
 };
 use crate::store::StoreError;
+use crate::transition::HookRef;
 use crate::transition::answer::{
-    Settler, answer_text, decision_of, question_answer, response_verdict,
+    Settler, answer_text, decision_of, journal_entry, question_answer, response_verdict,
 };
 use crate::transition::turn::Settlement;
 
@@ -45,6 +46,20 @@ pub(crate) async fn expire(
 ) -> Result<RespondOutcome, RuntimeError> {
     let response = Settler::withdrawal(request_id);
     settle(engine, response, StepOptions::new(), Settler::Deadline).await
+}
+
+/// Settles the wait `request_id` on a hook with the hook's delivered `payload`, on a task of
+/// its own like [`respond`].
+pub(crate) async fn deliver(
+    engine: &Arc<Engine>,
+    request_id: &str,
+    payload: Value,
+) -> Result<RespondOutcome, RuntimeError> {
+    let engine = Arc::clone(engine);
+    let response = InputResponse::fill(request_id, None, payload);
+    tokio::spawn(async move { settle(&engine, response, StepOptions::new(), Settler::Hook).await })
+        .await
+        .map_err(|error| RuntimeError::Task(error.to_string()))?
 }
 
 /// Answers an input request of a turn, or of a workflow task's body.
@@ -79,6 +94,10 @@ async fn settle(
             }
             return Ok(RespondOutcome::Dropped);
         };
+        if let Some(reason) = settler.refusal(&request) {
+            engine.parked().keep(turn, version);
+            return Ok(RespondOutcome::Rejected { reason });
+        }
         let (session, _) = engine.session(&turn.session_id).await?;
         let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
         let registry = engine.registry();
@@ -155,6 +174,9 @@ async fn settle(
             Recorded::Claimed(claimed, mut resumption) => {
                 resumption.model = options.model;
                 let outcome = resume(engine, session, turn, claimed, resumption).await?;
+                if let StepOutcome::Waiting { requests, .. } = &outcome {
+                    recheck(engine, requests);
+                }
                 Ok(RespondOutcome::Resumed(outcome))
             }
         };
@@ -233,7 +255,7 @@ async fn answer(
         };
         let call_id = request.call_id.as_deref().unwrap_or_default();
         let run = crate::ids::durable_run_id(&turn.id, call_id);
-        return journal_answer(engine, &run, position, answer).await;
+        return journal_answer(engine, &run, journal_entry(request, position, &answer)).await;
     }
     if request.kind == RequestKind::Question && decision_of(response.decision) == Decision::Approved
     {
@@ -245,20 +267,16 @@ async fn answer(
     Ok(Answer::Given(None))
 }
 
-/// Journals `answer` to the question at `position` of run `run`.
+/// Journals the answer to a workflow body's request (`entry`) in run `run`.
 async fn journal_answer(
     engine: &Engine,
     run: &str,
-    position: u32,
-    answer: AskAnswer,
+    entry: JournalEntry,
 ) -> Result<Answer, RuntimeError> {
     let store = engine.store();
-    let entry = JournalEntry {
-        position,
-        kind: EntryKind::Ask,
-        name: crate::ids::ask_name(position),
-        value: serde_json::to_value(&answer).unwrap_or(Value::Null),
-    };
+    let position = entry.position;
+    let answer: AskAnswer =
+        serde_json::from_value(entry.value.clone()).unwrap_or(AskAnswer::Cancelled);
     match store.append_journal(run, &entry).await {
         Ok(()) => Ok(Answer::Given(answer_text(&answer))),
         // Already recorded: by this answer on an earlier try (the turn write raced another
@@ -313,4 +331,33 @@ fn announce_settled(
         request_id: request.request_id.clone(),
         outcome: settler.outcome(),
     });
+}
+
+/// Right after a run parked on `requests`: a wait on a hook whose delivery arrived between the
+/// body's check and the park is settled now, in the background. (A delivery after the park
+/// finds the request itself.)
+pub(crate) fn recheck(engine: &Arc<Engine>, requests: &[InputRequest]) {
+    for request in requests.iter().filter(|r| r.is_pending()) {
+        let Some(hook) = HookRef::of(request) else {
+            continue;
+        };
+        let engine = Arc::clone(engine);
+        let request_id = request.request_id.clone();
+        tokio::spawn(async move {
+            let delivered = match crate::host::hook::delivery(engine.store().as_ref(), &hook.id)
+                .await
+            {
+                Ok(delivered) => delivered,
+                Err(error) => {
+                    tracing::warn!(hook = %hook.id, "checking a hook's delivery failed: {error}");
+                    return;
+                }
+            };
+            if let Some(payload) = delivered
+                && let Err(error) = deliver(&engine, &request_id, payload).await
+            {
+                tracing::warn!(hook = %hook.id, "settling a delivered hook failed: {error}");
+            }
+        });
+    }
 }

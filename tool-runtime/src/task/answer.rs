@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use toolwright_core::ResponseVerdict;
 
 use super::runner::spawn;
@@ -12,9 +11,9 @@ use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::exec::context::session_info;
-use crate::record::{EntryKind, JournalEntry, TaskStatus};
+use crate::record::TaskStatus;
 use crate::store::{Claim, StoreError};
-use crate::transition::answer::{Settler, decision_of, response_verdict};
+use crate::transition::answer::{Settler, decision_of, journal_entry, response_verdict};
 
 /// Answers a question asked by a task's body: the answer is journaled (the first valid one
 /// wins) and the task, if nothing else is pending, runs again.
@@ -38,6 +37,9 @@ pub(crate) async fn settle_task(
         };
         if !request.is_pending() || task.status != TaskStatus::Waiting {
             return Ok(RespondOutcome::Dropped);
+        }
+        if let Some(reason) = settler.refusal(&request) {
+            return Ok(RespondOutcome::Rejected { reason });
         }
         let Some((session, _)) = engine.store().session(&task.session_id).await? else {
             return Err(RuntimeError::UnknownSession(task.session_id.clone()));
@@ -84,12 +86,7 @@ pub(crate) async fn settle_task(
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error.into()),
         };
-        let entry = JournalEntry {
-            position,
-            kind: EntryKind::Ask,
-            name: crate::ids::ask_name(position),
-            value: serde_json::to_value(&answer).unwrap_or(Value::Null),
-        };
+        let entry = journal_entry(&request, position, &answer);
         match engine.store().append_journal(&task.run_id(), &entry).await {
             Ok(()) | Err(StoreError::Conflict(_)) => {}
             Err(error) => {

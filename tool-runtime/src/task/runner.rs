@@ -167,6 +167,7 @@ async fn run_body(
     let (replies, mut incoming) = tokio::sync::mpsc::unbounded_channel();
     let journal = Journal::new(run_id, Arc::clone(engine.store()), lease.cloned(), recorded);
     let link = TaskLink {
+        task_id: task.id.clone(),
         calls: task.calls.clone(),
         next: AtomicUsize::new(1),
         replies,
@@ -370,6 +371,7 @@ async fn settle_run(
             });
         }
         if let Some(request) = asked {
+            super::recheck(engine, id, &request);
             engine.emit(Event::InputRequested { request });
         }
         if task.status.is_over() {

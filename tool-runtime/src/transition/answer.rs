@@ -7,8 +7,9 @@ use toolwright_core::{
     ResponseVerdict, SessionInfo, Tool,
 };
 
+use super::HookRef;
 use crate::call::InputResponse;
-use crate::record::{Decision, InputRequest};
+use crate::record::{Decision, EntryKind, InputRequest, JournalEntry, RequestKind};
 
 /// The decision an answer records.
 pub(crate) fn decision_of(decision: ResponseDecision) -> Decision {
@@ -66,6 +67,9 @@ pub(crate) enum Settler {
     /// The question's deadline passed ([`toolwright_core::AskRequest::timeout`]): the runtime
     /// withdraws it, and the body's answer is [`AskAnswer::Timeout`].
     Deadline,
+    /// A delivery to the hook the body waits on: its payload (in the response's `fields`,
+    /// checked against the hook's schema before) is the answer, [`AskAnswer::Received`].
+    Hook,
 }
 
 impl Settler {
@@ -85,15 +89,53 @@ impl Settler {
         match self {
             Settler::Person => workflow_answer(request, response),
             Settler::Deadline => Ok(AskAnswer::Timeout),
+            Settler::Hook => Ok(AskAnswer::Received {
+                payload: response.fields.clone().unwrap_or(Value::Null),
+            }),
+        }
+    }
+
+    /// Why this settler may not settle `request` at all: a person cannot answer a hook's
+    /// wait (only a delivery to the hook does), and a delivery answers nothing else.
+    pub(crate) fn refusal(self, request: &InputRequest) -> Option<String> {
+        let hook = request.kind == RequestKind::Hook;
+        match self {
+            Settler::Person if hook => Some(format!(
+                "this request is {}, not a question for a person: deliver to the hook's token with `Runtime::resume_hook` (or its webhook URL), or cancel the turn or task",
+                request.prompt
+            )),
+            Settler::Hook if !hook => {
+                Some("a hook's delivery settles only a wait on that hook".into())
+            }
+            _ => None,
         }
     }
 
     /// How the request ended, as `input.resolved` says.
     pub(crate) fn outcome(self) -> crate::record::Outcome {
         match self {
-            Settler::Person => crate::record::Outcome::Answered,
+            Settler::Person | Settler::Hook => crate::record::Outcome::Answered,
             Settler::Deadline => crate::record::Outcome::Expired,
         }
+    }
+}
+
+/// The journal entry that records `answer` to workflow request `request` at `position`: a
+/// question's answer, or how a hook's wait ended.
+pub(crate) fn journal_entry(
+    request: &InputRequest,
+    position: u32,
+    answer: &AskAnswer,
+) -> JournalEntry {
+    let (kind, name) = match HookRef::of(request) {
+        Some(hook) => (EntryKind::HookWait, crate::ids::wait_name(&hook.name)),
+        None => (EntryKind::Ask, crate::ids::ask_name(position)),
+    };
+    JournalEntry {
+        position,
+        kind,
+        name,
+        value: serde_json::to_value(answer).unwrap_or(Value::Null),
     }
 }
 

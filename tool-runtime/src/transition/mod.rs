@@ -40,8 +40,8 @@
 //!
 //! | from | what happens | to | fn |
 //! |---|---|---|---|
-//! | — | a call needs approval, asks a question, or a workflow body asks | `pending` | [`InputRequest::approval`], [`InputRequest::question`], [`InputRequest::workflow_ask`], [`InputRequest::task_ask`] |
-//! | `pending` | the first valid answer, or a question's deadline passing (settled with no responder; its body gets `timeout`) | `settled` | [`PendingStep::settle`], [`TaskRecord::settle_answer`] |
+//! | — | a call needs approval, asks a question, or a workflow body asks or waits on a hook | `pending` | [`InputRequest::approval`], [`InputRequest::question`], [`InputRequest::workflow_ask`], [`InputRequest::task_ask`], [`InputRequest::hook_wait`], [`InputRequest::task_hook_wait`] |
+//! | `pending` | the first valid answer, a hook's delivery, or a deadline passing (settled with no responder; its body gets `timeout`) | `settled` | [`PendingStep::settle`], [`TaskRecord::settle_answer`] |
 //! | `pending` | a message that answers nothing, or a cancel | `revoked` | [`PendingStep::revoke`], [`TurnRecord::cancel`], [`TaskRecord::begin_cancel`], [`TaskRecord::end_run`] |
 //!
 //! ## A workflow task ([`TaskStatus`](crate::record::TaskStatus))
@@ -79,6 +79,8 @@
 //! [`InputRequest::question`]: crate::record::InputRequest::question
 //! [`InputRequest::workflow_ask`]: crate::record::InputRequest::workflow_ask
 //! [`InputRequest::task_ask`]: crate::record::InputRequest::task_ask
+//! [`InputRequest::hook_wait`]: crate::record::InputRequest::hook_wait
+//! [`InputRequest::task_hook_wait`]: crate::record::InputRequest::task_hook_wait
 //! [`TaskRecord::settle_answer`]: crate::record::TaskRecord::settle_answer
 //! [`TaskRecord::begin_cancel`]: crate::record::TaskRecord::begin_cancel
 //! [`TaskRecord::end_run`]: crate::record::TaskRecord::end_run
@@ -107,10 +109,48 @@ pub(crate) enum Suspension {
         request: AskRequest,
         deadline_ms: Option<u64>,
     },
+    /// `ctx.wait_hook` at this journal position, with no delivery recorded yet; given up at
+    /// `deadline_ms` when the wait has a timeout.
+    Hook {
+        position: u32,
+        hook: HookRef,
+        deadline_ms: Option<u64>,
+    },
     /// `ctx.sleep` until this time (Unix milliseconds).
     Sleep { until_ms: u64 },
     /// A `serve` body waits for its call at this index, which has not arrived.
     Receive { index: usize },
+}
+
+/// The hook a body waits on: its public id and its name (never its token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HookRef {
+    pub(crate) id: String,
+    pub(crate) name: String,
+}
+
+impl HookRef {
+    /// What a wait request shows: which hook the body waits on.
+    pub(crate) fn prompt(&self) -> String {
+        format!("waiting for a delivery to hook `{}`", self.name)
+    }
+
+    /// The `input` of a wait request: the hook it waits on.
+    pub(crate) fn input(&self) -> serde_json::Value {
+        serde_json::json!({ "hook": { "id": self.id, "name": self.name } })
+    }
+
+    /// The hook a wait request waits on, if it is one.
+    pub(crate) fn of(request: &InputRequest) -> Option<HookRef> {
+        if request.kind != crate::record::RequestKind::Hook {
+            return None;
+        }
+        let hook = request.input.as_ref()?.get("hook")?;
+        Some(HookRef {
+            id: hook.get("id")?.as_str()?.to_owned(),
+            name: hook.get("name")?.as_str()?.to_owned(),
+        })
+    }
 }
 
 /// A workflow call of a turn's step parked on a question or a timer: its new state, and the

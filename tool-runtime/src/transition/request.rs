@@ -3,6 +3,7 @@
 use serde_json::Value;
 use toolwright_core::{AskRequest, SessionInfo};
 
+use super::HookRef;
 use crate::ids::new_id;
 use crate::record::{
     DefinitionChange, InputRequest, RequestKind, RequestStatus, TaskRecord, TurnRecord,
@@ -126,6 +127,51 @@ impl InputRequest {
             deadline_ms,
             definition_change: None,
             status: RequestStatus::Pending,
+        }
+    }
+
+    /// The wait of workflow call `call_id` of `tool` in `turn` on `hook`, at journal
+    /// `position`: a request no person answers, settled by a delivery to the hook.
+    pub(crate) fn hook_wait(
+        turn: &TurnRecord,
+        call_id: &str,
+        tool: &str,
+        position: u32,
+        hook: &HookRef,
+        deadline_ms: Option<u64>,
+    ) -> InputRequest {
+        InputRequest {
+            request_id: new_id("req"),
+            kind: RequestKind::Hook,
+            session_id: turn.session_id.clone(),
+            turn_id: turn.id.clone(),
+            call_id: Some(call_id.to_owned()),
+            tool: Some(tool.to_owned()),
+            prompt: hook.prompt(),
+            input: Some(hook.input()),
+            reasons: Vec::new(),
+            requester: turn.current.clone(),
+            approval_key: None,
+            journal_position: Some(position),
+            task_id: None,
+            deadline_ms,
+            definition_change: None,
+            status: RequestStatus::Pending,
+        }
+    }
+
+    /// The wait of the body of workflow task `task` on `hook`, at journal `position`.
+    pub(crate) fn task_hook_wait(
+        task: &TaskRecord,
+        position: u32,
+        hook: &HookRef,
+        deadline_ms: Option<u64>,
+    ) -> InputRequest {
+        InputRequest {
+            kind: RequestKind::Hook,
+            prompt: hook.prompt(),
+            input: Some(hook.input()),
+            ..InputRequest::task_ask(task, position, &AskRequest::new(""), deadline_ms)
         }
     }
 

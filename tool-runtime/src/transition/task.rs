@@ -200,23 +200,16 @@ impl TaskRecord {
                 position,
                 request,
                 deadline_ms,
-            } => {
-                let existing = self
-                    .requests
-                    .iter()
-                    .find(|r| r.journal_position == Some(*position));
-                match existing {
-                    Some(existing) if existing.is_pending() => self.status = TaskStatus::Waiting,
-                    // Answered (and journaled) while the body ran: replay to it.
-                    Some(_) => parked.again = true,
-                    None => {
-                        let asked = InputRequest::task_ask(self, *position, request, *deadline_ms);
-                        self.requests.push(asked.clone());
-                        self.status = TaskStatus::Waiting;
-                        parked.asked = Some(asked);
-                    }
-                }
-            }
+            } => self.park_on(position, &mut parked, |task| {
+                InputRequest::task_ask(task, *position, request, *deadline_ms)
+            }),
+            Suspension::Hook {
+                position,
+                hook,
+                deadline_ms,
+            } => self.park_on(position, &mut parked, |task| {
+                InputRequest::task_hook_wait(task, *position, hook, *deadline_ms)
+            }),
             Suspension::Sleep { until_ms } => {
                 if now_ms >= *until_ms {
                     parked.again = true;
@@ -235,6 +228,31 @@ impl TaskRecord {
             }
         }
         parked
+    }
+
+    /// Parks on the request at journal `position` (a question, a hook's wait), opened with
+    /// `open` the first time the body reaches it.
+    fn park_on(
+        &mut self,
+        position: &u32,
+        parked: &mut ParkedRun,
+        open: impl FnOnce(&TaskRecord) -> InputRequest,
+    ) {
+        let existing = self
+            .requests
+            .iter()
+            .find(|r| r.journal_position == Some(*position));
+        match existing {
+            Some(existing) if existing.is_pending() => self.status = TaskStatus::Waiting,
+            // Answered (and journaled) while the body ran: replay to it.
+            Some(_) => parked.again = true,
+            None => {
+                let asked = open(self);
+                self.requests.push(asked.clone());
+                self.status = TaskStatus::Waiting;
+                parked.asked = Some(asked);
+            }
+        }
     }
 
     /// Ends the task after its last run (`cancelling`: it was being cancelled): every call

@@ -583,6 +583,18 @@ impl Parked {
                 };
                 (state, Some(request))
             }
+            Suspension::Hook {
+                position,
+                hook,
+                deadline_ms,
+            } => {
+                let request =
+                    InputRequest::hook_wait(turn, call_id, tool, position, &hook, deadline_ms);
+                let state = CallState::Waiting {
+                    request_id: request.request_id.clone(),
+                };
+                (state, Some(request))
+            }
             Suspension::Sleep { until_ms } => (CallState::Sleeping { until_ms }, None),
             // Only a task's body waits for calls; a turn's call never reports it.
             Suspension::Receive { .. } => (CallState::Running, None),
