@@ -94,6 +94,17 @@ pub async fn round_trip(store: &dyn Store) {
             "sleep#3",
             json!({ "until_ms": 1_700_000_000_000_u64 }),
         ),
+        (
+            EntryKind::Hook,
+            "hook:payment",
+            json!({ "token": "twh_x", "id": "hook_0123", "name": "payment" }),
+        ),
+        (
+            EntryKind::HookWait,
+            "wait:payment",
+            json!({ "status": "received", "payload": awkward_json() }),
+        ),
+        (EntryKind::Delivery, "delivery", awkward_json()),
     ]
     .into_iter()
     .zip(0..)
@@ -349,5 +360,11 @@ fn every_request_status(
                 outcome: Outcome::Answered,
             },
         ),
+        InputRequest {
+            input: Some(json!({ "hook": { "id": "hook_0123", "name": "payment" } })),
+            journal_position: Some(4),
+            deadline_ms: Some(1_700_000_060_000),
+            ..bare(7, RequestKind::Hook, RequestStatus::Pending)
+        },
     ]
 }
