@@ -131,12 +131,21 @@ impl WorkflowContext {
     /// inside a step, so it is sent once. Deliveries are checked against `T`'s JSON Schema and
     /// the first one is kept until the body waits for it ([`wait_hook`](Self::wait_hook)).
     ///
-    /// ```ignore
-    /// let hook = ctx.hook::<Payment>("payment").await?;
-    /// ctx.step("charge", async { psp.charge(&order, hook.token()).await }).await?;
-    /// match ctx.wait_hook_for(&hook, Duration::from_secs(3600)).await? {
-    ///     HookEvent::Received(payment) => { /* go on */ }
-    ///     HookEvent::Timeout | HookEvent::Cancelled => { /* refund, give up */ }
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use toolwright_core::{HookEvent, ToolError, WorkflowContext};
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Payment { amount: u64 }
+    ///
+    /// async fn fulfil(ctx: WorkflowContext) -> Result<String, ToolError> {
+    ///     let hook = ctx.hook::<Payment>("payment").await?;
+    ///     let token = hook.token().to_owned();
+    ///     // Hand the token to the payment provider once: inside a step.
+    ///     ctx.step("charge", async move { let _ = token; Ok(()) }).await?;
+    ///     Ok(match ctx.wait_hook_for(&hook, Duration::from_secs(3600)).await? {
+    ///         HookEvent::Received(payment) => format!("paid {}", payment.amount),
+    ///         HookEvent::Timeout | HookEvent::Cancelled => "refunded".to_owned(),
+    ///     })
     /// }
     /// ```
     pub async fn hook<T>(&self, name: impl AsRef<str>) -> Result<Hook<T>, ToolError>
