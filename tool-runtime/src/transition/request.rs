@@ -140,23 +140,11 @@ impl InputRequest {
         hook: &HookRef,
         deadline_ms: Option<u64>,
     ) -> InputRequest {
+        let asked = AskRequest::new(hook.prompt());
         InputRequest {
-            request_id: new_id("req"),
             kind: RequestKind::Hook,
-            session_id: turn.session_id.clone(),
-            turn_id: turn.id.clone(),
-            call_id: Some(call_id.to_owned()),
-            tool: Some(tool.to_owned()),
-            prompt: hook.prompt(),
             input: Some(hook.input()),
-            reasons: Vec::new(),
-            requester: turn.current.clone(),
-            approval_key: None,
-            journal_position: Some(position),
-            task_id: None,
-            deadline_ms,
-            definition_change: None,
-            status: RequestStatus::Pending,
+            ..InputRequest::workflow_ask(turn, call_id, tool, position, &asked, deadline_ms)
         }
     }
 
@@ -167,11 +155,11 @@ impl InputRequest {
         hook: &HookRef,
         deadline_ms: Option<u64>,
     ) -> InputRequest {
+        let asked = AskRequest::new(hook.prompt());
         InputRequest {
             kind: RequestKind::Hook,
-            prompt: hook.prompt(),
             input: Some(hook.input()),
-            ..InputRequest::task_ask(task, position, &AskRequest::new(""), deadline_ms)
+            ..InputRequest::task_ask(task, position, &asked, deadline_ms)
         }
     }
 
