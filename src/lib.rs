@@ -70,10 +70,10 @@ pub use toolwright_macros::tool;
 #[doc(inline)]
 pub use toolwright_core::{
     ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest, Caller,
-    ContentPart, DurableContext, Effect, EnabledContext, ErrorCode, Hook, HookEvent, ModelOutput,
-    NoInput, OptionStyle, Principal, PromptContext, ProviderTool, Registry, ResponseContext,
-    ResponseVerdict, Retry, ServeCalls, Services, State, Status, ToolContext, ToolError, ToolInput,
-    WorkflowContext,
+    ContentPart, DurableContext, DynamicTool, Effect, EnabledContext, ErrorCode, Hook, HookEvent,
+    ModelOutput, NoInput, OptionStyle, Principal, PromptContext, ProviderTool, Registry,
+    ResponseContext, ResponseVerdict, Retry, ServeCalls, Services, State, Status, Token,
+    TokenError, ToolContext, ToolError, ToolInput, WorkflowContext,
 };
 #[doc(inline)]
 pub use toolwright_core::{
@@ -89,6 +89,15 @@ pub mod guardrail {
     pub use toolwright_core::guardrail::{
         GuardrailSpec, InputGuardrail, InputGuardrailFn, IntoInputVerdict, IntoOutputVerdict,
         OutputGuardrail, OutputGuardrailFn, PrepareFn, PrepareTools,
+    };
+}
+
+/// Credentials: the broker a host installs to hand out tokens of connected services, the
+/// tokens, and why one cannot be had (a status the user can fix).
+pub mod credentials {
+    #[doc(inline)]
+    pub use toolwright_core::credentials::{
+        AuthReason, AuthorizationRequired, CredentialBroker, Token, TokenError, TokenHolder,
     };
 }
 
@@ -138,8 +147,9 @@ pub mod registry {
     pub use toolwright_core::workflow::Entry;
     #[doc(inline)]
     pub use toolwright_core::{
-        ApprovalPolicy, Audience, Catalog, CatalogEntry, Format, RegistryError, RegistryProblem,
-        Tool, ToolList, ToolOrigin, Visibility, registry::ListEntry,
+        ApprovalPolicy, Audience, Catalog, CatalogEntry, DefinitionError, DynamicTool, Format,
+        RegistryError, RegistryProblem, Tool, ToolList, ToolOrigin, Visibility,
+        registry::ListEntry,
     };
     #[doc(inline)]
     pub use toolwright_core::{GENERAL_AGENT, TaskArgs, ask_question, task};
@@ -298,8 +308,8 @@ pub mod prelude {
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, Hook, HookEvent, ModelOutput, NoInput,
         OptionStyle, PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict,
-        Retry, ServeCalls, Services, State, StateKey, Status, ToolContext, ToolError, ToolInput,
-        WorkflowContext,
+        Retry, ServeCalls, Services, State, StateKey, Status, Token, TokenError, ToolContext,
+        ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_core::{

@@ -159,6 +159,26 @@ pub struct ApprovalSpec {
     pub response: Option<ResponseFn>,
     /// What keys the memory of `once`.
     pub key: ApprovalKey,
+    /// The provider whose token an approver must hold (`approval(require_auth = "github")`):
+    /// an approval from anyone else is rejected and the request stays pending. Checked with the
+    /// runtime's credential broker when the answer arrives; with no `response` policy, a
+    /// cancel is allowed to the call's requester and to anyone holding the token.
+    pub require_auth: Option<&'static str>,
+}
+
+impl ApprovalSpec {
+    /// `request` with every other setting at its default: the default prompt, the default
+    /// response policy (the turn's caller answers), memory keyed by the tool name, no token
+    /// required.
+    pub const fn new(request: RequestPolicy) -> ApprovalSpec {
+        ApprovalSpec {
+            request,
+            prompt: None,
+            response: None,
+            key: ApprovalKey::ToolName,
+            require_auth: None,
+        }
+    }
 }
 
 /// Erased custom request policy (generated adapter around the user's fn).

@@ -117,6 +117,8 @@ pub enum ToolOrigin {
     Remote,
     /// A provider-native tool: the model provider runs it.
     Provider,
+    /// A tool the host defined from data at run time ([`crate::DynamicTool`]).
+    Dynamic,
 }
 
 impl Catalog {
@@ -177,6 +179,8 @@ fn entry(tool: &Tool, locale: &str, default: &str) -> CatalogEntry {
         ToolOrigin::Provider
     } else if tool.remote_tool().is_some() {
         ToolOrigin::Remote
+    } else if tool.dynamic_tool().is_some() {
+        ToolOrigin::Dynamic
     } else {
         ToolOrigin::Local
     };

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::credentials::CredentialBroker;
 use crate::error::{ErrorCode, ToolError};
 use crate::model::{AgentHandle, CallScope, ModelBackend, ModelHandle, ModelOrigin, ModelUsage};
 use crate::output::CallOutput;
@@ -25,6 +26,7 @@ use crate::sandbox::Sandbox;
 use crate::session::{Caller, Principal, SessionInfo};
 use crate::workflow::{AskAnswer, AskRequest};
 
+mod credentials;
 mod hook;
 mod host;
 mod params;
@@ -126,6 +128,18 @@ pub trait CallHost: Send + Sync + 'static {
     /// The sandbox the host installed, if any. The default has none.
     fn sandbox(&self) -> Option<Arc<dyn Sandbox>> {
         None
+    }
+    /// The credential broker the host installed, if any (see [`crate::credentials`]). The
+    /// default has none.
+    fn credentials(&self) -> Option<Arc<dyn CredentialBroker>> {
+        None
+    }
+    /// Now on the host's clock, in milliseconds since the Unix epoch: what a token's expiry is
+    /// checked against. The default reads the system clock.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
     /// The model this call's `ctx.model()` asks, if any (see [`ModelBackend`]). The default
     /// has none.

@@ -78,6 +78,9 @@ pub enum ErrorCode {
     LimitReached,
     /// An output guardrail stopped the turn: the call's output was withheld from the model.
     Stopped,
+    /// The call needs a token the user can provide: sign in, connect a provider or reconnect
+    /// it (the details are the status object, see [`crate::credentials`]).
+    AuthorizationRequired,
 }
 
 impl ErrorCode {
@@ -102,6 +105,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::LimitReached => "LIMIT_REACHED",
             ErrorCode::Stopped => "STOPPED",
+            ErrorCode::AuthorizationRequired => "AUTHORIZATION_REQUIRED",
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod approval;
 pub mod builtin;
 pub mod context;
+pub mod credentials;
 pub mod descriptor;
 pub mod effect;
 pub mod error;
@@ -57,6 +58,9 @@ pub use context::{
     Requirement, Retry, ServeIncoming, State, StepNames, StoreWork, ToolContext, WorkflowContext,
     WorkflowParam,
 };
+pub use credentials::{
+    AuthReason, AuthorizationRequired, CredentialBroker, Token, TokenError, TokenHolder,
+};
 pub use descriptor::{DescribeFn, EnabledContext, EndsTurn, Location, ToolDescriptor, ToolKind};
 pub use effect::{Annotations, Effect};
 pub use error::{ErrorCode, InputError, InputProblem, ToolError};
@@ -83,5 +87,5 @@ pub use sandbox::{
 };
 pub use services::Services;
 pub use session::{Caller, Principal, PrincipalType, SessionInfo, StateKey};
-pub use tool::{Audience, Tool};
+pub use tool::{Audience, DefinitionError, DynamicTool, Tool};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

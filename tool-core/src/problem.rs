@@ -20,6 +20,24 @@ pub enum RegistryProblem {
         /// The second definition.
         second: Location,
     },
+    /// A tool defined at run time takes a name another tool has.
+    #[error(
+        "a tool named `{name}` is registered already; unregister it first, or choose another name"
+    )]
+    Taken {
+        /// The name.
+        name: String,
+    },
+    /// A tool defined at run time takes a name in a connection's namespace.
+    #[error(
+        "the name `{name}` is in the namespace of connection `{connection}` (`{connection}__`), whose server's tools take such names; choose a name without that prefix"
+    )]
+    Namespace {
+        /// The name.
+        name: String,
+        /// The connection.
+        connection: String,
+    },
     /// A default locale that is not a BCP 47 language tag.
     #[error(
         "`{locale}` is not a locale; give the default locale as a BCP 47 language tag such as `en`, `zh` or `pt-BR`"

@@ -289,6 +289,63 @@ impl Registry {
         )
     }
 
+    /// This registry with `dynamic` as its tools defined at run time ([`Tool::dynamic`]), in
+    /// place of those it had; every other tool is shared as it is. Fails, naming the tool, when
+    /// one of them takes the name or id of another tool (or of one before it in `dynamic`).
+    ///
+    /// ```
+    /// # use serde_json::json;
+    /// # use toolwright_core::{DynamicTool, Effect, Registry, Tool};
+    /// let tool = |name: &str| {
+    ///     let defined = DynamicTool::new(name, Effect::Read)
+    ///         .description("Reads one thing.")
+    ///         .input_schema(json!({ "type": "object" }))
+    ///         .handler(|_, _| async { Ok(json!(1)) });
+    ///     std::sync::Arc::new(Tool::dynamic(defined).unwrap())
+    /// };
+    /// let registry = Registry::from_tools([toolwright_core::ask_question()]).unwrap();
+    /// let with = registry.with_dynamic([tool("read_one")]).unwrap();
+    /// assert!(with.get("read_one").is_some());
+    /// assert!(with.with_dynamic([]).unwrap().get("read_one").is_none());
+    /// assert!(registry.with_dynamic([tool("read_one"), tool("read_one")]).is_err());
+    /// ```
+    pub fn with_dynamic(
+        &self,
+        dynamic: impl IntoIterator<Item = Arc<Tool>>,
+    ) -> Result<Registry, RegistryError> {
+        let mut tools: Vec<Arc<Tool>> = self
+            .0
+            .tools
+            .iter()
+            .filter(|t| t.dynamic_tool().is_none())
+            .cloned()
+            .collect();
+        let mut names: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.name().to_owned()).collect();
+        let mut ids: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.id().to_owned()).collect();
+        let mut problems = Vec::new();
+        for tool in dynamic {
+            if !names.insert(tool.name().to_owned()) || !ids.insert(tool.id().to_owned()) {
+                problems.push(RegistryProblem::Taken {
+                    name: tool.name().to_owned(),
+                });
+                continue;
+            }
+            tools.push(tool);
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+        tools.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(Self::assemble(
+            tools,
+            self.0.unavailable.clone(),
+            self.0.offline.clone(),
+            self.default_locale(),
+        ))
+    }
+
     /// This registry with the description of each tool that has a description fn
     /// (`#[tool(description = path)]`) computed again from the host's `services`: what a runtime
     /// does once, when it is built, so the model sees text that fits the host. Other tools are

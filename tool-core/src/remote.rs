@@ -67,6 +67,8 @@ pub struct RemotePolicy {
     pub subagents: bool,
     /// Whether only users may call it.
     pub user_only: bool,
+    /// The provider whose token an approver must hold (see [`ApprovalSpec::require_auth`]).
+    pub require_auth: Option<&'static str>,
 }
 
 impl RemotePolicy {
@@ -82,6 +84,7 @@ impl RemotePolicy {
         deferred: false,
         subagents: true,
         user_only: false,
+        require_auth: None,
     };
 
     /// The policy a trusted connection's annotations imply. MCP's defaults apply to absent hints
@@ -134,6 +137,7 @@ impl RemotePolicy {
             deferred: overrides.deferred.unwrap_or(self.deferred),
             subagents: overrides.subagents.unwrap_or(self.subagents),
             user_only: overrides.user_only.unwrap_or(self.user_only),
+            require_auth: overrides.require_auth.or(self.require_auth),
         }
     }
 
@@ -141,10 +145,9 @@ impl RemotePolicy {
         match self.approval {
             RequestPolicy::Never => None,
             request => Some(ApprovalSpec {
-                request,
-                prompt: None,
-                response: None,
                 key: self.approval_key,
+                require_auth: self.require_auth,
+                ..ApprovalSpec::new(request)
             }),
         }
     }
@@ -167,6 +170,7 @@ pub struct ToolOverride {
     deferred: Option<bool>,
     subagents: Option<bool>,
     user_only: Option<bool>,
+    require_auth: Option<&'static str>,
 }
 
 impl ToolOverride {
@@ -214,6 +218,13 @@ impl ToolOverride {
     /// Make the tool invisible to models (callable by users only).
     pub fn user_only(mut self, user_only: bool) -> Self {
         self.user_only = Some(user_only);
+        self
+    }
+
+    /// Let only a person holding a `provider` token approve calls of the tool (see
+    /// [`ApprovalSpec::require_auth`]); it takes effect with a request policy that asks.
+    pub fn require_auth(mut self, provider: &'static str) -> Self {
+        self.require_auth = Some(provider);
         self
     }
 }

@@ -714,10 +714,8 @@ static BASH: ToolDescriptor = builtin(
     // A command runs with the host user's rights (only the file API is confined): each one
     // asks, unless the host says otherwise (`RuntimeBuilder::sandbox_approval`).
     Some(crate::approval::ApprovalSpec {
-        request: crate::approval::RequestPolicy::Always,
         prompt: Some(approval_prompt),
-        response: None,
-        key: crate::approval::ApprovalKey::ToolName,
+        ..crate::approval::ApprovalSpec::new(crate::approval::RequestPolicy::Always)
     }),
     InputSpec {
         schema: crate::schema::schema_of::<BashArgs>,

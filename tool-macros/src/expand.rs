@@ -341,12 +341,17 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     quote!(#tw::ApprovalKey::Custom(Self::__approval_key))
                 }
             };
+            let require_auth = match &approval.require_auth {
+                None => quote!(::core::option::Option::None),
+                Some(provider) => quote!(::core::option::Option::Some(#provider)),
+            };
             quote! {
                 ::core::option::Option::Some(#tw::ApprovalSpec {
                     request: #request,
                     prompt: #prompt,
                     response: #response,
                     key: #key,
+                    require_auth: #require_auth,
                 })
             }
         }

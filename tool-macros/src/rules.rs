@@ -1,4 +1,4 @@
-//! The compile-time rules C1–C23 (C21 is kept for `approval = auto(criteria)`). Each has an id, the sentence the README's rule table shows,
+//! The compile-time rules C1–C24 (C21 is kept for `approval = auto(criteria)`). Each has an id, the sentence the README's rule table shows,
 //! and where it is enforced: while parsing keys, in a check over the whole attribute (the fns
 //! below), or by assertions the expansion generates (for rules that need another item).
 
@@ -78,7 +78,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         id: "C11",
-        summary: "`approval_key` or `approval(response = ...)` without a request policy → error",
+        summary: "`approval_key`, `approval(response = ...)` or `approval(require_auth = ...)` without a request policy → error",
         check: Some(c11_key_needs_request),
     },
     Rule {
@@ -135,6 +135,11 @@ pub(crate) const RULES: &[Rule] = &[
         id: "C23",
         summary: "`guardrails` or `prepare` on a `provider` tool → error (the provider runs the call and hands its result to the model; hide it with `enabled`)",
         check: Some(c23_provider_hooks),
+    },
+    Rule {
+        id: "C24",
+        summary: "`approval(require_auth = \"...\")` with `request = never`, or naming no provider (1 to 64 letters, digits, `_`, `-`, `.`) → error",
+        check: Some(c24_require_auth),
     },
 ];
 
@@ -271,6 +276,8 @@ fn c11_key_needs_request(tool: &Tool<'_>, cx: &mut Ctxt) {
     {
         let what = if approval.response.is_some() {
             "`response` decides who may answer a request, but"
+        } else if approval.require_auth.is_some() {
+            "`require_auth` decides who may approve a request, but"
         } else {
             "the object form needs a request policy:"
         };
@@ -620,6 +627,39 @@ fn c23_provider_hooks(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
     if let Some(g) = &a.prepare {
         cx.error_at(g.span, "`prepare` on a `provider` tool: its list entry is the provider's configuration, with no description to change; hide it per step with `enabled = path` instead");
+    }
+}
+
+/// `require_auth` says whose approval counts: it means something only when a request policy
+/// asks a person, and it names a provider the credential broker knows.
+fn c24_require_auth(tool: &Tool<'_>, cx: &mut Ctxt) {
+    let Some(approval) = &tool.attrs.approval else {
+        return;
+    };
+    let Some(provider) = &approval.require_auth else {
+        return;
+    };
+    let name = provider.value();
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        let what = if name.is_empty() {
+            "it is empty".to_owned()
+        } else {
+            format!("`{name}` is not a provider name (1 to 64 letters, digits, `_`, `-` or `.`)")
+        };
+        cx.error_spanned(
+            provider,
+            format!("`require_auth` names the provider whose token an approver must hold, e.g. `require_auth = \"github\"`; {what}"),
+        );
+    }
+    if let Some((Policy::Never, span)) = &approval.request {
+        cx.error_at(
+            *span,
+            "`require_auth` decides who may approve, and `request = never` asks nobody; use `request = always` (or `once`, `auto`, a policy fn), or remove `require_auth`",
+        );
     }
 }
 

@@ -256,8 +256,9 @@ impl McpServer {
     }
 
     /// Tells the client to list again whenever the host changes the session's state in a way
-    /// that makes conditional tools come or go, and whenever the tools of the runtime's remote
-    /// connections change.
+    /// that makes conditional tools come or go, whenever the tools of the runtime's remote
+    /// connections change, and whenever the host registers or unregisters a tool defined at
+    /// run time.
     fn watch_session(
         &self,
         binding: &Arc<Binding>,
@@ -273,9 +274,11 @@ impl McpServer {
                 let event = events.recv().await;
                 let (changed, remote) = match event {
                     Ok(Event::SessionChanged { session_id: s }) => (s == session_id, false),
-                    Ok(Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. }) => {
-                        (false, true)
-                    }
+                    Ok(
+                        Event::ConnectionChanged { .. }
+                        | Event::ToolDefinitionChanged { .. }
+                        | Event::ToolsRegistered { .. },
+                    ) => (false, true),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
                     Err(_) => break,
                     Ok(_) => (false, false),

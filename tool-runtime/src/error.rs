@@ -36,6 +36,9 @@ pub enum RuntimeError {
     /// that panicked or returned nothing).
     #[error("{0}")]
     Registry(toolwright_core::RegistryError),
+    /// A tool defined at run time breaks the rules `#[tool]` checks at compile time.
+    #[error(transparent)]
+    Definition(#[from] toolwright_core::DefinitionError),
     /// The sandbox or its built-in tools cannot be set up as declared.
     #[error("sandbox: {0}")]
     Sandbox(String),

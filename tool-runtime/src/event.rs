@@ -219,6 +219,16 @@ pub enum Event {
         /// Where it is now.
         state: crate::remote::ConnectionState,
     },
+    /// The host registered or unregistered a tool defined at run time
+    /// ([`Runtime::register_tool`](crate::Runtime::register_tool)): each session's model is
+    /// told at its next step, and MCP clients are told to list again.
+    #[serde(rename = "tools.registered")]
+    ToolsRegistered {
+        /// Tools added.
+        added: Vec<String>,
+        /// Tools removed.
+        removed: Vec<String>,
+    },
     /// A remote server lists a definition of a tool that differs from the pinned one: the tool
     /// is withheld until a person approves the change.
     #[serde(rename = "tool.definition_changed")]
@@ -338,7 +348,9 @@ impl Event {
             | Event::TurnSteered { session_id, .. }
             | Event::TurnCompleted { session_id, .. } => Some(session_id),
             Event::InputRequested { request } => Some(&request.session_id),
-            Event::ConnectionChanged { .. } | Event::ToolDefinitionChanged { .. } => None,
+            Event::ConnectionChanged { .. }
+            | Event::ToolDefinitionChanged { .. }
+            | Event::ToolsRegistered { .. } => None,
         }
     }
 
@@ -367,7 +379,8 @@ impl Event {
             Event::SessionChanged { .. }
             | Event::TaskEnded { .. }
             | Event::ConnectionChanged { .. }
-            | Event::ToolDefinitionChanged { .. } => None,
+            | Event::ToolDefinitionChanged { .. }
+            | Event::ToolsRegistered { .. } => None,
         }
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    Audience, Catalog, Entry, ModelBackend, Principal, Registry, RequestPolicy, Sandbox, Services,
-    ToolKind,
+    Audience, Catalog, CredentialBroker, DynamicTool, Entry, ModelBackend, Principal, Registry,
+    RequestPolicy, Sandbox, Services, Tool, ToolKind,
 };
 
 use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome};
@@ -189,6 +189,30 @@ impl Runtime {
         payload: serde_json::Value,
     ) -> Result<crate::HookDelivery, RuntimeError> {
         crate::input::hook::deliver(&self.engine, token, payload, false).await
+    }
+
+    /// Registers a tool defined from data ([`DynamicTool`]) on the running runtime: it goes
+    /// through the same validation, policies, events and exports as a `#[tool]`, from the next
+    /// step on. Each session's model is told `New tool available: ..` at its next step, and
+    /// MCP clients are told to list again ([`Event::ToolsRegistered`]).
+    ///
+    /// Fails, with every problem found, when the definition breaks a rule `#[tool]` checks at
+    /// compile time (a schema that does not compile, a `money` tool without a stated policy),
+    /// or when its name is taken (a tool of this program, of a connection, or one registered
+    /// before: unregister that first).
+    ///
+    /// Tools defined at run time are not stored: a process that registers a tool registers it
+    /// again when it starts, before it resumes parked turns that may call it.
+    pub fn register_tool(&self, tool: DynamicTool) -> Result<(), RuntimeError> {
+        self.engine.register_tool(Tool::dynamic(tool)?)
+    }
+
+    /// Unregisters the tool defined at run time named `name`; `false` when there is none (tools
+    /// of `#[tool]` and of connections cannot be unregistered). Calls already running finish;
+    /// later calls of it fail as calls of an unknown tool, and each session's model is told
+    /// `Tool no longer available: ..` at its next step.
+    pub fn unregister_tool(&self, name: &str) -> bool {
+        self.engine.remote().unregister(name)
     }
 
     /// A handle that does not keep the runtime alive.
@@ -413,6 +437,8 @@ pub struct RuntimeBuilder {
     sandbox_approvals: Vec<(&'static str, toolwright_core::ApprovalSpec)>,
     toolsets: Vec<Toolset>,
     model: Option<Arc<dyn ModelBackend>>,
+    credentials: Option<Arc<dyn CredentialBroker>>,
+    dynamic: Vec<DynamicTool>,
     default_locale: Option<String>,
 }
 
@@ -440,6 +466,8 @@ impl RuntimeBuilder {
             sandbox_approvals: Vec::new(),
             toolsets: Vec::new(),
             model: None,
+            credentials: None,
+            dynamic: Vec::new(),
             default_locale: None,
         }
     }
@@ -460,6 +488,24 @@ impl RuntimeBuilder {
     /// `http` or `https`.
     pub fn webhook_url(mut self, url: impl Into<String>) -> Self {
         self.options.webhook_url = Some(url.into());
+        self
+    }
+
+    /// The broker that hands out tokens of connected services: `ctx.token("github")` asks it
+    /// for the acting principal's, `ctx.approver_token(..)` for the approver's, and
+    /// `approval(require_auth = "github")` checks with it that an approver holds one. Tokens
+    /// are never recorded, sent in events or shown in prompts. Without a broker, those calls
+    /// fail saying to install one.
+    pub fn credentials(mut self, broker: impl CredentialBroker) -> Self {
+        self.credentials = Some(Arc::new(broker));
+        self
+    }
+
+    /// Adds a tool defined from data ([`DynamicTool`]): checked when the runtime is built
+    /// ([`RuntimeBuilder::build`] fails with every problem found), then treated as a `#[tool]`
+    /// is; see [`Runtime::register_tool`] to add one to a running runtime.
+    pub fn tool(mut self, tool: DynamicTool) -> Self {
+        self.dynamic.push(tool);
         self
     }
 
@@ -583,15 +629,8 @@ impl RuntimeBuilder {
     /// `RequestPolicy::Never` for `bash` in a sandbox that is itself isolated. The last setting
     /// of a tool wins; a name that is not a built-in tool is refused when the runtime is built.
     pub fn sandbox_approval(mut self, tool: &'static str, policy: RequestPolicy) -> Self {
-        self.sandbox_approvals.push((
-            tool,
-            toolwright_core::ApprovalSpec {
-                request: policy,
-                prompt: None,
-                response: None,
-                key: toolwright_core::ApprovalKey::ToolName,
-            },
-        ));
+        self.sandbox_approvals
+            .push((tool, toolwright_core::ApprovalSpec::new(policy)));
         self
     }
 
@@ -646,6 +685,7 @@ impl RuntimeBuilder {
                 ),
             });
         }
+        self.add_dynamic_tools()?;
         self.add_sandbox_tools()?;
         // Descriptions computed from host services are computed now, once; the lists built
         // from this registry are cached as any list is.
@@ -674,12 +714,11 @@ impl RuntimeBuilder {
         );
         // Remote tools default to `once`, and their policies can be overridden at any time.
         let reads_approvals = !remote.is_empty()
-            || self.registry.tools().iter().any(|t| {
-                matches!(
-                    t.approval().map(|a| a.request),
-                    Some(RequestPolicy::Once | RequestPolicy::Custom(_))
-                )
-            });
+            || self
+                .registry
+                .tools()
+                .iter()
+                .any(|t| crate::engine::reads_approvals(t));
         let runs_tasks = self
             .registry
             .tools()
@@ -692,6 +731,7 @@ impl RuntimeBuilder {
             services: Arc::new(self.states),
             sandbox: self.sandbox,
             model: self.model,
+            credentials: self.credentials,
             decider: self.decider,
             hooks: self.hooks,
             remote,
@@ -701,6 +741,22 @@ impl RuntimeBuilder {
             runs_tasks,
         });
         Ok(Runtime { engine })
+    }
+
+    /// The tools defined from data join the registry, each checked.
+    fn add_dynamic_tools(&mut self) -> Result<(), RuntimeError> {
+        if self.dynamic.is_empty() {
+            return Ok(());
+        }
+        let tools = std::mem::take(&mut self.dynamic)
+            .into_iter()
+            .map(|d| Tool::dynamic(d).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.registry = self
+            .registry
+            .with_dynamic(tools)
+            .map_err(RuntimeError::Registry)?;
+        Ok(())
     }
 
     /// With a sandbox, the built-in tools over it join the registry, with the approval

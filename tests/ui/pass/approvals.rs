@@ -134,8 +134,15 @@ async fn refund_templated(args: Refund) -> u64 {
     args.amount
 }
 
+/// Object form with a token the approver must hold.
+#[tool(effect = write, approval(request = always, require_auth = "github"))]
+async fn grant_admin(args: Refund) -> u64 {
+    args.amount
+}
+
 fn main() {
     let registry = Registry::from_tools([
+        grant_admin::TOOL,
         refund_never::TOOL,
         refund_once::TOOL,
         refund_per_tenant::TOOL,
@@ -150,6 +157,8 @@ fn main() {
     ])
     .unwrap();
     let approval = |name: &str| registry.get(name).unwrap().approval().unwrap();
+    assert_eq!(approval("grant_admin").require_auth, Some("github"));
+    assert_eq!(approval("refund_full").require_auth, None);
 
     assert!(matches!(
         approval("refund_never").request,

@@ -11,6 +11,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{CallHost, LogLevel, Messages, ServeIncoming};
+use crate::credentials::CredentialBroker;
 use crate::error::{ErrorCode, ToolError};
 use crate::model::ModelBackend;
 use crate::output::CallOutput;
@@ -70,7 +71,8 @@ pub enum HostEvent {
 /// ([`DetachedHost::with_session_state`], [`DetachedHost::session_state_now`]), serves the
 /// messages given with [`DetachedHost::with_messages`], serves typed state added with
 /// [`DetachedHost::with_state`] (and a sandbox and a model backend added with
-/// [`DetachedHost::with_sandbox`] and [`DetachedHost::with_model`]), runs steps directly (refusing a repeated name, as the journal
+/// [`DetachedHost::with_sandbox`], [`DetachedHost::with_model`] and
+/// [`DetachedHost::with_credentials`]), runs steps directly (refusing a repeated name, as the journal
 /// does) and records nothing durably; `ask` answers `unavailable` (no person can be asked) and
 /// `sleep` fails, since durable waiting needs the runtime's store.
 #[derive(Default)]
@@ -81,6 +83,7 @@ pub struct DetachedHost {
     cancelled: AtomicBool,
     sandbox: Option<Arc<dyn Sandbox>>,
     model: Option<Arc<dyn ModelBackend>>,
+    credentials: Option<Arc<dyn CredentialBroker>>,
     session_state: Mutex<Map<String, Value>>,
     messages: Messages,
 }
@@ -109,6 +112,12 @@ impl DetachedHost {
     /// `self` serving `backend` to `ctx.model()`.
     pub fn with_model(mut self, backend: impl ModelBackend) -> Self {
         self.model = Some(Arc::new(backend));
+        self
+    }
+
+    /// `self` handing out tokens from `broker` to `ctx.token(..)` and `ctx.approver_token(..)`.
+    pub fn with_credentials(mut self, broker: impl CredentialBroker) -> Self {
+        self.credentials = Some(Arc::new(broker));
         self
     }
 
@@ -174,6 +183,10 @@ impl CallHost for DetachedHost {
 
     fn model(&self) -> Option<Arc<dyn ModelBackend>> {
         self.model.clone()
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn CredentialBroker>> {
+        self.credentials.clone()
     }
 
     fn state(&self, type_id: TypeId) -> Option<Arc<dyn Any + Send + Sync>> {

@@ -14,6 +14,7 @@ pub(super) fn parse_approval(
         request: None,
         prompt: None,
         response: None,
+        require_auth: None,
         object_form: false,
         reported: false,
     };
@@ -59,8 +60,12 @@ pub(super) fn parse_approval(
                     other => cx.error_spanned(&other, "`response` takes the path of a response policy fn `fn(&ResponseContext<'_, Args>) -> ResponseVerdict`"),
                 }
             }
+            "require_auth" => {
+                approval.require_auth = string_value(&inner, "require_auth", cx)?;
+                approval.reported |= approval.require_auth.is_none();
+            }
             other => {
-                let hint = suggest(other, ["request", "prompt", "response"], "the keys are `request`, `prompt` and `response`");
+                let hint = suggest(other, ["request", "prompt", "response", "require_auth"], "the keys are `request`, `prompt`, `response` and `require_auth`");
                 cx.error_at(key_span, format!("unknown key `{other}` in `approval(...)`{hint}"));
                 approval.reported = true;
                 skip_value(&inner)?;

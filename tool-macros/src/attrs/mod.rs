@@ -78,7 +78,7 @@ pub(crate) const KEYS: &[(&str, &str, &str)] = &[
     ),
     (
         "approval",
-        "approval = never | once | always | auto | auto(...) | path, or approval(request = ..., prompt = \"...\" | path, response = path)",
+        "approval = never | once | always | auto | auto(...) | path, or approval(request = ..., prompt = \"...\" | path, response = path, require_auth = \"provider\")",
         "the request policy (`auto(instructions = \"...\", criteria(clear = \"...\", caution = \"...\"), model = \"...\")` tells the decider what to judge, every part optional); the object form adds what the approver sees and who may approve",
     ),
     (
@@ -233,6 +233,8 @@ pub(crate) struct Approval {
     pub(crate) request: Option<(Policy, Span)>,
     pub(crate) prompt: Option<TextOrPath>,
     pub(crate) response: Option<Path>,
+    /// `require_auth = "provider"`: only a person holding that provider's token may approve.
+    pub(crate) require_auth: Option<LitStr>,
     /// Whether the object form `approval(...)` was used.
     pub(crate) object_form: bool,
     /// A problem inside `approval(...)` was already reported, so rules about what it lacks stay

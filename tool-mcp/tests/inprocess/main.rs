@@ -644,6 +644,61 @@ async fn conditional_tools_follow_the_session_and_the_client_is_told_when_they_c
     assert_eq!(text(&result), "published");
 }
 
+#[tokio::test]
+async fn a_tool_registered_at_run_time_is_announced_to_the_client_and_served() {
+    let rt = runtime();
+    let watching = Client::default();
+    let changed = watching.list_changed.clone();
+    let client = connect(McpServer::new(rt.clone()), watching).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    // Listing once makes the server watch for changes on this session.
+    assert!(!names(client.list_all_tools().await.unwrap()).contains(&"count_rows".to_owned()));
+
+    rt.register_tool(
+        toolwright::DynamicTool::new("count_rows", toolwright::Effect::Read)
+            .description("Counts the rows of a table.")
+            .input_schema(json!({
+                "type": "object",
+                "properties": { "table": { "enum": ["orders", "users"] } },
+                "required": ["table"]
+            }))
+            .handler(|input, _| async move {
+                Ok(json!(format!(
+                    "3 rows in {}",
+                    input["table"].as_str().unwrap_or_default()
+                )))
+            }),
+    )
+    .unwrap();
+    for _ in 0..200 {
+        if changed.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        changed.load(Ordering::SeqCst),
+        1,
+        "notifications/tools/list_changed"
+    );
+    let listed = client.list_all_tools().await.unwrap();
+    let tool = listed.iter().find(|t| t.name == "count_rows").unwrap();
+    assert_eq!(
+        tool.input_schema["properties"]["table"]["enum"],
+        json!(["orders", "users"])
+    );
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("count_rows")
+                .with_arguments(json!({ "table": "orders" }).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "3 rows in orders");
+}
+
 /// A client for raw HTTP requests. With `tls`, reqwest is built without a crypto provider of its
 /// own (see `http_client` in `src/client.rs`): install ring's first, as the MCP client does.
 fn http_client() -> reqwest::ClientBuilder {

@@ -10,18 +10,21 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use toolwright_core::{ModelBackend, Principal, Registry, Sandbox, Tool};
+use toolwright_core::credentials::{self, TokenError, TokenHolder};
+use toolwright_core::{CredentialBroker, ModelBackend, Principal, Registry, Sandbox, Tool};
 
+use crate::call::InputResponse;
 use crate::decider::Decider;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::hooks::Hooks;
 use crate::options::Options;
-use crate::record::{Outcome, SessionRecord, TaskRecord, TurnRecord};
+use crate::record::{InputRequest, Outcome, RequestKind, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
 use crate::services::States;
 use crate::store::{Claim, Lease, Store, requester_key};
 use crate::toolset::Toolsets;
+use crate::transition::answer::TokenCheck;
 use cache::ResultCache;
 use parked::ParkedTurns;
 use work::WorkTracker;
@@ -37,6 +40,8 @@ pub(crate) struct Engine {
     /// The model bodies ask through `ctx.model()`, unless their step brings one: set by the
     /// builder, or once later ([`crate::Runtime::install_model`]).
     model: std::sync::OnceLock<Arc<dyn ModelBackend>>,
+    /// The broker of tokens (`RuntimeBuilder::credentials`).
+    credentials: Option<Arc<dyn CredentialBroker>>,
     decider: Option<Arc<dyn Decider>>,
     /// The runtime's guardrails and tool preparation.
     hooks: Hooks,
@@ -52,8 +57,9 @@ pub(crate) struct Engine {
     parked: ParkedTurns,
     /// How many calls run at once.
     calls: Arc<tokio::sync::Semaphore>,
-    /// Whether some tool's policy (`once` or custom) reads the session's approvals.
-    reads_approvals: bool,
+    /// Whether some tool's policy (`once` or custom) reads the session's approvals; set again
+    /// when such a tool is registered at run time.
+    reads_approvals: std::sync::atomic::AtomicBool,
     /// Whether some tool is a `task` or `serve` workflow (else no task can owe a turn anything).
     runs_tasks: bool,
 }
@@ -66,6 +72,7 @@ pub(crate) struct Parts {
     pub(crate) services: Arc<States>,
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+    pub(crate) credentials: Option<Arc<dyn CredentialBroker>>,
     pub(crate) decider: Option<Arc<dyn Decider>>,
     pub(crate) hooks: Hooks,
     pub(crate) remote: Remote,
@@ -95,6 +102,7 @@ impl Engine {
                 .model
                 .map(std::sync::OnceLock::from)
                 .unwrap_or_default(),
+            credentials: parts.credentials,
             decider: parts.decider,
             hooks: parts.hooks,
             remote: parts.remote,
@@ -102,7 +110,7 @@ impl Engine {
             cache: parts.cache,
             work,
             parked: ParkedTurns::default(),
-            reads_approvals: parts.reads_approvals,
+            reads_approvals: std::sync::atomic::AtomicBool::new(parts.reads_approvals),
             runs_tasks: parts.runs_tasks,
         })
     }
@@ -121,6 +129,55 @@ impl Engine {
 
     pub(crate) fn sandbox(&self) -> Option<&Arc<dyn Sandbox>> {
         self.sandbox.as_ref()
+    }
+
+    /// Adds `tool` (defined at run time) to the tools now.
+    pub(crate) fn register_tool(&self, tool: Tool) -> Result<(), RuntimeError> {
+        if reads_approvals(&tool) {
+            self.reads_approvals
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        self.remote
+            .register(Arc::new(tool))
+            .map_err(RuntimeError::Registry)
+    }
+
+    pub(crate) fn credentials(&self) -> Option<&Arc<dyn CredentialBroker>> {
+        self.credentials.as_ref()
+    }
+
+    /// Whether the responder of `response` holds the token that `tool`'s
+    /// `approval(require_auth = ..)` names, asked of the broker now (approval requests only; a
+    /// token is never kept).
+    pub(crate) async fn token_check(
+        &self,
+        tool: Option<&Tool>,
+        request: &InputRequest,
+        response: &InputResponse,
+    ) -> TokenCheck {
+        let provider = match tool.and_then(|t| t.approval()).and_then(|a| a.require_auth) {
+            Some(provider) if request.kind == RequestKind::ToolApproval => provider,
+            _ => return TokenCheck::NotRequired,
+        };
+        let fetched = credentials::fetch(
+            self.credentials.as_deref(),
+            provider,
+            response.principal.as_ref(),
+            TokenHolder::Approver,
+            self.options.clock.now_ms(),
+        )
+        .await;
+        match fetched {
+            Ok(_) => TokenCheck::Held,
+            Err(TokenError::AuthorizationRequired(required)) => TokenCheck::Lacking(format!(
+                "only a person holding a `{provider}` token may approve this call: {}",
+                required.message()
+            )),
+            Err(TokenError::Unavailable(error)) => TokenCheck::Lacking(format!(
+                "the approver's `{provider}` token cannot be checked now ({}); the request stays pending",
+                error.message()
+            )),
+        }
     }
 
     pub(crate) fn model(&self) -> Option<&Arc<dyn ModelBackend>> {
@@ -268,7 +325,10 @@ impl Engine {
         session_id: &str,
         requester: Option<&Principal>,
     ) -> Result<BTreeSet<String>, RuntimeError> {
-        if !self.reads_approvals {
+        if !self
+            .reads_approvals
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             return Ok(BTreeSet::new());
         }
         let requester = requester_key(requester);
@@ -287,6 +347,14 @@ impl Engine {
             Err(RuntimeError::UnknownSession(id.to_owned()))
         }
     }
+}
+
+/// Whether `tool`'s policy (`once` or custom) reads the session's approvals.
+pub(crate) fn reads_approvals(tool: &Tool) -> bool {
+    matches!(
+        tool.approval().map(|a| a.request),
+        Some(toolwright_core::RequestPolicy::Once | toolwright_core::RequestPolicy::Custom(_))
+    )
 }
 
 impl std::fmt::Debug for Engine {

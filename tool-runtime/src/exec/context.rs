@@ -67,6 +67,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         tool: Arc::clone(tool),
         sandbox: engine.sandbox().cloned(),
         model: body.model.or_else(|| engine.model().cloned()),
+        credentials: engine.credentials().cloned(),
         session_id: body.info.id.clone(),
         turn_id: body.info.turn_id.clone(),
         call_id: body.call_id.to_owned(),

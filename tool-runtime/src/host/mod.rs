@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    AskAnswer, AskRequest, CallHost, CallOutput, ErrorCode, LogLevel, Messages, ModelBackend,
-    Sandbox, ServeIncoming, StepNames, Tool, ToolError,
+    AskAnswer, AskRequest, CallHost, CallOutput, CredentialBroker, ErrorCode, LogLevel, Messages,
+    ModelBackend, Sandbox, ServeIncoming, StepNames, Tool, ToolError,
 };
 
 pub(crate) mod hook;
@@ -36,6 +36,8 @@ pub(crate) struct RuntimeHost {
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     /// The model `ctx.model()` asks: the step's, else the runtime's.
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
+    /// The broker of tokens the host installed on the runtime.
+    pub(crate) credentials: Option<Arc<dyn CredentialBroker>>,
     pub(crate) session_id: String,
     pub(crate) turn_id: String,
     pub(crate) call_id: String,
@@ -141,6 +143,14 @@ impl CallHost for RuntimeHost {
 
     fn model(&self) -> Option<Arc<dyn ModelBackend>> {
         self.model.clone()
+    }
+
+    fn credentials(&self) -> Option<Arc<dyn CredentialBroker>> {
+        self.credentials.clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     fn is_cancelled(&self) -> bool {

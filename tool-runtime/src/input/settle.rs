@@ -20,7 +20,7 @@ use crate::record::{
 use crate::store::StoreError;
 use crate::transition::HookRef;
 use crate::transition::answer::{
-    Settler, answer_text, decision_of, journal_entry, question_answer, response_verdict,
+    Settler, TokenCheck, answer_text, decision_of, journal_entry, question_answer, response_verdict,
 };
 use crate::transition::turn::Settlement;
 
@@ -102,9 +102,13 @@ async fn settle(
         let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
         let registry = engine.registry();
         let tool = request.tool.as_deref().and_then(|name| registry.get(name));
+        let token = match settler {
+            Settler::Person => engine.token_check(tool, &request, &response).await,
+            _ => TokenCheck::NotRequired,
+        };
         if settler == Settler::Person
             && let ResponseVerdict::Rejected(reason) =
-                response_verdict(tool, &info, &request, &response)
+                response_verdict(tool, &info, &request, &response, &token)
         {
             engine.emit(Event::ApprovalCandidate {
                 session_id: session.id.clone(),

@@ -113,8 +113,8 @@ impl StepScope {
     }
 }
 
-/// Tells the model once when the set of conditional, prepared (or remote) tools it sees
-/// changed.
+/// Tells the model once when the set of conditional, prepared, remote or run-time defined
+/// tools it sees changed.
 async fn announce(
     engine: &Engine,
     registry: &Registry,
@@ -133,6 +133,7 @@ async fn announce(
         .filter(|(i, t)| {
             (t.enabled().is_some()
                 || t.remote_tool().is_some()
+                || t.dynamic_tool().is_some()
                 || t.prepare().is_some()
                 || prepared_all)
                 && !disabled.contains(i)

@@ -49,6 +49,17 @@ impl Remote {
         Registry::clone(&self.shared.current.load())
     }
 
+    /// Adds `tool` (defined at run time) to the tools now, and announces it.
+    pub(crate) fn register(&self, tool: Arc<Tool>) -> Result<(), toolwright_core::RegistryError> {
+        self.shared.register(tool)
+    }
+
+    /// Removes the tool defined at run time named `name`, and announces it; `false` when there
+    /// is none.
+    pub(crate) fn unregister(&self, name: &str) -> bool {
+        self.shared.unregister(name)
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.shared.links.is_empty()
     }

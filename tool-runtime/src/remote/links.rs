@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    CallContext, CallOutput, ErrorCode, Registry, RemoteDefinition, RemoteInvoke, RemotePolicy,
-    Tool, ToolError, names,
+    CallContext, CallOutput, ErrorCode, Registry, RegistryError, RegistryProblem, RemoteDefinition,
+    RemoteInvoke, RemotePolicy, Tool, ToolError, names,
 };
 
 use super::{Allow, Connection, ConnectionState, ListChanged, RemoteSession};
@@ -23,8 +23,9 @@ use crate::store::{Store, StoreError};
 
 /// What the supervisors share with the runtime.
 pub(super) struct Shared {
-    /// The registry the runtime was built with.
-    local: Registry,
+    /// The registry the runtime was built with, joined by the tools defined at run time
+    /// (replaced whole when one is registered or unregistered).
+    local: ArcSwap<Registry>,
     pub(super) links: Vec<Arc<Link>>,
     /// The tools now: the local registry joined by the connections' tools. Read once per step
     /// (a snapshot), replaced whole when a connection's list changes.
@@ -121,7 +122,7 @@ impl Shared {
     ) -> Shared {
         Shared {
             current: ArcSwap::from_pointee(local.clone()),
-            local,
+            local: ArcSwap::from_pointee(local),
             links,
             publishing: Mutex::new(()),
             store,
@@ -132,11 +133,81 @@ impl Shared {
 
     /// Replaces the registry with the local tools and every connection's current tools.
     fn publish(&self) {
-        let _order = self
-            .publishing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _order = self.publishing();
         self.current.store(Arc::new(self.assemble()));
+    }
+
+    fn publishing(&self) -> MutexGuard<'_, ()> {
+        self.publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `tool` (defined at run time) to the local tools and publishes. Refuses a name
+    /// another tool has now, a connection's tools included, or one in a connection's
+    /// namespace (`<connection>__`), where that connection's tools may appear later.
+    pub(super) fn register(&self, tool: Arc<Tool>) -> Result<(), RegistryError> {
+        let _order = self.publishing();
+        let name = tool.name().to_owned();
+        let in_namespace = self
+            .links
+            .iter()
+            .find(|l| name.starts_with(&format!("{}__", l.decl.name)));
+        if let Some(link) = in_namespace {
+            return Err(RegistryError {
+                problems: vec![RegistryProblem::Namespace {
+                    name,
+                    connection: link.decl.name.clone(),
+                }],
+            });
+        }
+        if self.current.load().get(&name).is_some() {
+            return Err(RegistryError {
+                problems: vec![RegistryProblem::Taken { name }],
+            });
+        }
+        let local = self.local.load();
+        let dynamic = local
+            .tools()
+            .iter()
+            .filter(|t| t.dynamic_tool().is_some())
+            .cloned()
+            .chain(std::iter::once(tool));
+        self.local.store(Arc::new(local.with_dynamic(dynamic)?));
+        self.current.store(Arc::new(self.assemble()));
+        let _ = self.events.send(Event::ToolsRegistered {
+            added: vec![name],
+            removed: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Removes the tool defined at run time named `name` and publishes; `false` when there is
+    /// none.
+    pub(super) fn unregister(&self, name: &str) -> bool {
+        let _order = self.publishing();
+        let local = self.local.load();
+        if local.get(name).is_none_or(|t| t.dynamic_tool().is_none()) {
+            return false;
+        }
+        let dynamic = local
+            .tools()
+            .iter()
+            .filter(|t| t.dynamic_tool().is_some() && t.name() != name)
+            .cloned();
+        match local.with_dynamic(dynamic) {
+            Ok(without) => {
+                self.local.store(Arc::new(without));
+                self.current.store(Arc::new(self.assemble()));
+                let _ = self.events.send(Event::ToolsRegistered {
+                    added: Vec::new(),
+                    removed: vec![name.to_owned()],
+                });
+                true
+            }
+            // Fewer tools than a registry that held them cannot conflict.
+            Err(_) => false,
+        }
     }
 
     /// The local tools joined by every connection's, or, for connections without a listing,
@@ -154,7 +225,7 @@ impl Shared {
                 offline.push((link.decl.name.clone(), offline_reason(&state.connection)));
             }
         }
-        self.local.with_remote(tools, unavailable, offline)
+        self.local.load().with_remote(tools, unavailable, offline)
     }
 }
 

@@ -45,11 +45,14 @@ pub(crate) async fn settle_task(
             return Err(RuntimeError::UnknownSession(task.session_id.clone()));
         };
         let registry = engine.registry();
+        let tool = registry.get(&task.tool);
+        let token = engine.token_check(tool, &request, &response).await;
         let verdict = response_verdict(
-            registry.get(&task.tool),
+            tool,
             &session_info(&session, &task.turn_id, task.current.as_ref(), task.caller),
             &request,
             &response,
+            &token,
         );
         if let (Settler::Person, ResponseVerdict::Rejected(reason)) = (settler, verdict) {
             return Ok(RespondOutcome::Rejected { reason });

@@ -28,13 +28,29 @@ pub(crate) fn answer_text(answer: &AskAnswer) -> Option<String> {
     }
 }
 
+/// Whether the responder holds the token a tool's `approval(require_auth = ..)` names, as the
+/// runtime's credential broker said before the verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TokenCheck {
+    /// The tool requires no token (or the request is not an approval).
+    NotRequired,
+    /// The responder holds a valid token.
+    Held,
+    /// The responder holds none: why, in words for the responder.
+    Lacking(String),
+}
+
 /// What the tool's response policy (or, without one, `requester_only`) says of `response` to
-/// `request`. A response policy that panics keeps the request pending: fail closed.
+/// `request`, with the token `require_auth` names checked first for an approval. With
+/// `require_auth` and no response policy, the token alone decides who may approve, and a
+/// cancel is the requester's or a token holder's. A response policy that panics keeps the
+/// request pending: fail closed.
 pub(crate) fn response_verdict(
     tool: Option<&Tool>,
     info: &SessionInfo,
     request: &InputRequest,
     response: &InputResponse,
+    token: &TokenCheck,
 ) -> ResponseVerdict {
     let input = request.input.clone().unwrap_or(Value::Null);
     let call = ResponseCall::new(
@@ -47,6 +63,9 @@ pub(crate) fn response_verdict(
         response.decision,
         response.principal.as_ref(),
     );
+    if let (ResponseDecision::Approve, TokenCheck::Lacking(reason)) = (response.decision, token) {
+        return ResponseVerdict::rejected(reason.clone());
+    }
     match tool.and_then(|t| t.approval()).and_then(|a| a.response) {
         Some(policy) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&call)))
             .unwrap_or_else(|_| {
@@ -55,7 +74,14 @@ pub(crate) fn response_verdict(
                     call.tool_name
                 ))
             }),
-        None => requester_only(&call),
+        None if *token == TokenCheck::Held => ResponseVerdict::Allowed,
+        None => match (requester_only(&call), token) {
+            (ResponseVerdict::Rejected(_), TokenCheck::Lacking(reason)) => {
+                // A cancel by neither the requester nor a token holder.
+                ResponseVerdict::rejected(reason.clone())
+            }
+            (verdict, _) => verdict,
+        },
     }
 }
 
@@ -435,13 +461,50 @@ mod tests {
         let request = InputRequest::question(&info(), "c1", &json!({ "question": "?" }));
         let own = InputResponse::approve(&request.request_id, alice());
         assert_eq!(
-            response_verdict(None, &info(), &request, &own),
+            response_verdict(None, &info(), &request, &own, &TokenCheck::NotRequired),
             ResponseVerdict::Allowed
         );
         let bob = Some(Principal::user("test", "bob"));
         let other = InputResponse::approve(&request.request_id, bob);
         assert!(matches!(
-            response_verdict(None, &info(), &request, &other),
+            response_verdict(None, &info(), &request, &other, &TokenCheck::NotRequired),
+            ResponseVerdict::Rejected(_)
+        ));
+    }
+
+    #[test]
+    fn a_required_token_decides_who_may_approve_and_the_requester_may_still_cancel() {
+        let request = InputRequest::question(&info(), "c1", &json!({ "question": "?" }));
+        let bob = Some(Principal::user("test", "bob"));
+        let lacking = TokenCheck::Lacking("connect `github` to approve".into());
+        let verdict = |response: &InputResponse, token: &TokenCheck| {
+            response_verdict(None, &info(), &request, response, token)
+        };
+        // A token holder who is not the requester approves; one without a token cannot.
+        let approve = InputResponse::approve(&request.request_id, bob.clone());
+        assert_eq!(
+            verdict(&approve, &TokenCheck::Held),
+            ResponseVerdict::Allowed
+        );
+        assert_eq!(
+            verdict(&approve, &lacking),
+            ResponseVerdict::rejected("connect `github` to approve")
+        );
+        let own = InputResponse::approve(&request.request_id, alice());
+        assert!(matches!(
+            verdict(&own, &lacking),
+            ResponseVerdict::Rejected(_)
+        ));
+        // A cancel: the requester's, or a token holder's.
+        let own_cancel = InputResponse::cancel(&request.request_id, alice());
+        assert_eq!(verdict(&own_cancel, &lacking), ResponseVerdict::Allowed);
+        let cancel = InputResponse::cancel(&request.request_id, bob);
+        assert_eq!(
+            verdict(&cancel, &TokenCheck::Held),
+            ResponseVerdict::Allowed
+        );
+        assert!(matches!(
+            verdict(&cancel, &lacking),
             ResponseVerdict::Rejected(_)
         ));
     }

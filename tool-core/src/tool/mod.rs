@@ -25,6 +25,10 @@ use crate::services::Services;
 use crate::session::Caller;
 use crate::workflow::Entry;
 
+mod dynamic;
+
+pub use dynamic::{DefinitionError, DynamicTool};
+
 /// Who a tool list is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Audience {
@@ -71,6 +75,8 @@ enum Origin {
     Local(&'static ToolDescriptor),
     /// A tool of a remote MCP server, through a connection.
     Remote(Box<RemoteTool>),
+    /// A tool defined from data at run time.
+    Dynamic(Arc<DynamicTool>),
 }
 
 /// One collected tool: its descriptor (or remote definition) with schemas and validators
@@ -250,15 +256,15 @@ impl Tool {
     pub fn descriptor(&self) -> Option<&'static ToolDescriptor> {
         match &self.origin {
             Origin::Local(descriptor) => Some(descriptor),
-            Origin::Remote(_) => None,
+            Origin::Remote(_) | Origin::Dynamic(_) => None,
         }
     }
 
     /// The remote part of a tool served by a connection (`None` for a `#[tool]`).
     pub fn remote_tool(&self) -> Option<&RemoteTool> {
         match &self.origin {
-            Origin::Local(_) => None,
             Origin::Remote(remote) => Some(remote),
+            Origin::Local(_) | Origin::Dynamic(_) => None,
         }
     }
 
@@ -279,6 +285,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.effect,
             Origin::Remote(r) => r.policy.effect,
+            Origin::Dynamic(d) => d.effect(),
         }
     }
 
@@ -287,6 +294,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.untrusted,
             Origin::Remote(r) => r.policy.untrusted,
+            Origin::Dynamic(d) => d.is_untrusted(),
         }
     }
 
@@ -295,6 +303,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.user_only,
             Origin::Remote(r) => r.policy.user_only,
+            Origin::Dynamic(d) => d.is_user_only(),
         }
     }
 
@@ -303,6 +312,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.deferred,
             Origin::Remote(r) => r.policy.deferred,
+            Origin::Dynamic(d) => d.is_deferred(),
         }
     }
 
@@ -311,6 +321,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.subagents,
             Origin::Remote(r) => r.policy.subagents,
+            Origin::Dynamic(d) => d.for_subagents(),
         }
     }
 
@@ -321,7 +332,11 @@ impl Tool {
 
     /// Whether success ends the turn (never, for remote tools).
     pub fn ends_turn(&self) -> EndsTurn {
-        self.descriptor().map_or(EndsTurn::Never, |d| d.ends_turn)
+        match &self.origin {
+            Origin::Local(d) => d.ends_turn,
+            Origin::Dynamic(d) if d.is_ending() => EndsTurn::Always,
+            Origin::Remote(_) | Origin::Dynamic(_) => EndsTurn::Never,
+        }
     }
 
     /// How many times the model may correct a call of this tool whose input failed validation
@@ -378,12 +393,17 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.title,
             Origin::Remote(r) => r.definition.title.as_deref(),
+            Origin::Dynamic(d) => d.title_text(),
         }
     }
 
     /// The one-line user-facing summary.
     pub fn summary(&self) -> Option<&str> {
-        self.descriptor().and_then(|d| d.summary)
+        match &self.origin {
+            Origin::Local(d) => d.summary,
+            Origin::Dynamic(d) => d.summary_text(),
+            Origin::Remote(_) => None,
+        }
     }
 
     /// The texts of the tool's other locales (`#[tool(i18n(...))]`; none for a remote tool).
@@ -421,6 +441,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.name,
             Origin::Remote(r) => &r.definition.name,
+            Origin::Dynamic(d) => d.name(),
         }
     }
 
@@ -435,6 +456,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.description,
             Origin::Remote(r) => r.definition.description.as_deref().unwrap_or_default(),
+            Origin::Dynamic(d) => d.description_text(),
         }
     }
 
@@ -445,6 +467,7 @@ impl Tool {
         match &self.origin {
             Origin::Local(d) => d.effective_annotations(),
             Origin::Remote(r) => r.policy.effect.annotations(),
+            Origin::Dynamic(d) => d.effect().annotations(),
         }
     }
 
@@ -576,6 +599,7 @@ impl Tool {
         let run = match &self.origin {
             Origin::Local(d) => (d.invoke)(input, cx),
             Origin::Remote(r) => r.invoker.invoke(input, cx),
+            Origin::Dynamic(d) => d.invoke(input, cx),
         };
         let output = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result?,
