@@ -4,6 +4,9 @@
 //!   `serde_json::to_string` of its output — what any framework must at least do;
 //! - `dispatch/registry_call`: toolwright's registry call (strict parse, schema validation,
 //!   defaults, execution, output);
+//! - `dispatch/registry_call_dynamic`: the same tool defined at run time (`DynamicTool`, its
+//!   schema the argument struct's, its handler deserializing into it): what defining a tool from
+//!   data costs per call against `#[tool]`;
 //! - `dispatch/runtime_step`: a full runtime step of one call with approval `never` (events on, no
 //!   subscriber; the turn recorded in an in-memory SQLite store);
 //! - `dispatch/rmcp_router` and `dispatch/rmcp_server_handler`: the same tool through rmcp 3.x's
@@ -218,6 +221,24 @@ fn rmcp_router(n: usize) -> ToolRouter<RmcpServer> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// `read_logs` defined from data: the argument struct's schema, a handler that deserializes
+/// into it and serializes the output back.
+fn dynamic_registry() -> Registry {
+    let schema = serde_json::to_value(schemars::schema_for!(ReadLogs)).expect("schema");
+    let tool = toolwright::DynamicTool::new("read_logs_dynamic", toolwright::Effect::Read)
+        .description("Reads recent log lines of one service.")
+        .input_schema(schema)
+        .handler(|input, _ctx| async move {
+            let args: ReadLogs = serde_json::from_value(input)?;
+            Ok(serde_json::to_value(read_logs(args).await?)?)
+        });
+    let tool = toolwright::registry::Tool::dynamic(tool).expect("a valid definition");
+    Registry::from_tools([])
+        .expect("registry")
+        .with_dynamic([std::sync::Arc::new(tool)])
+        .expect("registry")
+}
+
 fn dispatch(c: &mut Criterion) {
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     let registry = Registry::from_tools([read_logs::TOOL]).expect("registry");
@@ -251,6 +272,15 @@ fn dispatch(c: &mut Criterion) {
             let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
             let out =
                 futures_executor::block_on(registry.call("read_logs", input)).expect("output");
+            serde_json::to_string(&out.value).expect("json")
+        })
+    });
+    let dynamic = dynamic_registry();
+    group.bench_function("registry_call_dynamic", |b| {
+        b.iter(|| {
+            let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
+            let out = futures_executor::block_on(dynamic.call("read_logs_dynamic", input))
+                .expect("output");
             serde_json::to_string(&out.value).expect("json")
         })
     });

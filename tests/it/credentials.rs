@@ -167,6 +167,27 @@ fn registry() -> Registry {
     Registry::from_tools([github_whoami::TOOL, github_repos::TOOL, grant_access::TOOL]).unwrap()
 }
 
+/// A runtime on a SQLite file with the vault as its broker and a test clock at `START`.
+struct Setup {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    clock: ManualClock,
+    runtime: Runtime,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tw.db");
+    let clock = ManualClock::at(START);
+    let runtime = runtime_at(&path, &clock).await;
+    Setup {
+        _dir: dir,
+        path,
+        clock,
+        runtime,
+    }
+}
+
 async fn runtime_at(path: &std::path::Path, clock: &ManualClock) -> Runtime {
     Runtime::builder(registry())
         .store(SqliteStore::open(path).unwrap())
@@ -194,10 +215,12 @@ fn assert_no_secret(path: &std::path::Path, events: &[Event]) {
 
 #[tokio::test]
 async fn a_tool_acts_with_the_callers_token_and_no_token_is_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tw.db");
-    let clock = ManualClock::at(START);
-    let runtime = runtime_at(&path, &clock).await;
+    let Setup {
+        _dir,
+        path,
+        runtime,
+        ..
+    } = setup().await;
     let mut events = runtime.subscribe();
     let turn = turn_in(&runtime, "s1", Some(alice())).await;
     let results = completed(
@@ -215,10 +238,12 @@ async fn a_tool_acts_with_the_callers_token_and_no_token_is_recorded() {
 
 #[tokio::test]
 async fn a_missing_or_expired_token_is_a_status_the_user_can_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tw.db");
-    let clock = ManualClock::at(START);
-    let runtime = runtime_at(&path, &clock).await;
+    let Setup {
+        _dir,
+        clock,
+        runtime,
+        ..
+    } = setup().await;
 
     // Bob never connected GitHub: as data, or as an error with the status as details.
     let turn = turn_in(&runtime, "s1", Some(bob())).await;
@@ -302,10 +327,12 @@ async fn without_a_broker_the_call_says_to_install_one() {
 
 #[tokio::test]
 async fn only_a_token_holder_approves_and_the_tool_acts_with_the_approvers_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tw.db");
-    let clock = ManualClock::at(START);
-    let runtime = runtime_at(&path, &clock).await;
+    let Setup {
+        _dir,
+        path,
+        clock,
+        runtime,
+    } = setup().await;
     let mut events = runtime.subscribe();
     let turn = turn_in(&runtime, "s1", Some(alice())).await;
     let (_, requests) = waiting(
@@ -363,9 +390,7 @@ async fn only_a_token_holder_approves_and_the_tool_acts_with_the_approvers_token
 
 #[tokio::test]
 async fn the_requester_may_cancel_a_call_that_needs_a_token_holders_approval() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tw.db");
-    let runtime = runtime_at(&path, &ManualClock::at(START)).await;
+    let Setup { runtime, .. } = setup().await;
     // Bob has no token, and may still withdraw his own call.
     let turn = turn_in(&runtime, "s1", Some(bob())).await;
     let (_, requests) = waiting(
