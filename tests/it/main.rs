@@ -55,6 +55,7 @@ mod sandbox_tools;
 mod serve_revisions;
 mod session_state;
 mod store_upgrade;
+mod store_upgrade_files;
 mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;
