@@ -383,6 +383,24 @@ mod tests {
     }
 
     #[test]
+    fn an_override_can_require_a_token_of_whoever_approves() {
+        let policy =
+            RemotePolicy::trusted(None).overridden_by(&ToolOverride::new().require_auth("github"));
+        assert_eq!(policy.require_auth, Some("github"));
+        let spec = policy.approval_spec().expect("`public` asks once");
+        assert_eq!(spec.require_auth, Some("github"));
+        // A tool that asks nobody has no approval to require a token for.
+        let read = Annotations {
+            read_only: Some(true),
+            ..Annotations::NONE
+        };
+        let quiet = RemotePolicy::trusted(Some(&read))
+            .overridden_by(&ToolOverride::new().require_auth("github"));
+        assert!(quiet.approval_spec().is_none());
+        assert_eq!(RemotePolicy::UNTRUSTED.require_auth, None);
+    }
+
+    #[test]
     fn a_name_taken_twice_is_unavailable_and_holds_back_nothing_else() {
         let tool =
             |name: &str| Arc::new(build(definition(name, json!({ "type": "object" }))).unwrap());

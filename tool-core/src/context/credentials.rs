@@ -72,3 +72,82 @@ impl ToolContext {
         self.cx.approver_token(provider).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures_util::future::BoxFuture;
+
+    use super::*;
+    use crate::context::{DetachedHost, PlainParam};
+    use crate::credentials::{AuthReason, CredentialBroker};
+    use crate::error::ToolError;
+    use crate::session::{Principal, SessionInfo};
+
+    /// Alice holds a GitHub token; nobody else holds any.
+    struct Vault;
+
+    impl CredentialBroker for Vault {
+        fn token<'a>(
+            &'a self,
+            provider: &'a str,
+            principal: &'a Principal,
+        ) -> BoxFuture<'a, Result<Option<Token>, ToolError>> {
+            let found = (provider == "github" && principal.principal_id == "alice")
+                .then(|| Token::new("gho_alice"));
+            Box::pin(async move { Ok(found) })
+        }
+    }
+
+    fn context(current: &str, approver: Option<&str>) -> ToolContext {
+        let mut session = SessionInfo::new("s1", "t1");
+        session.current = Some(Principal::user("sso", current));
+        let host = Arc::new(DetachedHost::default().with_credentials(Vault));
+        let mut builder = CallContext::builder()
+            .session(session)
+            .host(host as Arc<dyn crate::CallHost>);
+        if let Some(id) = approver {
+            builder = builder.approved_by(Some(Principal::user("sso", id)));
+        }
+        let cx = builder.build();
+        ToolContext::from_call(&cx).unwrap()
+    }
+
+    fn reason(error: TokenError) -> (AuthReason, TokenHolder) {
+        match error {
+            TokenError::AuthorizationRequired(required) => (required.reason(), required.holder()),
+            TokenError::Unavailable(error) => panic!("the host failed: {error}"),
+        }
+    }
+
+    #[test]
+    fn the_callers_token_is_the_acting_principals_and_the_approvers_is_the_approvers() {
+        futures_executor::block_on(async {
+            let ctx = context("alice", Some("bob"));
+            assert_eq!(ctx.token("github").await.unwrap().secret(), "gho_alice");
+            // Bob approved and holds no token: the caller's token does not stand in for it.
+            let approver = ctx.approver_token("github").await.unwrap_err();
+            assert_eq!(
+                reason(approver),
+                (AuthReason::Missing, TokenHolder::Approver)
+            );
+
+            let ctx = context("bob", Some("alice"));
+            assert_eq!(
+                ctx.approver_token("github").await.unwrap().secret(),
+                "gho_alice"
+            );
+            let caller = ctx.token("github").await.unwrap_err();
+            assert_eq!(reason(caller), (AuthReason::Missing, TokenHolder::Caller));
+
+            // Not approved by anyone: no approver's token.
+            let ctx = context("alice", None);
+            let none = ctx.approver_token("github").await.unwrap_err();
+            assert_eq!(
+                reason(none),
+                (AuthReason::NotSignedIn, TokenHolder::Approver)
+            );
+        });
+    }
+}
