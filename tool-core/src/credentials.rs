@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
@@ -324,7 +325,12 @@ pub async fn fetch(
     let Some(principal) = principal else {
         return Err(required(AuthReason::NotSignedIn));
     };
-    match broker.token(provider, principal).await {
+    // A broker is the host's code: one that panics fails this token, not the call's caller.
+    let asked = std::panic::AssertUnwindSafe(broker.token(provider, principal))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| Err(ToolError::new("the broker panicked")));
+    match asked {
         Err(error) => Err(TokenError::Unavailable(ToolError::with_code(
             ErrorCode::Unavailable,
             format!(
@@ -354,6 +360,7 @@ mod tests {
                     ("github", "alice") => Ok(Some(Token::new("gho_alice"))),
                     ("github", "old") => Ok(Some(Token::new("gho_old").expiring_at_ms(10))),
                     ("vault", _) => Err(ToolError::new("vault sealed")),
+                    ("broken", _) => panic!("the vault client crashed"),
                     _ => Ok(None),
                 }
             })
@@ -440,6 +447,17 @@ mod tests {
         let error = ToolError::from(failed);
         assert_eq!(error.code(), ErrorCode::Unavailable);
         assert!(error.message().contains("vault sealed"));
+
+        let panicked = run(fetch(
+            Some(broker),
+            "broken",
+            Some(&alice),
+            TokenHolder::Caller,
+            0,
+        ));
+        let error = ToolError::from(panicked.unwrap_err());
+        assert_eq!(error.code(), ErrorCode::Unavailable);
+        assert!(error.message().contains("the broker panicked"), "{error:?}");
 
         let none = run(fetch(None, "github", Some(&alice), TokenHolder::Caller, 0)).unwrap_err();
         let error = ToolError::from(none);
