@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use toolwright::approval::{ApprovalKey, ApprovalSpec, RequestPolicy};
 use toolwright::prelude::*;
 use toolwright::registry::{Audience, Format, ToolOrigin};
-use toolwright::runtime::{Event, InputResponse, RuntimeError};
+use toolwright::runtime::{Event, InputResponse, Runtime, RuntimeError, Turn};
 use toolwright::{DynamicTool, Effect, ErrorCode, Registry};
 
 use crate::support::{
@@ -63,6 +63,26 @@ fn refund_tool(runs: Arc<AtomicUsize>) -> DynamicTool {
                 Ok(json!({ "refunded": input["order"] }))
             }
         })
+}
+
+/// A runtime with the query tool, and a turn whose first step called it: the model has seen
+/// the tool list once, so what changes after is announced.
+async fn after_a_first_step() -> (Runtime, Turn) {
+    let runtime = builder_over(empty_registry())
+        .tool(query_tool())
+        .build()
+        .unwrap();
+    let turn = turn_in(&runtime, "s1", Some(alice())).await;
+    completed(
+        turn.step(vec![call(
+            "c1",
+            "query_orders",
+            json!({ "column": "id", "value": "1" }),
+        )])
+        .await
+        .unwrap(),
+    );
+    (runtime, turn)
 }
 
 fn empty_registry() -> Registry {
@@ -142,21 +162,8 @@ async fn a_tool_from_data_is_validated_defaulted_run_and_exported_like_a_tool() 
 
 #[tokio::test]
 async fn registered_on_a_live_runtime_it_is_announced_approved_and_unregistered() {
-    let runtime = builder_over(empty_registry())
-        .tool(query_tool())
-        .build()
-        .unwrap();
+    let (runtime, turn) = after_a_first_step().await;
     let mut events = runtime.subscribe();
-    let turn = turn_in(&runtime, "s1", Some(alice())).await;
-    completed(
-        turn.step(vec![call(
-            "c1",
-            "query_orders",
-            json!({ "column": "id", "value": "1" }),
-        )])
-        .await
-        .unwrap(),
-    );
 
     let runs = Arc::new(AtomicUsize::new(0));
     runtime
@@ -214,20 +221,7 @@ async fn registered_on_a_live_runtime_it_is_announced_approved_and_unregistered(
 
 #[tokio::test]
 async fn the_model_is_told_of_a_tool_registered_between_its_steps() {
-    let runtime = builder_over(empty_registry())
-        .tool(query_tool())
-        .build()
-        .unwrap();
-    let turn = turn_in(&runtime, "s1", Some(alice())).await;
-    completed(
-        turn.step(vec![call(
-            "c1",
-            "query_orders",
-            json!({ "column": "id", "value": "1" }),
-        )])
-        .await
-        .unwrap(),
-    );
+    let (runtime, turn) = after_a_first_step().await;
     runtime
         .register_tool(
             DynamicTool::new("count_orders", Effect::Read)
