@@ -161,14 +161,7 @@ async fn write_the_pre_upgrade_fixture() {
 
 /// A copy of the fixture, opened (and migrated) by this build.
 fn upgraded() -> (tempfile::TempDir, Runtime) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    std::fs::copy(FIXTURE, &path).unwrap();
-    let runtime = Runtime::builder(registry())
-        .store(SqliteStore::open(&path).unwrap())
-        .build()
-        .unwrap();
-    (dir, runtime)
+    crate::support::upgraded(FIXTURE, registry())
 }
 
 #[tokio::test]

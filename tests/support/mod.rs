@@ -57,6 +57,19 @@ pub(crate) fn builder_over(registry: Registry) -> RuntimeBuilder {
     Runtime::builder(registry).store(SqliteStore::in_memory().expect("a memory store"))
 }
 
+/// A runtime over `registry` on a copy of the store file `fixture` (a file an earlier release
+/// wrote, opened and migrated by this build), and the directory the copy is in.
+pub(crate) fn upgraded(fixture: &str, registry: Registry) -> (tempfile::TempDir, Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(fixture, &path).unwrap();
+    let runtime = Runtime::builder(registry)
+        .store(SqliteStore::open(&path).unwrap())
+        .build()
+        .unwrap();
+    (dir, runtime)
+}
+
 /// A runtime of `tools` that need no state, on the in-memory store.
 pub(crate) fn runtime(tools: impl IntoIterator<Item = &'static ToolDescriptor>) -> Runtime {
     builder(tools).build().expect("no state needed")

@@ -268,9 +268,20 @@ impl DynamicTool {
     fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if !names::is_valid_name(&self.name) {
+            let fixed: String = self
+                .name
+                .chars()
+                .take(64)
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
             problems.push(format!(
-                "its name does not match ^[a-zA-Z0-9_-]{{1,64}}$; choose a name providers accept, e.g. `query_{}`",
-                self.name.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_lowercase()
+                "its name does not match ^[a-zA-Z0-9_-]{{1,64}}$, so no model provider accepts it; e.g. `{fixed}`"
             ));
         } else if names::is_reserved(&self.name) {
             problems.push("its name is one the runtime reserves for a meta-tool or built-in tool; choose another".into());
