@@ -215,11 +215,13 @@ pub mod runtime {
         RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool, ToolOverride,
     };
     #[doc(inline)]
+    pub use toolwright_runtime::attachments::{self, Attachment};
+    #[doc(inline)]
     pub use toolwright_runtime::record::{
-        Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, EntryKind,
-        InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission, RequestKind,
-        RequestStatus, SessionRecord, StepInput, StepPatch, TaskCall, TaskRecord, TaskResult,
-        TaskStatus, TurnRecord, TurnStatus,
+        Approver, AttachmentPlace, AttachmentRecord, CallResult, CallState, ClosedStep,
+        ConversationEntry, Decision, EntryKind, InputRequest, JournalEntry, Outcome, PendingCall,
+        PendingStep, Permission, RequestKind, RequestStatus, SessionRecord, StepInput, StepPatch,
+        TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
     };
     #[doc(inline)]
     pub use toolwright_runtime::record::{DefinitionChange, PinRecord};

@@ -233,6 +233,12 @@ impl Store for Rewriting {
     delegate_counting!();
 }
 
+/// A third-party store written before attachments (and before answers were patches): the real
+/// store behind only the methods of that time, the rest left to the trait's defaults.
+pub(crate) fn store_of_an_earlier_release() -> impl Store {
+    Rewriting(Counting::new(&Arc::default()))
+}
+
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct PayArgs {
     /// Cents to pay.

@@ -23,11 +23,14 @@ mod agent_decider;
 #[cfg(feature = "agent")]
 mod agent_delegation;
 #[cfg(feature = "agent")]
+mod agent_files;
+#[cfg(feature = "agent")]
 mod agent_limits;
 #[cfg(feature = "agent")]
 mod agent_steering;
 mod answer_cost;
 mod ask_deadlines;
+mod attachments;
 mod credentials;
 mod dynamic_description;
 mod dynamic_tools;

@@ -175,3 +175,34 @@ async fn a_turn_parked_with_inline_files_resumes_and_its_files_still_reach_the_m
         RespondOutcome::Dropped
     ));
 }
+
+#[tokio::test]
+async fn after_the_upgrade_a_returned_file_is_stored_once_beside_the_inline_ones() {
+    let (_dir, runtime) = upgraded();
+    let session = runtime.session("files").await.unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let results = completed(
+        turn.step(vec![call(
+            "c4",
+            "render_chart",
+            json!({ "metric": "load" }),
+        )])
+        .await
+        .unwrap(),
+    );
+    let ModelOutput::Content(parts) = &results[0].model else {
+        panic!("content parts: {:?}", results[0].model)
+    };
+    assert!(
+        matches!(&parts[1], ContentPart::Attachment { media_type, .. } if media_type == "image/png"),
+        "a file returned after the upgrade is an attachment: {parts:?}"
+    );
+    let resolved = session.resolve_attachments(&results[0].model).await;
+    assert_eq!(
+        file_of(&resolved),
+        Some((PNG.to_owned(), "image/png".to_owned()))
+    );
+}

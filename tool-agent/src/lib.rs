@@ -19,6 +19,7 @@ mod backend;
 mod budget;
 mod conversation;
 mod decider;
+mod files;
 mod http;
 #[cfg(feature = "loopback")]
 mod loopback;

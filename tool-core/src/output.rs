@@ -55,7 +55,8 @@ impl ModelOutput {
                 .iter()
                 .map(|part| match part {
                     ContentPart::Text { text } => text.clone(),
-                    ContentPart::File { media_type, .. } => format!("[{media_type} file]"),
+                    ContentPart::File { media_type, .. }
+                    | ContentPart::Attachment { media_type, .. } => format!("[{media_type} file]"),
                     ContentPart::Resource { uri, text, .. } => match text {
                         Some(text) => format!("[resource {uri}]\n{text}"),
                         None => format!("[resource {uri}]"),
@@ -96,6 +97,26 @@ pub enum ContentPart {
         /// The media type, e.g. `image/png`.
         #[serde(rename = "mediaType")]
         media_type: String,
+    },
+    /// A file the runtime stored once (in its store, or in the sandbox when the runtime has
+    /// one) in place of a [`File`](ContentPart::File) part: recorded results, events and stored
+    /// conversations carry this reference, never the bytes again. The model loop and the MCP
+    /// server put the bytes back (as a file part) before a request or a response leaves the
+    /// process; a host reads them with `Runtime::attachment` or
+    /// `Turn::resolve_attachments`. Tools do not build it.
+    Attachment {
+        /// The attachment's id within its session: `sha256:` and the hex digest of the bytes,
+        /// so the same file returned twice is stored once.
+        id: String,
+        /// The media type, e.g. `image/png`.
+        #[serde(rename = "mediaType")]
+        media_type: String,
+        /// The decoded size in bytes.
+        size: u64,
+        /// Where the file is in the sandbox, relative to its root, when the runtime has one
+        /// (tools that work on files, such as `read` or a command, can open it there).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
     },
     /// A resource embedded in the output (MCP's `resource` block): its URI and its contents,
     /// as text or as base64 data. Build it with [`ContentPart::resource_text`] or

@@ -205,6 +205,19 @@ pub trait Sandbox: Send + Sync + 'static {
         max: usize,
     ) -> BoxFuture<'_, Result<Found<String>, SandboxError>>;
 
+    /// Removes the file or the directory (with everything in it) at `path`; a symbolic link is
+    /// removed, not what it points to. Nothing at the path is
+    /// [`SandboxError::NotFound`]. The runtime removes the attachments it kept in the sandbox
+    /// with it. The default refuses: a sandbox written before this method keeps compiling, and
+    /// its attachments stay until the host removes them.
+    fn remove(&self, path: &str) -> BoxFuture<'_, Result<(), SandboxError>> {
+        Box::pin(std::future::ready(Err(SandboxError::Refused {
+            path: path.to_owned(),
+            reason: "cannot be removed: this sandbox does not implement `Sandbox::remove`"
+                .to_owned(),
+        })))
+    }
+
     /// Runs `request` in the root. When `cancel` fires, the command and everything it started
     /// are killed and the output so far is returned.
     fn exec<'a>(

@@ -1,5 +1,7 @@
 //! Conversions from toolwright's results and errors to MCP's.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelTaskParams, ContentBlock, CustomRequest,
@@ -7,14 +9,20 @@ use rmcp::model::{
 };
 use serde_json::Value;
 use toolwright_core::{ContentPart, ModelOutput};
+use toolwright_runtime::attachments::id_of;
 use toolwright_runtime::{CallResult, RuntimeError};
 
 use crate::McpServer;
 
 impl McpServer {
-    /// A toolwright result as an MCP `CallToolResult`.
-    pub(crate) fn to_mcp(&self, result: &CallResult) -> CallToolResult {
-        let content = content_of(&result.model);
+    /// A toolwright result of a call in session `session_id` as an MCP `CallToolResult`, its
+    /// attachments read back as the blocks of the files they replaced.
+    pub(crate) async fn to_mcp(&self, session_id: &str, result: &CallResult) -> CallToolResult {
+        let model = self
+            .runtime()
+            .resolve_attachments(session_id, &result.model)
+            .await;
+        let content = content_of(&model);
         if result.is_error {
             return CallToolResult::error(content);
         }
@@ -100,7 +108,8 @@ fn content_of(model: &ModelOutput) -> Vec<ContentBlock> {
 }
 
 /// One content part as an MCP content block: images and audio as their blocks, embedded
-/// resources as `resource` blocks, other files named in a text block (MCP has no block for them).
+/// resources as `resource` blocks, other files as embedded binary resources named by their
+/// attachment id (MCP has no block for them).
 fn block_of(part: &ContentPart) -> ContentBlock {
     match part {
         ContentPart::Text { text } => ContentBlock::text(text.clone()),
@@ -110,7 +119,17 @@ fn block_of(part: &ContentPart) -> ContentBlock {
         ContentPart::File { data, media_type } if media_type.starts_with("audio/") => {
             ContentBlock::audio(data.clone(), media_type.clone())
         }
-        ContentPart::File { media_type, .. } => {
+        ContentPart::File { data, media_type } => match STANDARD.decode(data.as_bytes()) {
+            Ok(bytes) => ContentBlock::resource(ResourceContents::BlobResourceContents {
+                uri: format!("attachment:{}", id_of(&bytes)),
+                mime_type: Some(media_type.clone()),
+                blob: data.clone(),
+                meta: None,
+            }),
+            Err(_) => ContentBlock::text(format!("[a {media_type} file]")),
+        },
+        // Never left after resolving (one that cannot be read becomes text); named if it is.
+        ContentPart::Attachment { media_type, .. } => {
             ContentBlock::text(format!("[a {media_type} file]"))
         }
         ContentPart::Resource {

@@ -184,7 +184,7 @@ impl McpServer {
                 }
             }
         };
-        Ok(self.to_mcp(&result).into())
+        Ok(self.to_mcp(turn.session_id(), &result).await.into())
     }
 
     /// Waits until call `call_id`, parked on a hook (an outside system's delivery, from this

@@ -617,13 +617,14 @@ impl InnerTools {
             Err(error) => return failed(format!("the tool could not run: {error}")),
         };
         let _ = turn.complete().await;
+        let mut converted = Vec::with_capacity(results.len());
+        for result in &results {
+            let content = self.server.to_mcp(turn.session_id(), result).await.content;
+            converted.push((result.call_id.clone(), result.is_error, content));
+        }
         uses.iter()
-            .map(|u| match results.iter().find(|r| r.call_id == u.id) {
-                Some(result) => (
-                    u.id.clone(),
-                    result.is_error,
-                    self.server.to_mcp(result).content,
-                ),
+            .map(|u| match converted.iter().find(|(id, ..)| *id == u.id) {
+                Some(found) => found.clone(),
                 None => {
                     let why = format!(
                         "`{}` needs a person's approval or answer, and nobody can be asked from inside a tool's model session; it did not run",

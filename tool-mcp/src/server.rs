@@ -424,7 +424,7 @@ impl McpServer {
         if let Some(task) = self.task_receipt(&cx, &result) {
             return Ok(task);
         }
-        Ok(self.to_mcp(&result).into())
+        Ok(self.to_mcp(turn.session_id(), &result).await.into())
     }
 }
 

@@ -75,7 +75,9 @@ impl McpServer {
                 match (task.status, result) {
                     (TaskStatus::Cancelled, _) => (TaskPayload::Cancelled, None),
                     (_, Some(result)) => {
-                        let mcp = serde_json::to_value(self.to_mcp(&result)).unwrap_or_default();
+                        let mcp =
+                            serde_json::to_value(self.to_mcp(&task.session_id, &result).await)
+                                .unwrap_or_default();
                         let object: JsonObject = match mcp {
                             serde_json::Value::Object(map) => map,
                             _ => JsonObject::new(),

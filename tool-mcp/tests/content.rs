@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolwright::context::LogLevel;
 use toolwright::prelude::*;
+use toolwright::runtime::attachments::id_of;
 use toolwright::runtime::{Runtime, SqliteStore};
 use toolwright::{Principal, Registry};
 use toolwright_mcp::McpServer;
@@ -235,9 +236,24 @@ fn call(name: &str, arguments: Value) -> CallToolRequestParams {
 
 #[tokio::test]
 async fn content_parts_become_image_audio_and_resource_blocks() {
-    let client = connect(McpServer::new(runtime()), Client::default()).await;
+    // The files are stored once as attachments in the runtime and read back for the client.
+    let runtime = runtime();
+    let mut events = runtime.subscribe();
+    let client = connect(McpServer::new(runtime), Client::default()).await;
     let result = client.call_tool(call("chart", json!({}))).await.unwrap();
     let blocks = serde_json::to_value(&result.content).unwrap();
+    let mut recorded = None;
+    while let Ok(event) = events.try_recv() {
+        let json = serde_json::to_string(&event).unwrap();
+        if json.contains(r#""type":"action.result""#) {
+            recorded = Some(json);
+        }
+    }
+    let recorded = recorded.expect("an action.result event");
+    assert!(
+        recorded.contains(r#""type":"attachment""#) && !recorded.contains("JVBERg=="),
+        "the runtime names the files by reference: {recorded}"
+    );
     assert_eq!(
         blocks,
         json!([
@@ -248,7 +264,9 @@ async fn content_parts_become_image_audio_and_resource_blocks() {
                 "uri": "data://rows", "mimeType": "application/json", "text": "[1,2]" } },
             { "type": "resource", "resource": {
                 "uri": "data://raw", "mimeType": "application/octet-stream", "blob": "AAE=" } },
-            { "type": "text", "text": "[a application/pdf file]" },
+            { "type": "resource", "resource": {
+                "uri": format!("attachment:{}", id_of(b"%PDF")),
+                "mimeType": "application/pdf", "blob": "JVBERg==" } },
         ])
     );
 }

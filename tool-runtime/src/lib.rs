@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod attachments;
 mod call;
 mod decider;
 mod engine;
@@ -52,6 +53,7 @@ mod transition;
 mod turn;
 mod ui;
 
+pub use attachments::Attachment;
 pub use call::{
     HookDelivery, InputResponse, ProviderResult, RespondOutcome, Steered, StepOptions, StepOutcome,
     ToolCall,
@@ -62,10 +64,10 @@ pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction, StepP
 pub use exec::slot::waiting_on_calls;
 pub use options::{Clock, Options, SystemClock};
 pub use record::{
-    Approver, CallResult, CallState, ClosedStep, ConversationEntry, Decision, DefinitionChange,
-    EntryKind, InputRequest, JournalEntry, Outcome, PendingCall, PendingStep, Permission,
-    PinRecord, RequestKind, RequestStatus, SessionRecord, StepInput, StepPatch, TaskCall,
-    TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
+    Approver, AttachmentPlace, AttachmentRecord, CallResult, CallState, ClosedStep,
+    ConversationEntry, Decision, DefinitionChange, EntryKind, InputRequest, JournalEntry, Outcome,
+    PendingCall, PendingStep, Permission, PinRecord, RequestKind, RequestStatus, SessionRecord,
+    StepInput, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
 pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]

@@ -44,6 +44,10 @@ pub struct Options {
     pub decider_max_input: usize,
     /// Files sent to the model above this size (decoded) raise a warning event.
     pub file_warning_bytes: usize,
+    /// The largest file a call may return (decoded; 32 MiB): a larger one is left out of the
+    /// result, a text part saying so in its place, with a warning event. Files within it are
+    /// stored once per session as attachments.
+    pub attachment_max_bytes: u64,
     /// How long a cancelled workflow task's body may run its cleanup (its token fired) before
     /// it is dropped.
     pub task_cleanup: Duration,
@@ -75,6 +79,7 @@ impl Default for Options {
             decider_timeout: Duration::from_secs(30),
             decider_max_input: 64 * 1024,
             file_warning_bytes: 3 * 1024 * 1024,
+            attachment_max_bytes: 32 * 1024 * 1024,
             task_cleanup: Duration::from_secs(30),
             instance: format!(
                 "{}-{}",

@@ -836,3 +836,56 @@ pub struct ConversationEntry {
     /// The message.
     pub message: Value,
 }
+
+/// A file a tool returned, stored once per session (see
+/// [`ContentPart::Attachment`](toolwright_core::ContentPart::Attachment)): results, events and
+/// conversations name it by `id`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AttachmentRecord {
+    /// The session it belongs to: it is deleted with the session's attachments.
+    pub session_id: String,
+    /// `sha256:` and the hex digest of the bytes.
+    pub id: String,
+    /// The media type, e.g. `image/png`.
+    pub media_type: String,
+    /// The size of the bytes.
+    pub size: u64,
+    /// Where the bytes are: in the store, or in the runtime's sandbox.
+    pub place: AttachmentPlace,
+}
+
+/// Where an attachment's bytes are kept.
+#[derive(Clone, PartialEq, Eq)]
+pub enum AttachmentPlace {
+    /// In the store, with the record.
+    Stored(Vec<u8>),
+    /// In the runtime's sandbox, at this path relative to its root; the store keeps the record
+    /// only.
+    Sandbox(String),
+}
+
+impl std::fmt::Debug for AttachmentRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The bytes are not worth printing: their size says enough.
+        let place = match &self.place {
+            AttachmentPlace::Stored(_) => "stored".to_owned(),
+            AttachmentPlace::Sandbox(path) => format!("sandbox:{path}"),
+        };
+        f.debug_struct("AttachmentRecord")
+            .field("session_id", &self.session_id)
+            .field("id", &self.id)
+            .field("media_type", &self.media_type)
+            .field("size", &self.size)
+            .field("place", &place)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AttachmentPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttachmentPlace::Stored(bytes) => write!(f, "Stored({} bytes)", bytes.len()),
+            AttachmentPlace::Sandbox(path) => write!(f, "Sandbox({path:?})"),
+        }
+    }
+}

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    Audience, Catalog, CredentialBroker, DynamicTool, Entry, ModelBackend, Principal, Registry,
-    RequestPolicy, Sandbox, Services, Tool, ToolKind,
+    Audience, Catalog, CredentialBroker, DynamicTool, Entry, ModelBackend, ModelOutput, Principal,
+    Registry, RequestPolicy, Sandbox, Services, Tool, ToolKind,
 };
 
+use crate::attachments::{self, Attachment};
 use crate::call::{InputResponse, RespondOutcome, StepOptions, StepOutcome};
 use crate::decider::Decider;
 use crate::engine::cache::ResultCache;
@@ -130,6 +131,22 @@ impl Runtime {
             record.session_id,
             CancellationToken::new(),
         ))
+    }
+
+    /// The attachment `id` of session `session_id` (see [`Session::attachment`]), without
+    /// opening the session first.
+    pub async fn attachment(
+        &self,
+        session_id: &str,
+        id: &str,
+    ) -> Result<Option<Attachment>, RuntimeError> {
+        attachments::load(&self.engine, session_id, id).await
+    }
+
+    /// `output` of a call in session `session_id` with its attachments put back as file parts
+    /// (see [`Session::resolve_attachments`]), without opening the session first.
+    pub async fn resolve_attachments(&self, session_id: &str, output: &ModelOutput) -> ModelOutput {
+        attachments::resolve(&self.engine, session_id, output).await
     }
 
     /// The ids of parked turns, oldest first.

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Caller, Effect, Principal};
+use toolwright_core::{Caller, Effect, ModelOutput, Principal};
 
+use crate::attachments::{self, Attachment};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
@@ -262,6 +263,27 @@ impl Session {
             result?;
         }
         Ok(())
+    }
+
+    /// The attachment `id` of this session (a file a tool returned, stored once; see
+    /// [`ContentPart::Attachment`](toolwright_core::ContentPart::Attachment)), with its bytes;
+    /// `None` when the session has none of that id or it was deleted.
+    pub async fn attachment(&self, id: &str) -> Result<Option<Attachment>, RuntimeError> {
+        attachments::load(&self.engine, &self.id, id).await
+    }
+
+    /// `output` with its attachments put back as the file parts they replaced, for sending it
+    /// out of the process (a model request, a client's response). One that cannot be read
+    /// becomes a text part saying why.
+    pub async fn resolve_attachments(&self, output: &ModelOutput) -> ModelOutput {
+        attachments::resolve(&self.engine, &self.id, output).await
+    }
+
+    /// Deletes this session's attachments: the files kept in the sandbox, then the store's
+    /// records and bytes. Returns how many there were. References to them left in recorded
+    /// results then resolve to a text part saying the file is no longer available.
+    pub async fn delete_attachments(&self) -> Result<u64, RuntimeError> {
+        attachments::delete(&self.engine, &self.id).await
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {

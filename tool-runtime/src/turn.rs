@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Audience, Format};
+use toolwright_core::{Audience, Format, ModelOutput};
 use tracing::Instrument;
 
+use crate::attachments;
 use crate::call::{InputResponse, RespondOutcome, Steered, StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
 use crate::error::RuntimeError;
@@ -54,6 +55,13 @@ impl Turn {
     /// The session id.
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// `output` with its attachments put back as the file parts they replaced (see
+    /// [`Session::resolve_attachments`](crate::Session::resolve_attachments)): what the model
+    /// loop sends the model for a recorded result.
+    pub async fn resolve_attachments(&self, output: &ModelOutput) -> ModelOutput {
+        attachments::resolve(&self.engine, &self.session_id, output).await
     }
 
     /// The results of the last step that closed, as stored with the close: what a host restarted

@@ -169,6 +169,8 @@ async fn traversal_is_refused_by_every_operation() {
         assert!(is_escape(&grep), "grep `{path}`: {grep:?}");
         let glob = f.sandbox.glob("**", path, 10).await;
         assert!(is_escape(&glob), "glob `{path}`: {glob:?}");
+        let remove = f.sandbox.remove(path).await;
+        assert!(is_escape(&remove), "remove `{path}`: {remove:?}");
     }
     // Nothing was written next to the root.
     let beside: BTreeSet<_> = std::fs::read_dir(f.root.parent().expect("parent"))
@@ -180,6 +182,43 @@ async fn traversal_is_refused_by_every_operation() {
         std::fs::read_to_string(f.outside.join("secret.txt")).expect("secret"),
         "the secret\n"
     );
+}
+
+#[tokio::test]
+async fn remove_takes_files_trees_and_links_but_never_the_root_or_what_a_link_points_to() {
+    let f = fixture();
+    std::fs::create_dir_all(f.root.join("tree/deeper")).expect("tree");
+    std::fs::write(f.root.join("tree/deeper/a.txt"), "a").expect("a");
+    std::fs::write(f.root.join("file.txt"), "f").expect("file");
+    symlink(&f.outside, f.root.join("out")).expect("a link out");
+    symlink(f.outside.join("secret.txt"), f.root.join("secret")).expect("a link to a file");
+
+    f.sandbox.remove("file.txt").await.expect("a file");
+    assert!(!f.root.join("file.txt").exists());
+    f.sandbox.remove("tree").await.expect("a tree");
+    assert!(!f.root.join("tree").exists());
+    f.sandbox
+        .remove("out")
+        .await
+        .expect("a link to a directory");
+    f.sandbox.remove("secret").await.expect("a link to a file");
+    assert!(std::fs::symlink_metadata(f.root.join("out")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).expect("kept"),
+        "the secret\n",
+        "what a link points to stays"
+    );
+    assert!(matches!(
+        f.sandbox.remove("gone").await,
+        Err(SandboxError::NotFound { .. })
+    ));
+    for root in ["", "."] {
+        assert!(matches!(
+            f.sandbox.remove(root).await,
+            Err(SandboxError::Refused { .. })
+        ));
+    }
+    assert!(f.root.exists());
 }
 
 #[tokio::test]

@@ -383,10 +383,11 @@ async fn migrations_are_applied_once() {
                 .expect("stores connecting at once all migrate");
         }
         let first = schema_snapshot(&url).await;
-        assert_eq!(first.0, [1, 2, 3, 4, 5], "each migration, recorded once");
+        assert_eq!(first.0, [1, 2, 3, 4, 5, 6], "each migration, recorded once");
         assert!(
             first.1.contains(&"turn_patches".to_owned())
-                && first.1.contains(&"conversation".to_owned()),
+                && first.1.contains(&"conversation".to_owned())
+                && first.1.contains(&"attachments".to_owned()),
             "{:?}",
             first.1
         );
@@ -422,7 +423,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
         let pool = pool(&url).await;
         query(
             "INSERT INTO toolwright_migrations (version, description, success, checksum, \
-             execution_time) VALUES (6, 'from a newer toolwright', TRUE, '\\x00', 0)",
+             execution_time) VALUES (7, 'from a newer toolwright', TRUE, '\\x00', 0)",
         )
         .execute(&pool)
         .await
@@ -440,7 +441,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
                 other => panic!("attempt {attempt}: expected StoreError::Backend, got {other:?}"),
             };
             assert!(
-                message.contains("schema version 6")
+                message.contains("schema version 7")
                     && message.contains("run the newer toolwright")
                     && message.contains("127.0.0.1"),
                 "{message}"

@@ -229,10 +229,10 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -264,17 +264,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 8)
+        .pragma_update(None, "user_version", 9)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 8") && message.contains("newer toolwright"),
+        message.contains("schema version 9") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        8,
+        9,
         "the refused file must not be changed"
     );
 }
@@ -357,13 +357,18 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
-/// Turns a current file back into what release `version` (1 to 6) wrote: version 7 added the
-/// model loop's conversation, version 6 kept
+/// Turns a current file back into what release `version` (1 to 7) wrote: version 8 added
+/// attachments, version 7 the model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("DROP TABLE attachments; PRAGMA user_version = 7;")
+        .unwrap();
+    if version == 7 {
+        return;
+    }
     conn.execute_batch("DROP TABLE conversation; PRAGMA user_version = 6;")
         .unwrap();
     if version == 6 {
@@ -420,7 +425,7 @@ async fn a_version_3_file_gets_a_pins_table() {
     assert_eq!(user_version(&path), 3);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert!(store.session("kept").await.unwrap().is_some());
     conformance::pins(&store).await;
 }
@@ -437,7 +442,7 @@ async fn a_version_5_file_keeps_its_parked_turn_and_takes_answers_beside_it() {
     assert_eq!(user_version(&path), 5);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     assert_eq!(
         store.turn_of_request("r2").await.unwrap().as_deref(),
@@ -458,9 +463,31 @@ async fn a_version_6_file_gets_a_conversation_and_keeps_its_parked_turn() {
     assert_eq!(user_version(&path), 6);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     conformance::conversation(&store).await;
+}
+
+#[tokio::test]
+async fn a_version_7_file_gets_attachments_and_keeps_its_parked_turn() {
+    let (_dir, path) = temp_db();
+    let parked = turn("parked", TurnStatus::Waiting, &["r1"]);
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_turn(&parked, None).await.unwrap();
+        store
+            .append_conversation("s", "parked", 0, &[serde_json::json!({ "kept": true })])
+            .await
+            .unwrap();
+    }
+    downgrade(&path, 7);
+    assert_eq!(user_version(&path), 7);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 8);
+    assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
+    assert_eq!(store.conversation("s").await.unwrap().len(), 1);
+    conformance::attachments(&store).await;
 }
 
 #[tokio::test]
@@ -476,7 +503,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -504,7 +531,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());
@@ -546,7 +573,7 @@ async fn a_version_4_file_gives_its_grants_to_the_one_requester_who_acted() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 7);
+    assert_eq!(user_version(&path), 8);
     let keys = |session: &'static str, requester: String| {
         let store = &store;
         async move { store.approvals(session, &requester).await.unwrap() }

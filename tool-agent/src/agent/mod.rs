@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use crate::budget::Budget;
 use crate::conversation::Conversation;
+use crate::files::Files;
 use crate::message::{Message, ToolUse};
 use crate::model::{
     FinishReason, Model, ModelError, Request, Response, Settings, StreamEvent, ToolDefinitions,
@@ -349,6 +350,7 @@ impl Agent {
         };
         let store = self.runtime.store();
         let mut paused = 0;
+        let mut files = Files::default();
         loop {
             self.deliver_steering(turn, &mut conversation).await?;
             self.check_inputs(turn, &conversation).await?;
@@ -358,7 +360,8 @@ impl Agent {
                 let parked = self.park(turn, &mut conversation, &reached, Vec::new());
                 return done(parked.await?);
             }
-            let response = self.ask(turn, conversation.messages()).await?;
+            let messages = files.outgoing(turn, conversation.messages()).await;
+            let response = self.ask(turn, &messages).await?;
             let mut message = response.message.clone();
             // The stored message is the budgets' ledger: it keeps what the response cost.
             message.usage = response.usage;

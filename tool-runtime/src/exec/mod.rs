@@ -170,7 +170,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         )),
         outcome => outcome,
     };
-    let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome);
+    let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome).await;
     result.model_usage = spent.model_usage();
     Executed::Done(result)
 }

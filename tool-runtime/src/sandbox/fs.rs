@@ -370,3 +370,24 @@ pub(super) fn slash_path(path: &Path) -> String {
         .collect();
     parts.join("/")
 }
+
+/// Removes the file, symbolic link or directory tree at `path`; the root itself is refused.
+pub(super) fn remove_path(dir: &Dir, path: &str) -> Result<(), SandboxError> {
+    let relative = beneath(path)?;
+    if relative.as_os_str().is_empty() {
+        return Err(SandboxError::Refused {
+            path: path.to_owned(),
+            reason: "is the sandbox's root, which cannot be removed; name what is inside it"
+                .to_owned(),
+        });
+    }
+    let metadata = dir
+        .symlink_metadata(&relative)
+        .map_err(|error| classify(path, &error))?;
+    let removed = if metadata.is_dir() {
+        dir.remove_dir_all(&relative)
+    } else {
+        dir.remove_file(&relative)
+    };
+    removed.map_err(|error| classify(path, &error))
+}

@@ -61,7 +61,7 @@ mod exec;
 mod fs;
 mod search;
 
-use fs::{io_error, list_dir, read_chunk, write_file};
+use fs::{io_error, list_dir, read_chunk, remove_path, write_file};
 use search::{glob_files, grep_files};
 
 /// A [`Sandbox`] confining one directory: files through a capability-based directory handle,
@@ -243,6 +243,15 @@ impl Sandbox for LocalSandbox {
                 glob_files(dir, root, &pattern, &path, max, limit)
             })
             .await
+        })
+    }
+
+    fn remove(&self, path: &str) -> BoxFuture<'_, Result<(), SandboxError>> {
+        let path = path.to_owned();
+        Box::pin(async move {
+            let shown = path.clone();
+            self.blocking(&shown, move |dir, _| remove_path(dir, &path))
+                .await
         })
     }
 

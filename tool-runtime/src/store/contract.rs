@@ -9,7 +9,8 @@ use futures_util::future::BoxFuture;
 use toolwright_core::{Principal, PrincipalType};
 
 use crate::record::{
-    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
+    TaskRecord, TurnRecord,
 };
 
 /// The requester of calls made on behalf of nobody in particular (a turn without a `current`
@@ -415,6 +416,48 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(std::future::ready(Err(keeps_no_conversation(
             &record.session_id,
         ))))
+    }
+
+    /// Whether this store keeps attachments ([`Store::put_attachment`]). The default is
+    /// `false`: the runtime then leaves files inline in results, as a store written before
+    /// attachments expects.
+    fn keeps_attachments(&self) -> bool {
+        false
+    }
+
+    /// Stores `record`, keyed by its session and id. Storing an id the session has already is
+    /// a no-op (the id is the digest of the bytes: it is the same file), so two calls that
+    /// return the same file, or two instances racing, store it once.
+    ///
+    /// The default refuses: see [`Store::keeps_attachments`].
+    fn put_attachment<'a>(
+        &'a self,
+        record: &'a AttachmentRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(std::future::ready(Err(StoreError::Backend(format!(
+            "this store keeps no attachments (it does not implement `Store::put_attachment`),              so `{}` of session `{}` cannot be stored; use the SQLite or Postgres store",
+            record.id, record.session_id
+        )))))
+    }
+
+    /// The attachment `id` of session `session_id`, if it is stored. The default has none.
+    fn attachment<'a>(
+        &'a self,
+        session_id: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentRecord>, StoreError>> {
+        let _ = (session_id, id);
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Deletes every attachment record of session `session_id` (with the bytes kept in the
+    /// store); returns how many there were. The default has none to delete.
+    fn delete_attachments<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let _ = session_id;
+        Box::pin(std::future::ready(Ok(0)))
     }
 
     /// The pinned definitions of connection `connection`'s tools.

@@ -4,7 +4,10 @@
 use serde::de::DeserializeOwned;
 
 use super::{Lease, StoreError};
-use crate::record::{ConversationEntry, StepPatch, TaskStatus, TurnRecord, TurnStatus};
+use crate::record::{
+    AttachmentPlace, AttachmentRecord, ConversationEntry, StepPatch, TaskStatus, TurnRecord,
+    TurnStatus,
+};
 
 /// The column value of a turn status. It is part of both schemas (their partial indexes name
 /// `waiting` and `running`), so it is spelt here rather than borrowed from the JSON encoding.
@@ -186,6 +189,46 @@ pub(super) fn decode_pins(
             })
         })
         .collect()
+}
+
+/// The columns `data` and `path` of `place`.
+pub(super) fn split(place: &AttachmentPlace) -> (Option<&[u8]>, Option<&str>) {
+    match place {
+        AttachmentPlace::Stored(bytes) => (Some(bytes.as_slice()), None),
+        AttachmentPlace::Sandbox(path) => (None, Some(path.as_str())),
+    }
+}
+
+/// The columns of an attachment's row (media type, size, bytes, sandbox path) as its record.
+pub(super) fn decode_attachment(
+    session_id: &str,
+    id: &str,
+    (media_type, size, data, path): (String, i64, Option<Vec<u8>>, Option<String>),
+) -> Result<AttachmentRecord, StoreError> {
+    Ok(AttachmentRecord {
+        session_id: session_id.to_owned(),
+        id: id.to_owned(),
+        media_type,
+        size: size.max(0) as u64,
+        place: joined(session_id, id, data, path)?,
+    })
+}
+
+/// The place stored as the columns `data` and `path`: exactly one of them is set.
+fn joined(
+    session_id: &str,
+    id: &str,
+    data: Option<Vec<u8>>,
+    path: Option<String>,
+) -> Result<AttachmentPlace, StoreError> {
+    match (data, path) {
+        (Some(bytes), None) => Ok(AttachmentPlace::Stored(bytes)),
+        (None, Some(path)) => Ok(AttachmentPlace::Sandbox(path)),
+        _ => Err(StoreError::Corrupt {
+            id: format!("{session_id}/{id}"),
+            error: "an attachment row must hold either its bytes or its sandbox path".into(),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -207,7 +207,7 @@ async fn run_body(
                 record_reply(engine, &task.id, &tool, call, output, lease).await;
             }
             outcome = run.as_mut() => {
-                let result = call_result(engine, &session.id, &first.turn_id, &tool, &first.call_id, outcome);
+                let result = call_result(engine, &session.id, &first.turn_id, &tool, &first.call_id, outcome).await;
                 break RunEnd::Returned(result);
             }
             () = host.parked.notified() => {
@@ -273,7 +273,8 @@ async fn record_reply(
                     tool,
                     &call_id,
                     output,
-                );
+                )
+                .await;
                 result = Some(made.clone());
                 made
             }

@@ -27,12 +27,14 @@
 //!   `settle_request` is a write);
 //! - approvals need no session record, and are kept per session and per requester;
 //! - a session's conversation is appended at free positions only, all of an append or none;
+//! - an attachment is stored once per session and id, and deleted with its session's;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
 
 mod answers;
 mod approvals;
+mod attachments;
 mod conversation;
 mod fixtures;
 mod leases;
@@ -49,6 +51,7 @@ mod waiting;
 
 pub use answers::answers;
 pub use approvals::approvals;
+pub use attachments::attachments;
 pub use conversation::conversation;
 pub use leases::leases;
 pub use pins::pins;
@@ -76,4 +79,5 @@ pub async fn run(store: &dyn Store) {
     timers(store).await;
     pins(store).await;
     conversation(store).await;
+    attachments(store).await;
 }

@@ -35,6 +35,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "conversation",
         include_str!("../../../migrations/postgres/0005_conversation.sql"),
     ),
+    (
+        6,
+        "attachments",
+        include_str!("../../../migrations/postgres/0006_attachments.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application

@@ -24,7 +24,8 @@ use super::rows::{
 };
 use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{
-    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
+    TaskRecord, TurnRecord,
 };
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
@@ -36,6 +37,7 @@ macro_rules! now_ms {
     };
 }
 
+mod attachments;
 mod claims;
 mod conversation;
 mod errors;
@@ -503,6 +505,45 @@ impl Store for PostgresStore {
                 conversation::append(&self.pool, session_id, turn_id, first, messages).await;
             self.finish(result, || {
                 format!("appending to the conversation of `{session_id}`")
+            })
+        })
+    }
+
+    fn keeps_attachments(&self) -> bool {
+        true
+    }
+
+    fn put_attachment<'a>(
+        &'a self,
+        record: &'a AttachmentRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let result = attachments::put(&self.pool, record).await;
+            self.finish(result, || format!("storing attachment `{}`", record.id))
+        })
+    }
+
+    fn attachment<'a>(
+        &'a self,
+        session_id: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentRecord>, StoreError>> {
+        Box::pin(async move {
+            let result = attachments::read(&self.pool, session_id, id).await;
+            self.finish(result, || {
+                format!("reading attachment `{id}` of `{session_id}`")
+            })
+        })
+    }
+
+    fn delete_attachments<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let result = attachments::delete(&self.pool, session_id).await;
+            self.finish(result, || {
+                format!("deleting the attachments of `{session_id}`")
             })
         })
     }

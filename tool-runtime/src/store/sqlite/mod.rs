@@ -19,9 +19,11 @@ use super::rows::{
 };
 use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{
-    ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch, TaskRecord, TurnRecord,
+    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
+    TaskRecord, TurnRecord,
 };
 
+mod attachments;
 mod claims;
 mod conversation;
 mod schema;
@@ -418,6 +420,38 @@ impl Store for SqliteStore {
             format!("appending to the conversation of `{id}`"),
             move |conn| conversation::append(conn, &id, &turn, first, &messages),
         )
+    }
+
+    fn keeps_attachments(&self) -> bool {
+        true
+    }
+
+    fn put_attachment<'a>(
+        &'a self,
+        record: &'a AttachmentRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let record = record.clone();
+        let doing = format!("storing attachment `{}`", record.id);
+        self.call(doing, move |conn| attachments::put(conn, &record))
+    }
+
+    fn attachment<'a>(
+        &'a self,
+        session_id: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AttachmentRecord>, StoreError>> {
+        let (session, id) = (session_id.to_owned(), id.to_owned());
+        let doing = format!("reading attachment `{id}` of `{session}`");
+        self.call(doing, move |conn| attachments::read(conn, &session, &id))
+    }
+
+    fn delete_attachments<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let session = session_id.to_owned();
+        let doing = format!("deleting the attachments of `{session}`");
+        self.call(doing, move |conn| attachments::delete(conn, &session))
     }
 
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {

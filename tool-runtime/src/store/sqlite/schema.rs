@@ -18,7 +18,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 /// The schema, one script per version: `MIGRATIONS[n]` takes a file from `user_version` `n` to
 /// `n + 1`. A released script is never edited; a schema change appends one.
 const MIGRATIONS: &[&str] = &[
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
 ];
 
 /// Version 1.
@@ -150,6 +150,22 @@ CREATE TABLE conversation (
     json       TEXT NOT NULL,
     PRIMARY KEY (session_id, position)
 ) WITHOUT ROWID;
+";
+
+/// Version 8: attachments, the files tools return, stored once per session and named by id in
+/// results, events and conversations. A row holds the bytes (`data`) or, when the runtime keeps
+/// them in its sandbox, their path there (`path`): exactly one of the two. A plain rowid table,
+/// as rows can be large.
+const SCHEMA_V8: &str = "
+CREATE TABLE attachments (
+    session_id TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    data       BLOB,
+    path       TEXT,
+    PRIMARY KEY (session_id, id)
+);
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.
