@@ -361,7 +361,7 @@ impl Agent {
                 return done(parked.await?);
             }
             let messages = files.outgoing(turn, conversation.messages()).await;
-            let response = self.ask(turn, &messages).await?;
+            let response = self.ask(turn, messages).await?;
             let mut message = response.message.clone();
             // The stored message is the budgets' ledger: it keeps what the response cost.
             message.usage = response.usage;
@@ -450,11 +450,11 @@ impl Agent {
     }
 
     /// One model request, its events streamed to subscribers.
-    async fn ask(&self, turn: &Turn, messages: &[Message]) -> Result<Response, AgentError> {
+    async fn ask(&self, turn: &Turn, messages: Vec<Message>) -> Result<Response, AgentError> {
         let tools = turn.tool_list(self.model.tool_format()).await?;
         let request = Request {
             instructions: self.system_prompt(),
-            messages: messages.to_vec(),
+            messages,
             tools: ToolDefinitions::from_json(tools),
             tool_choice: Default::default(),
             settings: self.settings.clone(),
