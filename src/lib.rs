@@ -242,10 +242,11 @@ pub mod runtime {
     #[doc(inline)]
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
-        Decider, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse, Invoked, Lease,
-        LeaseKind, Options, ProviderResult, RespondOutcome, Runtime, RuntimeBuilder, RuntimeError,
-        Session, SessionSpec, SqliteStore, Steered, StepOptions, StepOutcome, StepProgress, Store,
-        StoreError, SystemClock, ToolCall, Turn, WeakRuntime, Written, waiting_on_calls,
+        Decider, Deleted, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse,
+        Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
+        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, Steered, StepOptions,
+        StepOutcome, StepProgress, Store, StoreError, SystemClock, ToolCall, Turn, WeakRuntime,
+        Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

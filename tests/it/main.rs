@@ -56,6 +56,7 @@ mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
 mod serve_revisions;
+mod session_delete;
 mod session_state;
 mod store_upgrade;
 mod store_upgrade_files;

@@ -434,6 +434,16 @@ pub(crate) async fn resolve(
 /// Deletes the attachments of session `session_id`: their directory in the sandbox, then their
 /// records. Returns how many records there were.
 pub(crate) async fn delete(engine: &Engine, session_id: &str) -> Result<u64, RuntimeError> {
+    remove_from_sandbox(engine, session_id).await?;
+    Ok(engine.store().delete_attachments(session_id).await?)
+}
+
+/// Removes the sandbox directory of session `session_id`'s attachments, if the runtime has a
+/// sandbox and the directory is there.
+pub(crate) async fn remove_from_sandbox(
+    engine: &Engine,
+    session_id: &str,
+) -> Result<(), RuntimeError> {
     if let Some(sandbox) = engine.sandbox() {
         match sandbox.remove(&session_dir(session_id)).await {
             Ok(()) | Err(SandboxError::NotFound { .. }) => {}
@@ -445,7 +455,7 @@ pub(crate) async fn delete(engine: &Engine, session_id: &str) -> Result<u64, Run
             }
         }
     }
-    Ok(engine.store().delete_attachments(session_id).await?)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -73,7 +73,9 @@ pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};
-pub use store::{Appended, Claim, Lease, LeaseKind, SqliteStore, Store, StoreError, Written};
+pub use store::{
+    Appended, Claim, Deleted, Lease, LeaseKind, SqliteStore, Store, StoreError, Written,
+};
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};
 pub use toolwright_core::Registry;

@@ -12,6 +12,7 @@ use crate::engine::Engine;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::record::{Permission, SessionRecord, TurnRecord};
+use crate::store::Deleted;
 use crate::task::results::{cancel_task, tasks};
 use crate::turn::Turn;
 
@@ -93,6 +94,9 @@ impl SessionSpec {
         }
     }
 }
+
+/// How many turns, and how many tasks, [`Session::delete`] deletes per store transaction.
+const DELETE_BATCH: usize = 100;
 
 /// A session handle.
 #[derive(Clone, Debug)]
@@ -284,6 +288,42 @@ impl Session {
     /// results then resolve to a text part saying the file is no longer available.
     pub async fn delete_attachments(&self) -> Result<u64, RuntimeError> {
         attachments::delete(&self.engine, &self.id).await
+    }
+
+    /// Deletes this session and everything it holds: its turns with their request index,
+    /// answers and journals (durable and workflow calls', steering logs, hooks'), its tasks, its
+    /// `once` grants, its conversation and its attachments (in the store and in the sandbox).
+    /// The store deletes in batches of 100 turns and 100 tasks, one transaction each,
+    /// the session's own record last: a deletion cut short (a crash, an error) is finished by
+    /// calling `delete` again.
+    ///
+    /// The session is ended first, so it takes no new turns. Refused with
+    /// [`StoreError::Busy`](crate::StoreError::Busy) (as [`RuntimeError::Store`]) while a turn
+    /// is active, waiting or running, or a task has not ended: cancel them
+    /// ([`Turn::cancel`], [`Runtime::cancel_task`](crate::Runtime::cancel_task)) or let them
+    /// end, then delete again. A store that cannot delete (a store of your own without
+    /// [`Store::delete_session`](crate::Store::delete_session)) refuses too.
+    pub async fn delete(&self) -> Result<Deleted, RuntimeError> {
+        match self.update(|record| record.ended = true).await {
+            // Deleted before, perhaps halfway: what is left goes now.
+            Ok(()) | Err(RuntimeError::UnknownSession(_)) => {}
+            Err(error) => return Err(error),
+        }
+        let store = self.engine.store();
+        let mut total = Deleted::default();
+        loop {
+            let batch = store.delete_session(&self.id, DELETE_BATCH).await?;
+            total.turns += batch.turns;
+            total.tasks += batch.tasks;
+            if batch.done {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        attachments::remove_from_sandbox(&self.engine, &self.id).await?;
+        self.engine.cache().forget_session(&self.id);
+        total.done = true;
+        Ok(total)
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {

@@ -358,14 +358,17 @@ async fn ten_thousand_waiting_turns() {
 }
 
 /// Turns a current file back into what release `version` (1 to 7) wrote: version 8 added
-/// attachments, version 7 the model loop's conversation, version 6 kept
+/// attachments and the indexes deleting a session walks, version 7 the model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
-    conn.execute_batch("DROP TABLE attachments; PRAGMA user_version = 7;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE attachments; DROP INDEX turns_by_session; DROP INDEX task_requests_by_task; \
+         PRAGMA user_version = 7;",
+    )
+    .unwrap();
     if version == 7 {
         return;
     }

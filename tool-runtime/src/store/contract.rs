@@ -86,6 +86,17 @@ pub enum StoreError {
         /// The stale token the write carried.
         token: u64,
     },
+    /// Session `session_id` still has work that is not over, so it cannot be deleted: nothing
+    /// was deleted.
+    #[error(
+        "session `{session_id}` cannot be deleted yet: {what}; cancel it (`Turn::cancel`, `Runtime::cancel_task`) or let it end, then delete again"
+    )]
+    Busy {
+        /// The session.
+        session_id: String,
+        /// What is not over, e.g. "turn `t1` is waiting".
+        what: String,
+    },
     /// A stored record could not be decoded.
     #[error("stored record `{id}` cannot be decoded: {error}")]
     Corrupt {
@@ -190,6 +201,20 @@ pub struct Appended<'a> {
     pub first: u64,
     /// The messages, as the model loop encoded them.
     pub messages: &'a [serde_json::Value],
+}
+
+/// What one call of [`Store::delete_session`] deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Deleted {
+    /// Turns, each with its request index rows, recorded answers and journals (its durable and
+    /// workflow calls', its steering log, the hooks its calls made).
+    pub turns: u64,
+    /// Workflow tasks, each with its request index rows.
+    pub tasks: u64,
+    /// Whether the session is gone: its last records (grants, conversation, attachments and the
+    /// session itself) went with this call.
+    pub done: bool,
 }
 
 /// What a store that keeps no conversation answers the model loop.
@@ -458,6 +483,28 @@ pub trait Store: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         let _ = session_id;
         Box::pin(std::future::ready(Ok(0)))
+    }
+
+    /// Deletes session `session_id` and everything it holds, at most `batch` turns and `batch`
+    /// tasks per transaction: call it again until [`Deleted::done`]. The session's own record
+    /// goes last, with its grants, conversation and attachment records, so a deletion cut short
+    /// (a crash, an error) is finished by calling again. A session that is not stored is done at
+    /// once.
+    ///
+    /// Refused with [`StoreError::Busy`], deleting nothing, while the session has a turn that is
+    /// active, waiting or running, or a task that has not ended: they still need it.
+    ///
+    /// The default refuses: a store written before deletion keeps everything.
+    fn delete_session<'a>(
+        &'a self,
+        session_id: &'a str,
+        batch: usize,
+    ) -> BoxFuture<'a, Result<Deleted, StoreError>> {
+        let _ = batch;
+        Box::pin(std::future::ready(Err(StoreError::Backend(format!(
+            "this store cannot delete sessions (it does not implement `Store::delete_session`), \
+             so session `{session_id}` is kept; use the SQLite or Postgres store"
+        )))))
     }
 
     /// The pinned definitions of connection `connection`'s tools.

@@ -231,6 +231,21 @@ fn joined(
     }
 }
 
+/// The refusal to delete session `session_id` while `what` is not over.
+pub(super) fn busy(session_id: &str, what: &str) -> StoreError {
+    StoreError::Busy {
+        session_id: session_id.to_owned(),
+        what: what.to_owned(),
+    }
+}
+
+/// The range of run ids of turn `turn_id`'s calls (`<turn>/<call>`): from `<turn>/` up to, not
+/// including, `<turn>0` (`0` follows `/`), a prefix scan of the journal's key that no
+/// character of a call id can escape.
+pub(super) fn journal_range(turn_id: &str) -> (String, String) {
+    (format!("{turn_id}/"), format!("{turn_id}0"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

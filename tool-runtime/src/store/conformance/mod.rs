@@ -28,6 +28,9 @@
 //! - approvals need no session record, and are kept per session and per requester;
 //! - a session's conversation is appended at free positions only, all of an append or none;
 //! - an attachment is stored once per session and id, and deleted with its session's;
+//! - deleting a session is refused while a turn or task of it is not over, goes in batches,
+//!   and takes every record of the session (journals of its turns' runs, hooks and steering
+//!   logs included) and nothing of another's;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
@@ -36,6 +39,7 @@ mod answers;
 mod approvals;
 mod attachments;
 mod conversation;
+mod delete;
 mod fixtures;
 mod leases;
 mod part;
@@ -53,6 +57,7 @@ pub use answers::answers;
 pub use approvals::approvals;
 pub use attachments::attachments;
 pub use conversation::conversation;
+pub use delete::delete;
 pub use leases::leases;
 pub use pins::pins;
 pub use races::races;
@@ -80,4 +85,5 @@ pub async fn run(store: &dyn Store) {
     pins(store).await;
     conversation(store).await;
     attachments(store).await;
+    delete(store).await;
 }

@@ -22,7 +22,7 @@ use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
-use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
+use super::{Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
     TaskRecord, TurnRecord,
@@ -40,6 +40,7 @@ macro_rules! now_ms {
 mod attachments;
 mod claims;
 mod conversation;
+mod delete;
 mod errors;
 mod listen;
 mod migrate;
@@ -545,6 +546,17 @@ impl Store for PostgresStore {
             self.finish(result, || {
                 format!("deleting the attachments of `{session_id}`")
             })
+        })
+    }
+
+    fn delete_session<'a>(
+        &'a self,
+        session_id: &'a str,
+        batch: usize,
+    ) -> BoxFuture<'a, Result<Deleted, StoreError>> {
+        Box::pin(async move {
+            let result = delete::delete_session(&self.pool, session_id, batch).await;
+            self.finish(result, || format!("deleting session `{session_id}`"))
         })
     }
 

@@ -17,7 +17,7 @@ use super::rows::{
     clamp, decode, decode_pins, encode, requests_to_index, stored_versions, task_status_name,
     written,
 };
-use super::{Appended, Claim, Lease, LeaseKind, Store, StoreError, Written};
+use super::{Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, Written};
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
     TaskRecord, TurnRecord,
@@ -26,6 +26,7 @@ use crate::record::{
 mod attachments;
 mod claims;
 mod conversation;
+mod delete;
 mod schema;
 mod turns;
 
@@ -452,6 +453,18 @@ impl Store for SqliteStore {
         let session = session_id.to_owned();
         let doing = format!("deleting the attachments of `{session}`");
         self.call(doing, move |conn| attachments::delete(conn, &session))
+    }
+
+    fn delete_session<'a>(
+        &'a self,
+        session_id: &'a str,
+        batch: usize,
+    ) -> BoxFuture<'a, Result<Deleted, StoreError>> {
+        let session = session_id.to_owned();
+        let doing = format!("deleting session `{session}`");
+        self.call(doing, move |conn| {
+            delete::delete_session(conn, &session, batch)
+        })
     }
 
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {

@@ -155,7 +155,8 @@ CREATE TABLE conversation (
 /// Version 8: attachments, the files tools return, stored once per session and named by id in
 /// results, events and conversations. A row holds the bytes (`data`) or, when the runtime keeps
 /// them in its sandbox, their path there (`path`): exactly one of the two. A plain rowid table,
-/// as rows can be large.
+/// as rows can be large. And the indexes deleting a session walks: its turns, and the questions
+/// of a task.
 const SCHEMA_V8: &str = "
 CREATE TABLE attachments (
     session_id TEXT NOT NULL,
@@ -166,6 +167,8 @@ CREATE TABLE attachments (
     path       TEXT,
     PRIMARY KEY (session_id, id)
 );
+CREATE INDEX turns_by_session ON turns (session_id);
+CREATE INDEX task_requests_by_task ON task_requests (task_id);
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.
