@@ -243,10 +243,10 @@ pub mod runtime {
     pub use toolwright_runtime::{
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Deleted, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse,
-        Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Runtime,
+        Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Retention, Runtime,
         RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, Steered, StepOptions,
-        StepOutcome, StepProgress, Store, StoreError, SystemClock, ToolCall, Turn, WeakRuntime,
-        Written, waiting_on_calls,
+        StepOutcome, StepProgress, Store, StoreError, Swept, SystemClock, ToolCall, Turn,
+        TurnRetention, WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

@@ -39,6 +39,7 @@ mod guardrails;
 mod hooks;
 mod i18n;
 mod remote_mcp;
+mod retention;
 mod runtime_approvals;
 mod runtime_bad_input;
 mod runtime_injection;

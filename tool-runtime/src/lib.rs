@@ -40,6 +40,7 @@ mod pipeline;
 pub mod record;
 mod recovery;
 pub mod remote;
+mod retention;
 mod runtime;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
@@ -62,19 +63,21 @@ pub use decider::{AutoRequest, AutoVerdict, Decider};
 pub use error::{HookRefused, RuntimeError};
 pub use event::{CandidateStatus, CompletionReason, Event, GuardrailAction, StepProgress};
 pub use exec::slot::waiting_on_calls;
-pub use options::{Clock, Options, SystemClock};
+pub use options::{Clock, Options, Retention, SystemClock};
 pub use record::{
     Approver, AttachmentPlace, AttachmentRecord, CallResult, CallState, ClosedStep,
     ConversationEntry, Decision, DefinitionChange, EntryKind, InputRequest, JournalEntry, Outcome,
     PendingCall, PendingStep, Permission, PinRecord, RequestKind, RequestStatus, SessionRecord,
     StepInput, StepPatch, TaskCall, TaskRecord, TaskResult, TaskStatus, TurnRecord, TurnStatus,
 };
+pub use retention::Swept;
 pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
 pub use session::{Session, SessionSpec};
 pub use store::{
-    Appended, Claim, Deleted, Lease, LeaseKind, SqliteStore, Store, StoreError, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, SqliteStore, Store, StoreError, TurnRetention,
+    Written,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};

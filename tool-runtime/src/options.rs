@@ -68,6 +68,68 @@ pub struct Options {
     /// ([`WorkflowContext::webhook`](toolwright_core::WorkflowContext::webhook)). `None`: no
     /// webhooks, plain hooks only.
     pub webhook_url: Option<String>,
+    /// How long finished work is kept (default: forever); see [`Retention`].
+    pub retention: Retention,
+}
+
+/// How long the runtime keeps what finished work leaves behind: finished turns (with their
+/// request index rows, answers, journals and the ended tasks they started) and idle sessions
+/// (whole: turns, tasks, grants, conversation, attachments). Nothing a parked or running turn,
+/// task or timer still needs is deleted. [`Runtime::run_worker`](crate::Runtime::run_worker)
+/// sweeps every [`Retention::every`] when a rule is set; [`Runtime::sweep`](crate::Runtime::sweep)
+/// sweeps at once. Ages are measured by the store's clock.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolwright_runtime::{Options, Retention};
+///
+/// let options = Options {
+///     retention: Retention {
+///         finished_turns: Some(Duration::from_secs(7 * 24 * 3600)),
+///         turns_per_session: Some(200),
+///         idle_sessions: Some(Duration::from_secs(90 * 24 * 3600)),
+///         ..Retention::default()
+///     },
+///     ..Options::default()
+/// };
+/// assert!(options.retention.is_set());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Finished turns (completed or cancelled) are deleted this long after they finished. The
+    /// session's conversation stays: the model loop still reads it.
+    pub finished_turns: Option<Duration>,
+    /// Each session keeps at most this many finished turns, the newest.
+    pub turns_per_session: Option<usize>,
+    /// Sessions are deleted whole once idle this long: every turn finished, every task ended
+    /// and the session not written since.
+    pub idle_sessions: Option<Duration>,
+    /// How often the worker sweeps (default: hourly).
+    pub every: Duration,
+    /// How many turns (or sessions) one store transaction deletes (default: 100): sweeps never
+    /// hold a long transaction.
+    pub batch: usize,
+}
+
+impl Retention {
+    /// Whether any rule is set (otherwise nothing is ever deleted).
+    pub fn is_set(&self) -> bool {
+        self.finished_turns.is_some()
+            || self.turns_per_session.is_some()
+            || self.idle_sessions.is_some()
+    }
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            finished_turns: None,
+            turns_per_session: None,
+            idle_sessions: None,
+            every: Duration::from_secs(3600),
+            batch: 100,
+        }
+    }
 }
 
 impl Default for Options {
@@ -89,6 +151,7 @@ impl Default for Options {
             lease: Duration::from_secs(30),
             context_deadline: Duration::from_millis(800),
             webhook_url: None,
+            retention: Retention::default(),
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::options::Options;
 use crate::record::{DefinitionChange, TaskRecord};
 use crate::remote::connections::Remote;
 use crate::remote::{ConnectError, Connection, ConnectionStatus};
+use crate::retention::Swept;
 use crate::services::States;
 use crate::session::{Session, SessionSpec};
 use crate::store::{Store, StoreError};
@@ -147,6 +148,14 @@ impl Runtime {
     /// (see [`Session::resolve_attachments`]), without opening the session first.
     pub async fn resolve_attachments(&self, session_id: &str, output: &ModelOutput) -> ModelOutput {
         attachments::resolve(&self.engine, session_id, output).await
+    }
+
+    /// Deletes what finished work left behind, by the runtime's retention
+    /// ([`Options::retention`](crate::Options::retention)), now: finished turns past their time
+    /// or count, then idle sessions whole, in batches. Nothing a parked or running turn, task or
+    /// timer needs is deleted. [`Runtime::run_worker`] calls it every `Retention::every`.
+    pub async fn sweep(&self) -> Result<Swept, RuntimeError> {
+        crate::retention::sweep(&self.engine, &self.engine.options().retention).await
     }
 
     /// The ids of parked turns, oldest first.
@@ -433,7 +442,20 @@ impl Runtime {
                     runtime.engine.store().changed(poll).await;
                 }
             };
-            tokio::join!(take_over, timers);
+            // A third, when a retention rule is set: a sweep at start, then every `every`.
+            let retention = async {
+                let policy = runtime.engine.options().retention.clone();
+                if !policy.is_set() {
+                    return std::future::pending::<()>().await;
+                }
+                loop {
+                    if let Err(error) = runtime.sweep().await {
+                        tracing::warn!("sweeping finished work failed: {error}");
+                    }
+                    tokio::time::sleep(policy.every).await;
+                }
+            };
+            tokio::join!(take_over, timers, retention);
         })
     }
 }

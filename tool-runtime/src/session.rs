@@ -304,26 +304,7 @@ impl Session {
     /// end, then delete again. A store that cannot delete (a store of your own without
     /// [`Store::delete_session`](crate::Store::delete_session)) refuses too.
     pub async fn delete(&self) -> Result<Deleted, RuntimeError> {
-        match self.update(|record| record.ended = true).await {
-            // Deleted before, perhaps halfway: what is left goes now.
-            Ok(()) | Err(RuntimeError::UnknownSession(_)) => {}
-            Err(error) => return Err(error),
-        }
-        let store = self.engine.store();
-        let mut total = Deleted::default();
-        loop {
-            let batch = store.delete_session(&self.id, DELETE_BATCH).await?;
-            total.turns += batch.turns;
-            total.tasks += batch.tasks;
-            if batch.done {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        attachments::remove_from_sandbox(&self.engine, &self.id).await?;
-        self.engine.cache().forget_session(&self.id);
-        total.done = true;
-        Ok(total)
+        crate::retention::delete_session(&self.engine, &self.id, DELETE_BATCH).await
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {

@@ -21,7 +21,7 @@ use toolwright_core::Caller;
 use toolwright_runtime::store::{Claim, conformance};
 use toolwright_runtime::{
     Decision, InputRequest, PendingStep, PostgresStore, RequestKind, RequestStatus, StepPatch,
-    Store, StoreError, TurnRecord, TurnStatus,
+    Store, StoreError, TurnRecord, TurnRetention, TurnStatus,
 };
 
 /// The test server's URL. Without one the tests pass with a notice, except in CI (`CI` set),
@@ -225,6 +225,88 @@ async fn conformance_runs_twice_on_one_database() {
     let store = PostgresStore::connect(&url).await.unwrap();
     conformance::run(&store).await;
     conformance::run(&store).await;
+}
+
+/// A database filled with finished and parked work: a sweep deletes the finished turns and
+/// their journals in short batches, the parked turn stays and takes its answer, and the tables
+/// shrink once vacuumed.
+#[tokio::test]
+async fn a_sweep_keeps_the_parked_turn_and_the_tables_shrink() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        let store = store(&url).await;
+        let waiting = parked(&unique("parked"));
+        store.put_turn(&waiting, None).await.unwrap();
+        for n in 0..150 {
+            // Text that does not compress: Postgres would keep a repeated one in a few bytes.
+            let draft: String = (0..100).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+            let id = format!("finished-{n}");
+            store
+                .put_turn(&turn(&id, TurnStatus::Completed), None)
+                .await
+                .unwrap();
+            let entry = toolwright_runtime::JournalEntry {
+                position: 0,
+                kind: toolwright_runtime::EntryKind::Step,
+                name: "draft".into(),
+                value: serde_json::json!({ "draft": draft }),
+            };
+            store
+                .append_journal(&format!("{id}/c1"), &entry)
+                .await
+                .unwrap();
+        }
+        let pool = pool(&url).await;
+        let size = || async {
+            query_scalar::<_, i64>(
+                "SELECT pg_total_relation_size('turns') + pg_total_relation_size('journal')",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        };
+        let before = size().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let rule = TurnRetention {
+            older_than: Some(Duration::ZERO),
+            ..TurnRetention::default()
+        };
+        let mut swept = 0;
+        loop {
+            let batch = store.sweep_turns(rule, 40).await.unwrap();
+            assert!(batch.turns <= 40);
+            swept += batch.turns;
+            if batch.done {
+                break;
+            }
+        }
+        assert_eq!(swept, 150);
+        assert!(store.journal("finished-7/c1").await.unwrap().is_empty());
+        query("VACUUM FULL turns").execute(&pool).await.unwrap();
+        query("VACUUM FULL journal").execute(&pool).await.unwrap();
+        let after = size().await;
+        assert!(
+            after < before,
+            "the tables shrink: {before} bytes before, {after} after"
+        );
+        let version = store
+            .settle_request(&waiting.id, &answer(&waiting), 1)
+            .await
+            .unwrap();
+        assert_eq!(version, 2, "the parked turn stays and takes its answer");
+        pool.close().await;
+    })
+    .await;
+}
+
+/// Sweeps are store-wide: on a database of their own, so no other test's turns are swept.
+#[tokio::test]
+async fn retention_conformance_on_a_database_of_its_own() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        conformance::retention(&PostgresStore::connect(&url).await.unwrap()).await;
+    })
+    .await;
 }
 
 /// Two stores (two pools, as two instances would have) increment one turn from many tasks,

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolwright_core::{Caller, Principal};
@@ -13,7 +13,7 @@ use toolwright_runtime::store::{
 };
 use toolwright_runtime::{
     InputRequest, PendingStep, RequestKind, RequestStatus, SessionRecord, SqliteStore, Store,
-    StoreError, TurnRecord, TurnStatus,
+    StoreError, TurnRecord, TurnRetention, TurnStatus,
 };
 
 /// A fresh directory (removed on drop) and a store path inside it.
@@ -87,6 +87,12 @@ async fn conformance_on_a_file() {
 #[tokio::test]
 async fn conformance_in_memory() {
     conformance::run(&SqliteStore::in_memory().unwrap()).await;
+}
+
+#[tokio::test]
+async fn retention_conformance_on_a_file_of_its_own() {
+    let (_dir, path) = temp_db();
+    conformance::retention(&SqliteStore::open(&path).unwrap()).await;
 }
 
 #[tokio::test]
@@ -358,7 +364,7 @@ async fn ten_thousand_waiting_turns() {
 }
 
 /// Turns a current file back into what release `version` (1 to 7) wrote: version 8 added
-/// attachments and the indexes deleting a session walks, version 7 the model loop's conversation, version 6 kept
+/// attachments and what deleting and retention walk, version 7 the model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
@@ -366,6 +372,8 @@ fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TABLE attachments; DROP INDEX turns_by_session; DROP INDEX task_requests_by_task; \
+         DROP INDEX turns_finished; ALTER TABLE sessions DROP COLUMN updated_ms; \
+         ALTER TABLE turns DROP COLUMN finished_ms; ALTER TABLE tasks DROP COLUMN finished_ms; \
          PRAGMA user_version = 7;",
     )
     .unwrap();
@@ -478,6 +486,8 @@ async fn a_version_7_file_gets_attachments_and_keeps_its_parked_turn() {
     {
         let store = SqliteStore::open(&path).unwrap();
         store.put_turn(&parked, None).await.unwrap();
+        let done = turn("done", TurnStatus::Completed, &[]);
+        store.put_turn(&done, None).await.unwrap();
         store
             .append_conversation("s", "parked", 0, &[serde_json::json!({ "kept": true })])
             .await
@@ -488,9 +498,24 @@ async fn a_version_7_file_gets_attachments_and_keeps_its_parked_turn() {
 
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(user_version(&path), 8);
-    assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
+    assert_eq!(
+        store.turn("parked").await.unwrap(),
+        Some((parked.clone(), 1))
+    );
     assert_eq!(store.conversation("s").await.unwrap().len(), 1);
     conformance::attachments(&store).await;
+
+    // A turn finished before the upgrade counts as finished from the upgrade: swept, while
+    // the parked one stays.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let rule = TurnRetention {
+        older_than: Some(Duration::ZERO),
+        ..TurnRetention::default()
+    };
+    let swept = store.sweep_turns(rule, 10).await.unwrap();
+    assert_eq!((swept.turns, swept.done), (1, true));
+    assert!(store.turn("done").await.unwrap().is_none());
+    assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
 }
 
 #[tokio::test]

@@ -217,6 +217,17 @@ pub struct Deleted {
     pub done: bool,
 }
 
+/// Which finished turns a retention sweep deletes ([`Store::sweep_turns`]): those that finished
+/// more than `older_than` ago by the store's clock, and those beyond the newest `keep` finished
+/// turns of their session. `None` for both selects nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TurnRetention {
+    /// How long a finished turn is kept.
+    pub older_than: Option<Duration>,
+    /// How many finished turns each session keeps, the newest.
+    pub keep: Option<usize>,
+}
+
 /// What a store that keeps no conversation answers the model loop.
 fn keeps_no_conversation(session_id: &str) -> StoreError {
     StoreError::Backend(format!(
@@ -505,6 +516,40 @@ pub trait Store: Send + Sync + 'static {
             "this store cannot delete sessions (it does not implement `Store::delete_session`), \
              so session `{session_id}` is kept; use the SQLite or Postgres store"
         )))))
+    }
+
+    /// One batch of retention: deletes at most `batch` finished turns (completed or cancelled)
+    /// that `rule` selects, oldest first, each with its request index rows, answers and
+    /// journals (as [`Store::delete_session`] does), and the tasks they started once those have
+    /// ended. A turn a task still needs is kept: one whose task (started by the turn, or holding
+    /// a call of it) has not ended, or has a result not yet delivered. The session's
+    /// conversation, grants and attachments stay: they are the session's, and go with it.
+    /// Returns what was deleted, `done` when the batch was not full.
+    ///
+    /// The default deletes nothing.
+    fn sweep_turns(
+        &self,
+        rule: TurnRetention,
+        batch: usize,
+    ) -> BoxFuture<'_, Result<Deleted, StoreError>> {
+        let _ = (rule, batch);
+        Box::pin(std::future::ready(Ok(Deleted {
+            done: true,
+            ..Deleted::default()
+        })))
+    }
+
+    /// At most `limit` sessions, least recently active first, that have been idle for more
+    /// than `older_than` by the store's clock: every turn finished and every task ended before
+    /// then, and the session record not written since. What [`Store::delete_session`] then
+    /// deletes. The default lists none.
+    fn idle_sessions(
+        &self,
+        older_than: Duration,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let _ = (older_than, limit);
+        Box::pin(std::future::ready(Ok(Vec::new())))
     }
 
     /// The pinned definitions of connection `connection`'s tools.

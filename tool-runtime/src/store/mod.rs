@@ -34,5 +34,5 @@ pub use sqlite::SqliteStore;
 pub(crate) use contract::update_session;
 pub use contract::{
     ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError,
-    UNKNOWN_REQUESTER, Written, requester_key,
+    TurnRetention, UNKNOWN_REQUESTER, Written, requester_key,
 };

@@ -31,6 +31,8 @@
 //! - deleting a session is refused while a turn or task of it is not over, goes in batches,
 //!   and takes every record of the session (journals of its turns' runs, hooks and steering
 //!   logs included) and nothing of another's;
+//! - a retention sweep takes finished turns only, never one a task still needs (part
+//!   [`retention`], which sweeps store-wide and so runs on a store of its own, not in [`run`]);
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
@@ -46,6 +48,7 @@ mod part;
 mod pins;
 mod races;
 mod requests;
+mod retention;
 mod round_trip;
 mod sessions;
 mod tasks;
@@ -62,6 +65,7 @@ pub use leases::leases;
 pub use pins::pins;
 pub use races::races;
 pub use requests::requests;
+pub use retention::retention;
 pub use round_trip::round_trip;
 pub use sessions::sessions;
 pub use tasks::tasks;

@@ -30,14 +30,7 @@ pub(super) async fn delete_session(
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
-    query("DELETE FROM task_requests WHERE task_id = ANY($1)")
-        .bind(&tasks)
-        .execute(&mut *tx)
-        .await?;
-    query("DELETE FROM tasks WHERE id = ANY($1)")
-        .bind(&tasks)
-        .execute(&mut *tx)
-        .await?;
+    delete_tasks(&mut tx, &tasks).await?;
     let done = turns.len() < batch.max(1) && tasks.len() < batch.max(1);
     if done {
         for statement in [
@@ -55,6 +48,20 @@ pub(super) async fn delete_session(
         tasks: tasks.len() as u64,
         done,
     })
+}
+
+/// Deletes `tasks` with their request index rows (their journals go with their turns').
+pub(super) async fn delete_tasks(
+    tx: &mut PgTransaction<'_>,
+    tasks: &[String],
+) -> Result<(), Failure> {
+    for statement in [
+        "DELETE FROM task_requests WHERE task_id = ANY($1)",
+        "DELETE FROM tasks WHERE id = ANY($1)",
+    ] {
+        query(statement).bind(tasks).execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// Refuses when a turn of the session is not over, or a task of it has not ended.
@@ -87,7 +94,10 @@ async fn check_idle(tx: &mut PgTransaction<'_>, session_id: &str) -> Result<(), 
 /// (`hooks/<id>`, whose registration at position 0 names its turn). Run ids are compared in the
 /// "C" collation (bytes), which the journal's `journal_by_run_c` index is in: a prefix range
 /// in a linguistic collation could leave rows out.
-async fn delete_turns(tx: &mut PgTransaction<'_>, turns: &[String]) -> Result<(), Failure> {
+pub(super) async fn delete_turns(
+    tx: &mut PgTransaction<'_>,
+    turns: &[String],
+) -> Result<(), Failure> {
     if turns.is_empty() {
         return Ok(());
     }

@@ -22,7 +22,9 @@ use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
-use super::{Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, Written};
+use super::{
+    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
+};
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
     TaskRecord, TurnRecord,
@@ -46,6 +48,7 @@ mod listen;
 mod migrate;
 mod pg_step;
 mod records;
+mod retention;
 mod tables;
 
 pub use pg_step::PgStep;
@@ -219,10 +222,12 @@ impl Store for PostgresStore {
                 // transaction, and a refused write changes nothing.
                 match expected {
                     None => {
-                        let inserted = query(
-                            "INSERT INTO sessions (id, version, json) VALUES ($1, 1, $2) \
-                             ON CONFLICT (id) DO NOTHING",
-                        )
+                        let inserted = query(concat!(
+                            "INSERT INTO sessions (id, version, json, updated_ms) \
+                             VALUES ($1, 1, $2, ",
+                            now_ms!(),
+                            ") ON CONFLICT (id) DO NOTHING"
+                        ))
                         .bind(id)
                         .bind(&json)
                         .execute(&self.pool)
@@ -232,10 +237,11 @@ impl Store for PostgresStore {
                     }
                     Some(expected) => {
                         let (stored, next) = stored_versions(id, expected)?;
-                        let updated = query(
-                            "UPDATE sessions SET version = $3, json = $2 \
-                             WHERE id = $1 AND version = $4",
-                        )
+                        let updated = query(concat!(
+                            "UPDATE sessions SET version = $3, json = $2, updated_ms = ",
+                            now_ms!(),
+                            " WHERE id = $1 AND version = $4"
+                        ))
                         .bind(id)
                         .bind(&json)
                         .bind(next)
@@ -557,6 +563,28 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let result = delete::delete_session(&self.pool, session_id, batch).await;
             self.finish(result, || format!("deleting session `{session_id}`"))
+        })
+    }
+
+    fn sweep_turns(
+        &self,
+        rule: TurnRetention,
+        batch: usize,
+    ) -> BoxFuture<'_, Result<Deleted, StoreError>> {
+        Box::pin(async move {
+            let result = retention::sweep_turns(&self.pool, rule, batch).await;
+            self.finish(result, || "sweeping finished turns".to_owned())
+        })
+    }
+
+    fn idle_sessions(
+        &self,
+        older_than: Duration,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async move {
+            let result = retention::idle_sessions(&self.pool, older_than, limit).await;
+            self.finish(result, || "listing idle sessions".to_owned())
         })
     }
 

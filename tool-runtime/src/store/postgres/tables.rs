@@ -30,10 +30,22 @@ pub(super) const TURNS: RecordSql = RecordSql {
         " FROM turns WHERE id = $1 FOR UPDATE"
     ),
     // `updated` takes the next number of the store-wide write sequence at every write.
-    insert: "INSERT INTO turns (id, session_id, status, version, json, updated, wake_at) \
-             VALUES ($1, $2, $3, 1, $4, nextval('turns_updated'), $5) ON CONFLICT (id) DO NOTHING",
-    update: "UPDATE turns SET session_id = $2, status = $3, version = $6, json = $4, \
-             updated = nextval('turns_updated'), wake_at = $5 WHERE id = $1 AND version = $7",
+    // `finished_ms` is set by the server's clock when the status becomes a finished one, and
+    // kept while it stays one.
+    insert: concat!(
+        "INSERT INTO turns (id, session_id, status, version, json, updated, wake_at, \
+         finished_ms) VALUES ($1, $2, $3, 1, $4, nextval('turns_updated'), $5, \
+         CASE WHEN $3 IN ('completed', 'cancelled') THEN ",
+        now_ms!(),
+        " END) ON CONFLICT (id) DO NOTHING"
+    ),
+    update: concat!(
+        "UPDATE turns SET session_id = $2, status = $3, version = $6, json = $4, \
+         updated = nextval('turns_updated'), wake_at = $5, finished_ms = CASE WHEN $3 IN \
+         ('completed', 'cancelled') THEN coalesce(finished_ms, ",
+        now_ms!(),
+        ") END WHERE id = $1 AND version = $7"
+    ),
     take: concat!(
         "UPDATE turns SET lease_owner = $2, lease_token = lease_token + 1, lease_expires = ",
         now_ms!(),
@@ -55,10 +67,19 @@ pub(super) const TASKS: RecordSql = RecordSql {
     ),
     // A task keeps its session and its place in creation order: `update` leaves `$2` unused
     // (sqlx declares every parameter's type, so Postgres accepts that).
-    insert: "INSERT INTO tasks (id, session_id, status, version, json, created, wake_at) \
-             VALUES ($1, $2, $3, 1, $4, nextval('tasks_created'), $5) ON CONFLICT (id) DO NOTHING",
-    update: "UPDATE tasks SET status = $3, version = $6, json = $4, wake_at = $5 \
-             WHERE id = $1 AND version = $7",
+    insert: concat!(
+        "INSERT INTO tasks (id, session_id, status, version, json, created, wake_at, \
+         finished_ms) VALUES ($1, $2, $3, 1, $4, nextval('tasks_created'), $5, \
+         CASE WHEN $3 IN ('finished', 'cancelled') THEN ",
+        now_ms!(),
+        " END) ON CONFLICT (id) DO NOTHING"
+    ),
+    update: concat!(
+        "UPDATE tasks SET status = $3, version = $6, json = $4, wake_at = $5, \
+         finished_ms = CASE WHEN $3 IN ('finished', 'cancelled') THEN coalesce(finished_ms, ",
+        now_ms!(),
+        ") END WHERE id = $1 AND version = $7"
+    ),
     take: concat!(
         "UPDATE tasks SET lease_owner = $2, lease_token = lease_token + 1, lease_expires = ",
         now_ms!(),

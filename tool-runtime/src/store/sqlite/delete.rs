@@ -28,12 +28,7 @@ pub(super) fn delete_session(
         .prepare_cached("SELECT id FROM tasks WHERE session_id = ?1 LIMIT ?2")?
         .query_map(params![session_id, limit], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
-    for task in &tasks {
-        tx.prepare_cached("DELETE FROM task_requests WHERE task_id = ?1")?
-            .execute([task])?;
-        tx.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
-            .execute([task])?;
-    }
+    delete_tasks(&tx, &tasks)?;
     let done = turns.len() < batch.max(1) && tasks.len() < batch.max(1);
     if done {
         for table in ["grants", "conversation", "attachments", "sessions"] {
@@ -54,6 +49,17 @@ pub(super) fn delete_session(
         tasks: tasks.len() as u64,
         done,
     })
+}
+
+/// Deletes `tasks` with their request index rows (their journals go with their turns').
+pub(super) fn delete_tasks(tx: &Transaction<'_>, tasks: &[String]) -> Result<(), Failure> {
+    for task in tasks {
+        tx.prepare_cached("DELETE FROM task_requests WHERE task_id = ?1")?
+            .execute([task])?;
+        tx.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
+            .execute([task])?;
+    }
+    Ok(())
 }
 
 /// Refuses when a turn of the session is not over, or a task of it has not ended.
@@ -83,7 +89,7 @@ fn check_idle(tx: &Transaction<'_>, session_id: &str) -> Result<(), Failure> {
 
 /// Deletes the journals of the hooks the calls of `turns` made (`hooks/<id>`, whose
 /// registration at position 0 names its turn), in one pass over the registrations.
-fn delete_hooks(tx: &Transaction<'_>, turns: &[String]) -> Result<(), Failure> {
+pub(super) fn delete_hooks(tx: &Transaction<'_>, turns: &[String]) -> Result<(), Failure> {
     if turns.is_empty() {
         return Ok(());
     }
@@ -99,7 +105,7 @@ fn delete_hooks(tx: &Transaction<'_>, turns: &[String]) -> Result<(), Failure> {
 
 /// Deletes turn `id` with its request index rows, recorded answers and journals: its calls'
 /// (`<turn>/<call>`, a task's too) and its steering log (`<turn>#steering`).
-fn delete_turn(tx: &Transaction<'_>, id: &str) -> Result<(), Failure> {
+pub(super) fn delete_turn(tx: &Transaction<'_>, id: &str) -> Result<(), Failure> {
     tx.prepare_cached("DELETE FROM requests WHERE turn_id = ?1")?
         .execute([id])?;
     tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")?

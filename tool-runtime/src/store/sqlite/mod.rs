@@ -17,7 +17,9 @@ use super::rows::{
     clamp, decode, decode_pins, encode, requests_to_index, stored_versions, task_status_name,
     written,
 };
-use super::{Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, Written};
+use super::{
+    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
+};
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
     TaskRecord, TurnRecord,
@@ -27,6 +29,7 @@ mod attachments;
 mod claims;
 mod conversation;
 mod delete;
+mod retention;
 mod schema;
 mod turns;
 
@@ -116,6 +119,20 @@ impl SqliteStore {
         Ok(SqliteStore::from_connection(conn, place))
     }
 
+    /// Gives the space of deleted rows back to the file system: `VACUUM` (which rewrites the
+    /// file, needs free disk as large as the file, and holds the write lock while it runs),
+    /// then a checkpoint that empties the write-ahead log. Deleting (a session, a retention
+    /// sweep) leaves free pages the file reuses but keeps; run this after a sweep that deleted
+    /// much, at a quiet time.
+    pub async fn vacuum(&self) -> Result<(), StoreError> {
+        self.call("vacuuming the file".to_owned(), |conn| {
+            conn.execute_batch("VACUUM")?;
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+    }
+
     fn from_connection(conn: Connection, place: String) -> SqliteStore {
         SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
@@ -184,10 +201,10 @@ impl Store for SqliteStore {
                 None => {
                     let inserted = tx
                         .prepare_cached(
-                            "INSERT INTO sessions (id, version, json) VALUES (?1, 1, ?2) \
-                             ON CONFLICT (id) DO NOTHING",
+                            "INSERT INTO sessions (id, version, json, updated_ms) \
+                             VALUES (?1, 1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
                         )?
-                        .execute(params![id, json])?;
+                        .execute(params![id, json, now_ms()])?;
                     written(inserted, &id)?;
                     1
                 }
@@ -195,10 +212,10 @@ impl Store for SqliteStore {
                     let (stored, next) = stored_versions(&id, expected)?;
                     let updated = tx
                         .prepare_cached(
-                            "UPDATE sessions SET version = ?3, json = ?2 \
+                            "UPDATE sessions SET version = ?3, json = ?2, updated_ms = ?5 \
                              WHERE id = ?1 AND version = ?4",
                         )?
-                        .execute(params![id, json, next, stored])?;
+                        .execute(params![id, json, next, stored, now_ms()])?;
                     written(updated, &id)?;
                     expected + 1
                 }
@@ -467,6 +484,26 @@ impl Store for SqliteStore {
         })
     }
 
+    fn sweep_turns(
+        &self,
+        rule: TurnRetention,
+        batch: usize,
+    ) -> BoxFuture<'_, Result<Deleted, StoreError>> {
+        self.call("sweeping finished turns".to_owned(), move |conn| {
+            retention::sweep_turns(conn, rule, batch)
+        })
+    }
+
+    fn idle_sessions(
+        &self,
+        older_than: Duration,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.call("listing idle sessions".to_owned(), move |conn| {
+            retention::idle_sessions(conn, older_than, limit)
+        })
+    }
+
     fn pins(&self, connection: &str) -> BoxFuture<'_, Result<Vec<PinRecord>, StoreError>> {
         let connection = connection.to_owned();
         self.call(
@@ -560,9 +597,11 @@ impl Store for SqliteStore {
                     let inserted = tx
                         .prepare_cached(
                             "INSERT INTO tasks (id, session_id, status, version, json, created, \
-                             wake_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                             wake_at, finished_ms) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, \
+                             CASE WHEN ?3 IN ('finished', 'cancelled') THEN ?7 END) \
+                             ON CONFLICT (id) DO NOTHING",
                         )?
-                        .execute(params![id, session_id, status, json, created, wake_at])?;
+                        .execute(params![id, session_id, status, json, created, wake_at, now])?;
                     written(inserted, &id)?;
                     1
                 }
@@ -570,10 +609,11 @@ impl Store for SqliteStore {
                     let (stored, next) = stored_versions(&id, expected)?;
                     let updated = tx
                         .prepare_cached(
-                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4, wake_at = ?6 \
-                             WHERE id = ?1 AND version = ?5",
+                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4, wake_at = ?6, \
+                             finished_ms = CASE WHEN ?2 IN ('finished', 'cancelled') \
+                             THEN coalesce(finished_ms, ?7) END WHERE id = ?1 AND version = ?5",
                         )?
-                        .execute(params![id, status, next, json, stored, wake_at])?;
+                        .execute(params![id, status, next, json, stored, wake_at, now])?;
                     written(updated, &id)?;
                     expected + 1
                 }

@@ -155,8 +155,10 @@ CREATE TABLE conversation (
 /// Version 8: attachments, the files tools return, stored once per session and named by id in
 /// results, events and conversations. A row holds the bytes (`data`) or, when the runtime keeps
 /// them in its sandbox, their path there (`path`): exactly one of the two. A plain rowid table,
-/// as rows can be large. And the indexes deleting a session walks: its turns, and the questions
-/// of a task.
+/// as rows can be large. And what deleting and retention walk: the indexes of a session's turns
+/// and of a task's questions, and when a session was last written and a turn or task finished (Unix
+/// milliseconds by the writing process's clock, as leases; rows from before the migration count
+/// from the migration).
 const SCHEMA_V8: &str = "
 CREATE TABLE attachments (
     session_id TEXT NOT NULL,
@@ -169,6 +171,15 @@ CREATE TABLE attachments (
 );
 CREATE INDEX turns_by_session ON turns (session_id);
 CREATE INDEX task_requests_by_task ON task_requests (task_id);
+ALTER TABLE sessions ADD COLUMN updated_ms INTEGER;
+ALTER TABLE turns ADD COLUMN finished_ms INTEGER;
+ALTER TABLE tasks ADD COLUMN finished_ms INTEGER;
+UPDATE sessions SET updated_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER);
+UPDATE turns SET finished_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
+    WHERE status IN ('completed', 'cancelled');
+UPDATE tasks SET finished_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
+    WHERE status IN ('finished', 'cancelled');
+CREATE INDEX turns_finished ON turns (finished_ms) WHERE finished_ms IS NOT NULL;
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.

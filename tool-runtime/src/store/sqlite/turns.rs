@@ -97,9 +97,13 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO turns (id, session_id, status, version, json, updated, \
-                     wake_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                     wake_at, finished_ms) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, \
+                     CASE WHEN ?3 IN ('completed', 'cancelled') THEN ?7 END) \
+                     ON CONFLICT (id) DO NOTHING",
                 )?
-                .execute(params![id, session_id, status, json, sequence, wake_at])?;
+                .execute(params![
+                    id, session_id, status, json, sequence, wake_at, now
+                ])?;
             written(inserted, id)?;
             1
         }
@@ -108,10 +112,12 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
             let updated = tx
                 .prepare_cached(
                     "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
-                     json = ?5, updated = ?6, wake_at = ?8 WHERE id = ?1 AND version = ?7",
+                     json = ?5, updated = ?6, wake_at = ?8, finished_ms = CASE WHEN ?3 IN \
+                     ('completed', 'cancelled') THEN coalesce(finished_ms, ?9) END \
+                     WHERE id = ?1 AND version = ?7",
                 )?
                 .execute(params![
-                    id, session_id, status, next, json, sequence, stored, wake_at
+                    id, session_id, status, next, json, sequence, stored, wake_at, now
                 ])?;
             written(updated, id)?;
             tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")?
