@@ -320,7 +320,7 @@ async fn place(
 
 /// The sandbox directory of session `session_id`'s attachments: named by a digest of the id,
 /// which may hold any character.
-fn session_dir(session_id: &str) -> String {
+pub(crate) fn session_dir(session_id: &str) -> String {
     let digest = id_of(session_id.as_bytes());
     format!("{SANDBOX_DIR}/{}", &digest["sha256:".len()..][..32])
 }

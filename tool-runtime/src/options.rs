@@ -104,7 +104,7 @@ pub struct Retention {
     /// Sessions are deleted whole once idle this long: every turn finished, every task ended
     /// and the session not written since.
     pub idle_sessions: Option<Duration>,
-    /// How often the worker sweeps (default: hourly).
+    /// How often the worker sweeps (default: hourly; at least every 10 ms).
     pub every: Duration,
     /// How many turns (or sessions) one store transaction deletes (default: 100): sweeps never
     /// hold a long transaction.

@@ -21,24 +21,28 @@ pub struct Swept {
     pub sessions: u64,
 }
 
-/// Deletes session `session_id` and everything it holds (see `Session::delete`): ends it (it
-/// takes no new turns), deletes the store's records in batches, then its attachments in the
-/// sandbox.
+/// Deletes session `session_id` and everything it holds (see `Session::delete`): ends it
+/// first when `end_first` (a host's deletion: it takes no new turns, even if refused; a sweep
+/// leaves a session it then finds busy as it was), deletes the store's records in batches, then
+/// its attachments in the sandbox.
 pub(crate) async fn delete_session(
     engine: &Engine,
     session_id: &str,
     batch: usize,
+    end_first: bool,
 ) -> Result<Deleted, RuntimeError> {
-    match engine
-        .update_session(session_id, |record| record.ended = true)
-        .await
-    {
-        Ok(()) => engine.emit(Event::SessionChanged {
-            session_id: session_id.to_owned(),
-        }),
-        // Deleted before, perhaps halfway: what is left goes now.
-        Err(RuntimeError::UnknownSession(_)) => {}
-        Err(error) => return Err(error),
+    if end_first {
+        match engine
+            .update_session(session_id, |record| record.ended = true)
+            .await
+        {
+            Ok(()) => engine.emit(Event::SessionChanged {
+                session_id: session_id.to_owned(),
+            }),
+            // Deleted before, perhaps halfway: what is left goes now.
+            Err(RuntimeError::UnknownSession(_)) => {}
+            Err(error) => return Err(error),
+        }
     }
     let store = engine.store();
     let mut total = Deleted::default();
@@ -51,7 +55,13 @@ pub(crate) async fn delete_session(
         }
         tokio::task::yield_now().await;
     }
-    attachments::remove_from_sandbox(engine, session_id).await?;
+    if let Err(error) = attachments::remove_from_sandbox(engine, session_id).await {
+        return Err(RuntimeError::Sandbox(format!(
+            "session `{session_id}` was deleted from the store, but its attachments in the \
+             sandbox at `{}` could not be removed ({error}); remove that directory by hand",
+            attachments::session_dir(session_id)
+        )));
+    }
     engine.cache().forget_session(session_id);
     total.done = true;
     Ok(total)
@@ -93,7 +103,7 @@ async fn sweep_sessions(
         let ids = engine.store().idle_sessions(idle, batch.max(1)).await?;
         let mut deleted_any = false;
         for id in &ids {
-            match delete_session(engine, id, batch).await {
+            match delete_session(engine, id, batch, false).await {
                 Ok(deleted) => {
                     swept.turns += deleted.turns;
                     swept.tasks += deleted.tasks;

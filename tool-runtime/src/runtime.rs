@@ -452,13 +452,16 @@ impl Runtime {
                     if let Err(error) = runtime.sweep().await {
                         tracing::warn!("sweeping finished work failed: {error}");
                     }
-                    tokio::time::sleep(policy.every).await;
+                    tokio::time::sleep(policy.every.max(MIN_SWEEP_INTERVAL)).await;
                 }
             };
             tokio::join!(take_over, timers, retention);
         })
     }
 }
+
+/// The shortest time between two sweeps of the worker, whatever `Retention::every` says.
+const MIN_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The built-in sandbox tools, whose policies `sandbox_approval` may set.
 const SANDBOX_TOOLS: [&str; 6] = ["read", "write", "edit", "bash", "grep", "glob"];

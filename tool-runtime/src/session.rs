@@ -304,7 +304,7 @@ impl Session {
     /// end, then delete again. A store that cannot delete (a store of your own without
     /// [`Store::delete_session`](crate::Store::delete_session)) refuses too.
     pub async fn delete(&self) -> Result<Deleted, RuntimeError> {
-        crate::retention::delete_session(&self.engine, &self.id, DELETE_BATCH).await
+        crate::retention::delete_session(&self.engine, &self.id, DELETE_BATCH, true).await
     }
 
     async fn update(&self, change: impl Fn(&mut SessionRecord)) -> Result<(), RuntimeError> {

@@ -239,6 +239,21 @@ pub(super) fn busy(session_id: &str, what: &str) -> StoreError {
     }
 }
 
+/// What a busy turn `id` in `status` is doing, for [`busy`]: a cancelled one is still held by a
+/// step that runs (in this or another process).
+pub(super) fn turn_busy(id: &str, status: &str) -> String {
+    if status == "cancelled" {
+        format!("turn `{id}` was cancelled while a step of it still runs")
+    } else {
+        format!("turn `{id}` is {status}")
+    }
+}
+
+/// `n` as a column value (a count or a limit), saturating.
+pub(super) fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// The range of run ids of turn `turn_id`'s calls (`<turn>/<call>`): from `<turn>/` up to, not
 /// including, `<turn>0` (`0` follows `/`), a prefix scan of the journal's key that no
 /// character of a call id can escape.

@@ -77,6 +77,32 @@ pub async fn attachments(store: &dyn Store) {
         Some(in_sandbox),
         "{part}: an attachment kept in the sandbox comes back with its path"
     );
+    // Bytes kept in the store replace a sandbox path (its file may be gone), never the
+    // other way round.
+    let kept = record(&s1, "sha256:bb", AttachmentPlace::Stored(vec![4, 5, 6]));
+    part.ok(
+        "storing the bytes of an attachment kept in the sandbox",
+        store.put_attachment(&kept).await,
+    );
+    assert_eq!(
+        read(s1.clone(), "sha256:bb").await.map(|r| r.place),
+        Some(AttachmentPlace::Stored(vec![4, 5, 6])),
+        "{part}: stored bytes replace a sandbox path"
+    );
+    let back = record(
+        &s1,
+        "sha256:bb",
+        AttachmentPlace::Sandbox(".toolwright/attachments/x/bb.png".to_owned()),
+    );
+    part.ok(
+        "storing a sandbox path again",
+        store.put_attachment(&back).await,
+    );
+    assert_eq!(
+        read(s1.clone(), "sha256:bb").await.map(|r| r.place),
+        Some(AttachmentPlace::Stored(vec![4, 5, 6])),
+        "{part}: a sandbox path never replaces stored bytes"
+    );
     let other = record(&s2, "sha256:aa", AttachmentPlace::Stored(vec![1, 2, 3]));
     part.ok(
         "storing the same id in another session",

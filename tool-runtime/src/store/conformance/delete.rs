@@ -1,5 +1,7 @@
 //! The part `delete`.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::fixtures::{minimal_task, turn};
@@ -8,7 +10,7 @@ use crate::record::{
     AttachmentPlace, AttachmentRecord, EntryKind, JournalEntry, SessionRecord, TaskStatus,
     TurnStatus,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Claim, Store, StoreError};
 
 fn entry(position: u32, value: serde_json::Value) -> JournalEntry {
     JournalEntry {
@@ -40,7 +42,8 @@ async fn fill(store: &dyn Store, part: &Part, session: &str) -> [String; 2] {
         format!("{t1}#steering"),
         format!("hooks/{session}-h1"),
     ] {
-        let value = json!({ "turn_id": t1, "call_id": "call-0" });
+        // A NUL in a record must not stop the store from reading its ids.
+        let value = json!({ "turn_id": t1, "call_id": "call-0", "note": "nul:\u{0}" });
         part.ok(
             "recording a journal entry",
             store.append_journal(&run, &entry(0, value)).await,
@@ -115,6 +118,28 @@ pub async fn delete(store: &dyn Store) {
         .unwrap();
     over.status = TurnStatus::Completed;
     part.ok("completing it", store.put_turn(&over, Some(version)).await);
+
+    // A turn cancelled while a step of it runs (its step still open, its lease live).
+    let mut cancelled = turn(&part.id("gone-t4"), &gone, TurnStatus::Cancelled, &[]);
+    let take = Claim::Take {
+        owner: "conformance",
+        ttl: Duration::from_secs(60),
+    };
+    let written = part.ok(
+        "writing a turn cancelled mid-step",
+        store.write_turn(&cancelled, None, take).await,
+    );
+    match store.delete_session(&gone, 1).await {
+        Err(StoreError::Busy { what, .. }) => {
+            assert!(what.contains("still runs"), "{part}: it says why: {what}");
+        }
+        other => panic!("{part}: deleting a session whose cancelled turn runs: {other:?}"),
+    }
+    cancelled.pending = None;
+    part.ok(
+        "closing its step",
+        store.put_turn(&cancelled, Some(written.version)).await,
+    );
 
     let mut open = minimal_task(&part.id("gone-open-task"), &gone);
     open.status = TaskStatus::Sleeping { until_ms: 1 };

@@ -6,13 +6,13 @@ use std::time::Duration;
 use serde_json::json;
 use toolwright_core::ToolError;
 
-use super::fixtures::{minimal_task, turn};
+use super::fixtures::{awkward_json, minimal_task, turn};
 use super::part::Part;
 use crate::record::{
     CallResult, EntryKind, JournalEntry, SessionRecord, TaskCall, TaskRecord, TaskStatus,
     TurnRecord, TurnStatus,
 };
-use crate::store::{Store, TurnRetention};
+use crate::store::{Claim, Store, TurnRetention};
 
 /// Long enough for the store's clock to move on between two writes.
 const TICK: Duration = Duration::from_millis(5);
@@ -42,6 +42,8 @@ fn task(
     also: Option<&str>,
 ) -> TaskRecord {
     let mut task = minimal_task(id, session);
+    // A NUL in a record must not stop the store from reading its ids and flags.
+    task.calls[0].input = awkward_json();
     task.turn_id = turn.to_owned();
     task.status = status;
     task.calls[0].turn_id = turn.to_owned();
@@ -179,8 +181,21 @@ pub async fn retention(store: &dyn Store) {
     idle_sessions(store, &part, &written).await;
 }
 
-/// Keep two per session: of K, the two oldest go; of T, nothing (tasks hold the oldest).
+/// Keep two per session: of K, the two oldest go; of T, nothing (tasks hold the oldest). A
+/// count or a batch as large as `usize` allows deletes nothing by count.
 async fn by_count(store: &dyn Store, part: &Part, w: &Written) {
+    let all = TurnRetention {
+        keep: Some(usize::MAX),
+        ..TurnRetention::default()
+    };
+    let none = part.ok(
+        "sweeping with no limit",
+        store.sweep_turns(all, usize::MAX).await,
+    );
+    assert_eq!(
+        none.turns, 0,
+        "{part}: keeping `usize::MAX` turns keeps them all"
+    );
     let rule = TurnRetention {
         keep: Some(2),
         ..TurnRetention::default()
@@ -226,12 +241,31 @@ async fn by_age(store: &dyn Store, part: &Part, w: &Written) {
         "ending the idle task",
         store.put_task(&ended, Some(w.versions[3])).await,
     );
+    // Cancelled while a step of it runs: its step still open, its lease live.
+    let running = turn(
+        &format!("{}-cancelled-running", w.k),
+        &w.k,
+        TurnStatus::Cancelled,
+        &[],
+    );
+    let take = Claim::Take {
+        owner: "conformance",
+        ttl: Duration::from_secs(60),
+    };
+    part.ok(
+        "writing a turn cancelled mid-step",
+        store.write_turn(&running, None, take).await,
+    );
     tokio::time::sleep(TICK).await;
     let rule = TurnRetention {
         older_than: Some(Duration::ZERO),
         ..TurnRetention::default()
     };
     let swept = sweep(store, part, rule).await;
+    assert!(
+        exists(store, part, &running.id).await,
+        "{part}: a turn cancelled while its step runs is not swept"
+    );
     assert_eq!(
         swept, 4,
         "{part}: K's two finished turns, and T's two no task needs"

@@ -12,12 +12,15 @@ use crate::store::rows::{decode_attachment, split};
 /// A row of `attachments` without its keys: media type, size, bytes, sandbox path.
 type Row = (String, i64, Option<Vec<u8>>, Option<String>);
 
-/// Stores `record` unless the session has that id already (the same bytes).
+/// Stores `record` unless the session has that id already (the same bytes); bytes kept in
+/// the store replace a sandbox path (whose file may be gone), never the other way round.
 pub(super) async fn put(pool: &PgPool, record: &AttachmentRecord) -> Result<(), Failure> {
     let (data, path) = split(&record.place);
     query(
         "INSERT INTO attachments (session_id, id, media_type, size, data, path) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (session_id, id) DO UPDATE SET data = excluded.data, path = NULL \
+         WHERE excluded.data IS NOT NULL AND attachments.data IS NULL",
     )
     .bind(&record.session_id)
     .bind(&record.id)

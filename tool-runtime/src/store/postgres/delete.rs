@@ -8,7 +8,7 @@ use sqlx_postgres::{PgPool, PgTransaction};
 
 use super::errors::Failure;
 use crate::store::Deleted;
-use crate::store::rows::{busy, journal_range};
+use crate::store::rows::{busy, count, journal_range, turn_busy};
 
 /// One batch of the deletion of session `session_id` (see `Store::delete_session`).
 pub(super) async fn delete_session(
@@ -18,20 +18,35 @@ pub(super) async fn delete_session(
 ) -> Result<Deleted, Failure> {
     let mut tx = pool.begin().await?;
     check_idle(&mut tx, session_id).await?;
-    let limit = batch.max(1) as i64;
-    let turns: Vec<String> = query_scalar("SELECT id FROM turns WHERE session_id = $1 LIMIT $2")
-        .bind(session_id)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
+    let limit = count(batch.max(1));
+    let turns: Vec<String> = query_scalar(
+        "SELECT id FROM turns WHERE session_id = $1 \
+         AND status IN ('completed', 'cancelled') LIMIT $2",
+    )
+    .bind(session_id)
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
     delete_turns(&mut tx, &turns).await?;
-    let tasks: Vec<String> = query_scalar("SELECT id FROM tasks WHERE session_id = $1 LIMIT $2")
-        .bind(session_id)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
+    let tasks: Vec<String> = query_scalar(
+        "SELECT id FROM tasks WHERE session_id = $1 \
+         AND status IN ('finished', 'cancelled') LIMIT $2",
+    )
+    .bind(session_id)
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
     delete_tasks(&mut tx, &tasks).await?;
-    let done = turns.len() < batch.max(1) && tasks.len() < batch.max(1);
+    // Only when nothing of the session is left (a turn begun meanwhile stays, and is refused
+    // by the next call) do its own rows go.
+    let left: bool = query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = $1) \
+         OR EXISTS (SELECT 1 FROM tasks WHERE session_id = $1)",
+    )
+    .bind(session_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let done = turns.len() < batch.max(1) && tasks.len() < batch.max(1) && !left;
     if done {
         for statement in [
             "DELETE FROM grants WHERE session_id = $1",
@@ -66,15 +81,20 @@ pub(super) async fn delete_tasks(
 
 /// Refuses when a turn of the session is not over, or a task of it has not ended.
 async fn check_idle(tx: &mut PgTransaction<'_>, session_id: &str) -> Result<(), Failure> {
-    let turn: Option<(String, String)> = query_as(
+    let turn: Option<(String, String)> = query_as(concat!(
         "SELECT id, status FROM turns WHERE session_id = $1 \
-         AND status IN ('active', 'waiting', 'running') LIMIT 1",
-    )
+         AND (status IN ('active', 'waiting', 'running') OR (status = 'cancelled' \
+              AND json_typeof(",
+        json_of!("json"),
+        " -> 'pending') = 'object' AND lease_expires >= ",
+        now_ms!(),
+        ")) LIMIT 1"
+    ))
     .bind(session_id)
     .fetch_optional(&mut **tx)
     .await?;
     if let Some((id, status)) = turn {
-        return Err(busy(session_id, &format!("turn `{id}` is {status}")).into());
+        return Err(busy(session_id, &turn_busy(&id, &status)).into());
     }
     let task: Option<(String, String)> = query_as(
         "SELECT id, status FROM tasks WHERE session_id = $1 \
@@ -101,11 +121,13 @@ pub(super) async fn delete_turns(
     if turns.is_empty() {
         return Ok(());
     }
-    query(
+    query(concat!(
         "DELETE FROM journal WHERE run_id IN (SELECT run_id FROM journal \
-         WHERE (run_id COLLATE \"C\") >= 'hooks/' AND (run_id COLLATE \"C\") < 'hooks0' \
-         AND position = 0 AND (json::jsonb -> 'value' ->> 'turn_id') = ANY($1))",
-    )
+             WHERE (run_id COLLATE \"C\") >= 'hooks/' AND (run_id COLLATE \"C\") < 'hooks0' \
+             AND position = 0 AND (",
+        json_of!("json"),
+        " -> 'value' ->> 'turn_id') = ANY($1))"
+    ))
     .bind(turns)
     .execute(&mut **tx)
     .await?;

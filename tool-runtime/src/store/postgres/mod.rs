@@ -39,6 +39,20 @@ macro_rules! now_ms {
     };
 }
 
+/// Column `$col`, a record stored as TEXT, as `json` a query can read ids and flags from.
+/// Records are TEXT because they may hold a NUL character (`\u0000`), which Postgres refuses to
+/// turn into text: every unescaped `\u0000` becomes `\ufffd` first (a `\\u0000`, an escaped
+/// backslash and the letters, stays), so a NUL anywhere in a record never fails the query.
+macro_rules! json_of {
+    ($col:literal) => {
+        concat!(
+            "regexp_replace(",
+            $col,
+            r#", '(?<!\\)((?:\\\\)*)\\u0000', '\1\\ufffd', 'g')::json"#
+        )
+    };
+}
+
 mod attachments;
 mod claims;
 mod conversation;

@@ -7,6 +7,7 @@ use sqlx_postgres::PgPool;
 
 use super::delete::{delete_tasks, delete_turns};
 use super::errors::Failure;
+use crate::store::rows::count;
 use crate::store::{Deleted, TurnRetention};
 
 /// The current time by the server's clock in Unix milliseconds, less `$1` milliseconds: the
@@ -17,18 +18,28 @@ macro_rules! cut {
     };
 }
 
-/// The turns a task still needs, left out of a sweep: a task of the turn's session that holds
-/// the turn (started by it, or a call of it) and has not ended or has a result not delivered.
+/// The turns still needed, left out of a sweep: one cancelled while a step of it runs (its
+/// step still open, its lease live), and one a task still needs (a task of the turn's session
+/// that holds the turn, started by it or by a call of it, and has not ended or has a result not
+/// delivered).
+/// Records are read through `json_of!`: a NUL in one never fails the sweep.
 macro_rules! needed {
     () => {
-        "NOT EXISTS (SELECT 1 FROM tasks k, \
-         jsonb_array_elements(k.json::jsonb -> 'calls') c \
-         WHERE k.session_id = t.session_id \
-         AND (k.json::jsonb ->> 'turn_id' = t.id OR c ->> 'turn_id' = t.id) \
-         AND (k.status NOT IN ('finished', 'cancelled') \
-              OR (jsonb_typeof(c -> 'result') IS NOT NULL \
-                  AND jsonb_typeof(c -> 'result') <> 'null' \
-                  AND (c ->> 'delivered')::boolean IS NOT TRUE)))"
+        concat!(
+            "NOT (t.status = 'cancelled' AND json_typeof(",
+            json_of!("t.json"),
+            " -> 'pending') = 'object' \
+             AND t.lease_expires >= (extract(epoch from clock_timestamp()) * 1000)::bigint) \
+             AND NOT EXISTS (SELECT 1 FROM tasks k, json_array_elements(",
+            json_of!("k.json"),
+            " -> 'calls') c WHERE k.session_id = t.session_id AND (",
+            json_of!("k.json"),
+            " ->> 'turn_id' = t.id OR c ->> 'turn_id' = t.id) \
+             AND (k.status NOT IN ('finished', 'cancelled') \
+                  OR (json_typeof(c -> 'result') IS NOT NULL \
+                      AND json_typeof(c -> 'result') <> 'null' \
+                      AND (c ->> 'delivered')::boolean IS NOT TRUE)))"
+        )
     };
 }
 
@@ -50,11 +61,11 @@ pub(super) async fn sweep_turns(
         });
     }
     let age = rule.older_than.map(millis);
-    let keep = rule.keep.map(|keep| keep as i64);
-    let limit = batch.max(1) as i64;
+    let keep = rule.keep.map(count);
+    let limit = count(batch.max(1));
     let mut tx = pool.begin().await?;
     let turns: Vec<String> = query_scalar(concat!(
-        "SELECT t.id FROM (SELECT id, session_id, finished_ms, row_number() OVER \
+        "SELECT t.id FROM (SELECT id, session_id, status, json, lease_expires, finished_ms, row_number() OVER \
          (PARTITION BY session_id ORDER BY finished_ms DESC, id DESC) AS newer \
          FROM turns WHERE finished_ms IS NOT NULL) t \
          WHERE (($1::bigint IS NOT NULL AND t.finished_ms < ",
@@ -68,10 +79,11 @@ pub(super) async fn sweep_turns(
     .bind(limit)
     .fetch_all(&mut *tx)
     .await?;
-    let tasks: Vec<String> = query_scalar(
-        "SELECT id FROM tasks WHERE status IN ('finished', 'cancelled') \
-         AND json::jsonb ->> 'turn_id' = ANY($1)",
-    )
+    let tasks: Vec<String> = query_scalar(concat!(
+        "SELECT id FROM tasks WHERE status IN ('finished', 'cancelled') AND ",
+        json_of!("json"),
+        " ->> 'turn_id' = ANY($1)"
+    ))
     .bind(&turns)
     .fetch_all(&mut *tx)
     .await?;
@@ -103,7 +115,7 @@ pub(super) async fn idle_sessions(
          ORDER BY s.updated_ms, s.id LIMIT $2"
     ))
     .bind(millis(older_than))
-    .bind(limit as i64)
+    .bind(count(limit))
     .fetch_all(pool)
     .await?)
 }

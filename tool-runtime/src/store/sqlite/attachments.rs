@@ -7,12 +7,15 @@ use super::Failure;
 use crate::record::AttachmentRecord;
 use crate::store::rows::{decode_attachment, split};
 
-/// Stores `record` unless the session has that id already (the same bytes).
+/// Stores `record` unless the session has that id already (the same bytes); bytes kept in
+/// the store replace a sandbox path (whose file may be gone), never the other way round.
 pub(super) fn put(conn: &mut Connection, record: &AttachmentRecord) -> Result<(), Failure> {
     let (data, path) = split(&record.place);
     conn.prepare_cached(
         "INSERT INTO attachments (session_id, id, media_type, size, data, path) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT (session_id, id) DO UPDATE SET data = excluded.data, path = NULL \
+         WHERE excluded.data IS NOT NULL AND attachments.data IS NULL",
     )?
     .execute(params![
         record.session_id,

@@ -4,8 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Failure;
+use super::claims::now_ms;
 use crate::store::Deleted;
-use crate::store::rows::{busy, journal_range};
+use crate::store::rows::{busy, count, journal_range, turn_busy};
 
 /// One batch of the deletion of session `session_id` (see `Store::delete_session`).
 pub(super) fn delete_session(
@@ -15,9 +16,12 @@ pub(super) fn delete_session(
 ) -> Result<Deleted, Failure> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     check_idle(&tx, session_id)?;
-    let limit = batch.max(1) as i64;
+    let limit = count(batch.max(1));
     let turns: Vec<String> = tx
-        .prepare_cached("SELECT id FROM turns WHERE session_id = ?1 LIMIT ?2")?
+        .prepare_cached(
+            "SELECT id FROM turns WHERE session_id = ?1 \
+             AND status IN ('completed', 'cancelled') LIMIT ?2",
+        )?
         .query_map(params![session_id, limit], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
     delete_hooks(&tx, &turns)?;
@@ -25,11 +29,23 @@ pub(super) fn delete_session(
         delete_turn(&tx, turn)?;
     }
     let tasks: Vec<String> = tx
-        .prepare_cached("SELECT id FROM tasks WHERE session_id = ?1 LIMIT ?2")?
+        .prepare_cached(
+            "SELECT id FROM tasks WHERE session_id = ?1 \
+             AND status IN ('finished', 'cancelled') LIMIT ?2",
+        )?
         .query_map(params![session_id, limit], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
     delete_tasks(&tx, &tasks)?;
-    let done = turns.len() < batch.max(1) && tasks.len() < batch.max(1);
+    // Only when nothing of the session is left (a turn begun meanwhile stays, and is refused
+    // by the next call) do its own rows go.
+    let done = turns.len() < batch.max(1)
+        && tasks.len() < batch.max(1)
+        && !tx
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM turns WHERE session_id = ?1) \
+                 OR EXISTS (SELECT 1 FROM tasks WHERE session_id = ?1)",
+            )?
+            .query_row([session_id], |row| row.get::<_, bool>(0))?;
     if done {
         for table in ["grants", "conversation", "attachments", "sessions"] {
             let column = if table == "sessions" {
@@ -67,12 +83,16 @@ fn check_idle(tx: &Transaction<'_>, session_id: &str) -> Result<(), Failure> {
     let turn: Option<(String, String)> = tx
         .prepare_cached(
             "SELECT id, status FROM turns WHERE session_id = ?1 \
-             AND status IN ('active', 'waiting', 'running') LIMIT 1",
+             AND (status IN ('active', 'waiting', 'running') OR (status = 'cancelled' \
+                  AND json_extract(json, '$.pending') IS NOT NULL AND lease_expires >= ?2)) \
+             LIMIT 1",
         )?
-        .query_row([session_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row(params![session_id, now_ms()], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
         .optional()?;
     if let Some((id, status)) = turn {
-        return Err(busy(session_id, &format!("turn `{id}` is {status}")).into());
+        return Err(busy(session_id, &turn_busy(&id, &status)).into());
     }
     let task: Option<(String, String)> = tx
         .prepare_cached(

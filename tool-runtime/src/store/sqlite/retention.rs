@@ -7,11 +7,16 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use super::Failure;
 use super::claims::now_ms;
 use super::delete::{delete_hooks, delete_tasks, delete_turn};
+use crate::store::rows::count;
 use crate::store::{Deleted, TurnRetention};
 
-/// The turns a task still needs, left out of a sweep: a task of the turn's session that holds
-/// the turn (started by it, or a call of it) and has not ended or has a result not delivered.
-const NEEDED: &str = "NOT EXISTS (SELECT 1 FROM tasks k, json_each(k.json, '$.calls') c \
+/// The turns still needed, left out of a sweep: one cancelled while a step of it runs (its
+/// step still open, its lease live), and one a task still needs (a task of the turn's session
+/// that holds the turn, started by it or by a call of it, and has not ended or has a result not
+/// delivered).
+const NEEDED: &str = "NOT (t.status = 'cancelled' AND json_extract(t.json, '$.pending') IS NOT NULL \
+     AND t.lease_expires >= CAST(unixepoch('subsec') * 1000 AS INTEGER)) \
+     AND NOT EXISTS (SELECT 1 FROM tasks k, json_each(k.json, '$.calls') c \
      WHERE k.session_id = t.session_id \
      AND (json_extract(k.json, '$.turn_id') = t.id OR json_extract(c.value, '$.turn_id') = t.id) \
      AND (k.status NOT IN ('finished', 'cancelled') \
@@ -32,19 +37,19 @@ pub(super) fn sweep_turns(
     let cut = rule
         .older_than
         .map(|age| now_ms().saturating_sub(millis(age)));
-    let keep = rule.keep.map(|keep| keep as i64);
+    let keep = rule.keep.map(count);
     if cut.is_none() && keep.is_none() {
         return Ok(Deleted {
             done: true,
             ..Deleted::default()
         });
     }
-    let limit = batch.max(1) as i64;
+    let limit = count(batch.max(1));
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let turns: Vec<String> = if keep.is_some() {
         // Ranked by age within each session: a walk over the finished turns.
         let sql = format!(
-            "SELECT t.id FROM (SELECT id, session_id, finished_ms, row_number() OVER \
+            "SELECT t.id FROM (SELECT id, session_id, status, json, lease_expires, finished_ms, row_number() OVER \
              (PARTITION BY session_id ORDER BY finished_ms DESC, id DESC) AS newer \
              FROM turns WHERE finished_ms IS NOT NULL) t \
              WHERE ((?1 IS NOT NULL AND t.finished_ms < ?1) OR t.newer > ?2) AND {NEEDED} \
@@ -99,7 +104,7 @@ pub(super) fn idle_sessions(
                  AND (k.finished_ms IS NULL OR k.finished_ms >= ?1)) \
              ORDER BY s.updated_ms, s.id LIMIT ?2",
         )?
-        .query_map(params![cut, limit as i64], |row| row.get(0))?
+        .query_map(params![cut, count(limit)], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
     Ok(ids)
 }
