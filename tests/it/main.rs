@@ -61,6 +61,8 @@ mod session_delete;
 mod session_state;
 mod store_upgrade;
 mod store_upgrade_files;
+#[cfg(feature = "postgres")]
+mod store_upgrade_pg;
 mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;
