@@ -103,9 +103,9 @@ async fn a_sweep_deletes_finished_work_keeps_parked_work_resumable_and_the_file_
         .open_session(SessionSpec::new("busy").initiator(alice()))
         .await
         .unwrap();
-    // Finished work: 120 turns, each a durable call with a journaled step.
+    // Finished work: 60 turns, each a durable call with a journaled step.
     let mut finished = Vec::new();
-    for n in 0..120 {
+    for n in 0..60 {
         let turn = session
             .begin_turn(Some(alice()), Caller::Model)
             .await
@@ -152,7 +152,7 @@ async fn a_sweep_deletes_finished_work_keeps_parked_work_resumable_and_the_file_
     tokio::time::sleep(Duration::from_millis(5)).await;
     let swept = rt.sweep().await.unwrap();
     assert_eq!(
-        swept.turns, 120,
+        swept.turns, 60,
         "every finished turn no task needs: {swept:?}"
     );
     assert_eq!(swept.sessions, 0);

@@ -16,7 +16,10 @@ use toolwright::runtime::{Options, Runtime, SessionSpec, SqliteStore, StepOutcom
 
 use crate::support::builder;
 
-const LEASE: Duration = Duration::from_millis(600);
+/// Short enough that five leases make a quick test, long enough that a heartbeat (every third
+/// of it) is not missed when the machine is busy: other tests of this binary write and vacuum
+/// SQLite files at the same time, and a renewal waits for the disk.
+const LEASE: Duration = Duration::from_millis(1500);
 
 /// How many times the long call's body started, across both instances.
 #[derive(Clone, Default)]
