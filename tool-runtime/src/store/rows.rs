@@ -254,6 +254,11 @@ pub(super) fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Milliseconds in `duration` as a column value, saturating.
+pub(super) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// The range of run ids of turn `turn_id`'s calls (`<turn>/<call>`): from `<turn>/` up to, not
 /// including, `<turn>0` (`0` follows `/`), a prefix scan of the journal's key that no
 /// character of a call id can escape.

@@ -7,7 +7,7 @@ use sqlx_postgres::PgPool;
 
 use super::delete::{delete_tasks, delete_turns};
 use super::errors::Failure;
-use crate::store::rows::count;
+use crate::store::rows::{count, millis};
 use crate::store::{Deleted, TurnRetention};
 
 /// The current time by the server's clock in Unix milliseconds, less `$1` milliseconds: the
@@ -41,11 +41,6 @@ macro_rules! needed {
                       AND (c ->> 'delivered')::boolean IS NOT TRUE)))"
         )
     };
-}
-
-/// Milliseconds in `duration`, as a column value.
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// One batch of `Store::sweep_turns`.

@@ -7,7 +7,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 use super::Failure;
 use super::claims::now_ms;
 use super::delete::{delete_hooks, delete_tasks, delete_turn};
-use crate::store::rows::count;
+use crate::store::rows::{count, millis};
 use crate::store::{Deleted, TurnRetention};
 
 /// The turns still needed, left out of a sweep: one cancelled while a step of it runs (its
@@ -22,11 +22,6 @@ const NEEDED: &str = "NOT (t.status = 'cancelled' AND json_extract(t.json, '$.pe
      AND (k.status NOT IN ('finished', 'cancelled') \
           OR (json_extract(c.value, '$.result') IS NOT NULL \
               AND json_extract(c.value, '$.delivered') = 0)))";
-
-/// Milliseconds in `duration`, as a column value.
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// One batch of `Store::sweep_turns`.
 pub(super) fn sweep_turns(
