@@ -72,7 +72,7 @@ pub use toolwright_core::{
     ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest, Caller,
     ContentPart, DurableContext, DynamicTool, Effect, EnabledContext, ErrorCode, Hook, HookEvent,
     ModelOutput, NoInput, OptionStyle, Principal, PromptContext, ProviderTool, Registry,
-    ResponseContext, ResponseVerdict, Retry, ServeCalls, Services, State, Status, Token,
+    ResponseContext, ResponseVerdict, Retry, Sensitive, ServeCalls, Services, State, Status, Token,
     TokenError, ToolContext, ToolError, ToolInput, WorkflowContext,
 };
 #[doc(inline)]
@@ -144,11 +144,13 @@ pub mod registry {
     #[doc(inline)]
     pub use toolwright_core::error::{InputError, InputProblem};
     #[doc(inline)]
+    pub use toolwright_core::sensitive::{REDACTED, SensitivePaths, mark_properties};
+    #[doc(inline)]
     pub use toolwright_core::workflow::Entry;
     #[doc(inline)]
     pub use toolwright_core::{
         ApprovalPolicy, Audience, Catalog, CatalogEntry, DefinitionError, DynamicTool, Format,
-        RegistryError, RegistryProblem, Tool, ToolList, ToolOrigin, Visibility,
+        RegistryError, RegistryProblem, Sensitivity, Tool, ToolList, ToolOrigin, Visibility,
         registry::ListEntry,
     };
     #[doc(inline)]
@@ -244,9 +246,9 @@ pub mod runtime {
         Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
         Decider, Deleted, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse,
         Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Retention, Runtime,
-        RuntimeBuilder, RuntimeError, Session, SessionSpec, SqliteStore, Steered, StepOptions,
-        StepOutcome, StepProgress, Store, StoreError, Swept, SystemClock, ToolCall, Turn,
-        TurnRetention, WeakRuntime, Written, waiting_on_calls,
+        RuntimeBuilder, RuntimeError, Sealing, SealingKeyError, Session, SessionSpec, SqliteStore,
+        Steered, StepOptions, StepOutcome, StepProgress, Store, StoreError, Swept, SystemClock,
+        ToolCall, Turn, TurnRetention, WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]
@@ -311,8 +313,8 @@ pub mod prelude {
         ApprovalContext, ApprovalDecision, AskAnswer, AskDisplay, AskOption, AskRequest,
         ContentPart, DurableContext, EnabledContext, Hook, HookEvent, ModelOutput, NoInput,
         OptionStyle, PromptContext, ProviderTool, Registry, ResponseContext, ResponseVerdict,
-        Retry, ServeCalls, Services, State, StateKey, Status, Token, TokenError, ToolContext,
-        ToolError, ToolInput, WorkflowContext,
+        Retry, Sensitive, ServeCalls, Services, State, StateKey, Status, Token, TokenError,
+        ToolContext, ToolError, ToolInput, WorkflowContext,
     };
     #[doc(inline)]
     pub use toolwright_core::{

@@ -44,7 +44,7 @@ async fn plot_metric(args: PlotArgs) -> ModelOutput {
 }
 
 /// An agent on `runtime` asking the provider at `base_url` over `wire`.
-fn agent(wire: Wire, runtime: Runtime, base_url: String) -> Agent {
+pub(crate) fn agent(wire: Wire, runtime: Runtime, base_url: String) -> Agent {
     match wire {
         Wire::ChatCompletions => Agent::new(
             runtime,

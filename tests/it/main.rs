@@ -56,6 +56,7 @@ mod runtime_tainted_turn;
 mod runtime_tasks;
 mod runtime_workflows;
 mod sandbox_tools;
+mod sensitive;
 mod serve_revisions;
 mod session_delete;
 mod session_state;

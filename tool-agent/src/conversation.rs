@@ -1,10 +1,11 @@
 //! A session's conversation as the store keeps it: read once when a turn starts or resumes,
 //! then appended to, message by message, never rewritten.
 
-use toolwright_runtime::{RuntimeError, Store};
+use serde_json::Value;
+use toolwright_runtime::{Runtime, RuntimeError, Store};
 
 use crate::agent::AgentError;
-use crate::message::Message;
+use crate::message::{AssistantMessage, Message};
 
 /// The messages of one session and where the next one goes.
 #[derive(Debug)]
@@ -94,5 +95,26 @@ impl Conversation {
         self.turns
             .extend(std::iter::repeat_n(turn_id.to_owned(), messages.len()));
         self.messages.extend(messages);
+    }
+}
+
+/// Seals the sensitive values of `message`'s calls ([`Runtime::seal_arguments`]), in the calls
+/// and in the provider's own items that repeat their arguments (a Responses `function_call`),
+/// so the stored conversation never holds them. The model sees its calls so in later
+/// requests; a call it repeats with a sealed value has it opened by the runtime.
+pub(crate) fn seal_calls(runtime: &Runtime, message: &mut AssistantMessage) {
+    for call in &mut message.tool_calls {
+        let sealed = runtime.seal_arguments(&call.name, &call.arguments);
+        if sealed == call.arguments {
+            continue;
+        }
+        for item in &mut message.items {
+            let repeats = item.item.get("call_id").and_then(Value::as_str) == Some(&call.call_id)
+                && item.item.get("arguments").is_some_and(Value::is_string);
+            if repeats {
+                item.item["arguments"] = Value::String(sealed.clone());
+            }
+        }
+        call.arguments = sealed;
     }
 }

@@ -58,6 +58,7 @@ static ASK_QUESTION: ToolDescriptor = ToolDescriptor {
         InputSpec {
             schema: crate::schema::schema_of::<AskQuestionArgs>,
             fields: &["question", "options"],
+            sensitive: &[],
             type_name: "AskQuestionArgs",
         },
         // The runtime answers `ask_question` through the input protocol; a direct call has
@@ -121,6 +122,7 @@ static TASK: ToolDescriptor = ToolDescriptor {
         InputSpec {
             schema: crate::schema::schema_of::<TaskArgs>,
             fields: &["prompt", "agent"],
+            sensitive: &[],
             type_name: "TaskArgs",
         },
         |input, cx| Box::pin(run_task(input, cx)),

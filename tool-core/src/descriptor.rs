@@ -150,6 +150,8 @@ pub struct InputSpec {
     pub schema: SchemaFn,
     /// The JSON names of the struct's fields.
     pub fields: &'static [&'static str],
+    /// The JSON names of the fields marked `#[toolwright(sensitive)]`.
+    pub sensitive: &'static [&'static str],
     /// The Rust type name, for messages.
     pub type_name: &'static str,
 }

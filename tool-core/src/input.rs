@@ -28,6 +28,13 @@ pub trait ToolInput: Send + Sync + 'static {
     const FIELDS: &'static [&'static str];
     /// Whether some field is `#[serde(flatten)]`ed (then `FIELDS` is not the whole list).
     const FLATTENS: bool;
+    /// The JSON names of the fields marked `#[toolwright(sensitive)]`: the runtime marks them
+    /// `writeOnly` in the schema and keeps their values out of records, events, approval
+    /// prompts and logs (see [`crate::sensitive`]).
+    const SENSITIVE: &'static [&'static str] = &[];
+    /// The Rust names of the same fields, which `#[tool]` checks its templates against: a
+    /// label or an approval prompt never shows a sensitive field.
+    const SENSITIVE_FIELDS: &'static [&'static str] = &[];
 }
 
 /// The arguments of a tool that takes none: `async fn now(_: NoInput) -> Stamp`.

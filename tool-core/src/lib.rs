@@ -28,6 +28,7 @@ pub mod remote;
 pub mod sandbox;
 pub mod sandbox_tools;
 pub mod schema;
+pub mod sensitive;
 pub mod services;
 pub mod session;
 pub mod workflow;
@@ -85,7 +86,8 @@ pub use sandbox::{
     DirEntry, EntryKind, ExecOutput, ExecRequest, FileChunk, Found, GrepMatch, GrepRequest,
     Sandbox, SandboxError,
 };
+pub use sensitive::Sensitive;
 pub use services::Services;
 pub use session::{Caller, Principal, PrincipalType, SessionInfo, StateKey};
-pub use tool::{Audience, DefinitionError, DynamicTool, Tool};
+pub use tool::{Audience, DefinitionError, DynamicTool, Sensitivity, Tool};
 pub use workflow::{AskAnswer, AskDisplay, AskOption, AskRequest, Entry, OptionStyle};

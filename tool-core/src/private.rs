@@ -78,7 +78,8 @@ pub fn finish<T: Serialize + ?Sized>(
     model: Option<ModelOutput>,
     complete_label: Option<String>,
 ) -> Result<CallOutput, ToolError> {
-    let value = serde_json::to_value(output).map_err(|error| {
+    // Every `Sensitive` in the output becomes `[redacted]` in what the runtime keeps.
+    let value = crate::sensitive::redacting(|| serde_json::to_value(output)).map_err(|error| {
         ToolError::with_code(
             ErrorCode::InvalidOutput,
             format!(
@@ -277,6 +278,7 @@ pub fn provider_tool<T: ProviderOutput>(returned: T) -> ProviderTool {
 pub const PROVIDER_INPUT: InputSpec = InputSpec {
     schema: schema_of::<crate::input::NoInput>,
     fields: &[],
+    sensitive: &[],
     type_name: "NoInput",
 };
 
@@ -309,6 +311,7 @@ pub const ERRORED: ToolDescriptor = ToolDescriptor {
         InputSpec {
             schema: schema_of::<Value>,
             fields: &[],
+            sensitive: &[],
             type_name: "",
         },
         |_, _| {

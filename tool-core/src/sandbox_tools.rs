@@ -673,6 +673,7 @@ static READ: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<ReadArgs>,
         fields: &["path", "offset", "limit"],
+        sensitive: &[],
         type_name: "ReadArgs",
     },
     |input, cx| Box::pin(read(input, cx)),
@@ -687,6 +688,7 @@ static WRITE: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<WriteArgs>,
         fields: &["path", "content"],
+        sensitive: &[],
         type_name: "WriteArgs",
     },
     |input, cx| Box::pin(write(input, cx)),
@@ -701,6 +703,7 @@ static EDIT: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<EditArgs>,
         fields: &["path", "old_text", "new_text"],
+        sensitive: &[],
         type_name: "EditArgs",
     },
     |input, cx| Box::pin(edit(input, cx)),
@@ -720,6 +723,7 @@ static BASH: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<BashArgs>,
         fields: &["command", "timeout_seconds"],
+        sensitive: &[],
         type_name: "BashArgs",
     },
     |input, cx| Box::pin(bash(input, cx)),
@@ -734,6 +738,7 @@ static GREP: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<GrepArgs>,
         fields: &["pattern", "path", "glob", "case_insensitive"],
+        sensitive: &[],
         type_name: "GrepArgs",
     },
     |input, cx| Box::pin(grep(input, cx)),
@@ -748,6 +753,7 @@ static GLOB: ToolDescriptor = builtin(
     InputSpec {
         schema: crate::schema::schema_of::<GlobArgs>,
         fields: &["pattern", "path"],
+        sensitive: &[],
         type_name: "GlobArgs",
     },
     |input, cx| Box::pin(glob(input, cx)),

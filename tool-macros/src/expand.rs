@@ -413,6 +413,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     };
     let type_name = args_type_name(first, serve);
     let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
+    let sensitive = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE);
     let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
 
     // Assertions for rules that need another item, spanned at the user's tokens.
@@ -434,6 +435,16 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
             const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
         });
     }
+    // At the argument type like `FIELDS` in the descriptor, so a struct without `ToolInput` is
+    // still one error there, not another at each template.
+    let sensitive_fields =
+        quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE_FIELDS);
+    assertions.extend(c25_templates_hide_sensitive(
+        attrs,
+        &tw,
+        &sensitive_fields,
+        &args_text(first, serve),
+    ));
     if serve && Attrs::flag(&attrs.output_schema) {
         // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
         let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
@@ -459,6 +470,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         input: #tw::InputSpec {
             schema: #schema,
             fields: #fields,
+            sensitive: #sensitive,
             type_name: #type_name,
         },
         requirements: &[#(#requirements),*],
@@ -674,6 +686,62 @@ fn emit(
         };
 
         #tw::inventory::submit! { #tw::Registration(#ident::TOOL) }
+    }
+}
+
+/// C25: labels and approval prompts are stored with the call and shown to people (in the
+/// interface, the journal, the approval queue), where the runtime cannot redact a value the
+/// template already formatted into text. One assertion per placeholder, at the template.
+fn c25_templates_hide_sensitive(
+    attrs: &Attrs,
+    tw: &TokenStream,
+    sensitive_fields: &TokenStream,
+    args_text: &str,
+) -> Vec<TokenStream> {
+    let label = attrs.label.as_ref().map(|l| &l.value);
+    let labels = label
+        .into_iter()
+        .flat_map(|l| [l.start.as_ref(), l.complete.as_ref()])
+        .map(|text| (text, "a label"));
+    let prompt = attrs
+        .approval
+        .as_ref()
+        .map(|a| (a.prompt.as_ref(), "an approval prompt"));
+    let mut assertions = Vec::new();
+    for (text, shown_in) in labels.chain(prompt) {
+        let Some(TextOrPath::Template(template)) = text else {
+            continue;
+        };
+        let span = template.span();
+        let tw = respan(tw.clone(), span);
+        let mut seen: Vec<&str> = Vec::new();
+        for name in &template.fields {
+            if seen.contains(&name.as_str()) {
+                continue;
+            }
+            seen.push(name);
+            // Braces doubled: the message is the format string of `assert!`.
+            let message = LitStr::new(
+                &format!(
+                    "`{{{{{name}}}}}` shows the sensitive field `{name}` of `{args_text}` in {shown_in}; labels and approval prompts are stored and shown to people: leave it out of the template (the approver sees the input with sensitive fields redacted)"
+                ),
+                span,
+            );
+            assertions.push(quote_spanned! {span=>
+                const _: () = ::core::assert!(!#tw::has_field(#sensitive_fields, #name), #message);
+            });
+        }
+    }
+    assertions
+}
+
+/// The argument struct as written, for messages: the first parameter's type, or for `serve`
+/// the `Args` of `ServeCalls<Args, Output>`.
+fn args_text(first: &Type, serve: bool) -> String {
+    if serve {
+        serve_args_text(first)
+    } else {
+        quote!(#first).to_string().replace(' ', "")
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `#[tool]` attribute and `#[derive(ToolInput)]` of toolwright.
 //!
 //! Use them through the `toolwright` facade, which documents them in full. The macro parses its
-//! keys into a typed IR (`attrs`), checks the rules C1–C20 over it (`rules`, `sig`), and only then
+//! keys into a typed IR (`attrs`), checks the rules C1–C26 over it (`rules`, `sig`), and only then
 //! expands (`expand`); on any error it emits the user's fn untouched with every error at once
 //! (`fallback`). It never panics on user input.
 

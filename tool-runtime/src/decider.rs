@@ -11,7 +11,8 @@ use toolwright_core::{AutoCriteria, AutoSpec};
 pub struct AutoRequest<'a> {
     /// The resolved tool name.
     pub tool: &'a str,
-    /// The validated input.
+    /// The validated input, its sensitive values redacted (the decider is usually a model of
+    /// another provider).
     pub input: &'a Value,
     /// The tool's `auto(instructions = "...")`.
     pub instructions: Option<&'a str>,

@@ -44,6 +44,7 @@ mod retention;
 mod runtime;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
+mod sealing;
 mod services;
 mod session;
 mod steering;
@@ -74,6 +75,7 @@ pub use retention::Swept;
 pub use runtime::{Runtime, RuntimeBuilder, WeakRuntime};
 #[cfg(feature = "sandbox")]
 pub use sandbox::LocalSandbox;
+pub use sealing::{Sealing, SealingKeyError};
 pub use session::{Session, SessionSpec};
 pub use store::{
     Appended, Claim, Deleted, Lease, LeaseKind, SqliteStore, Store, StoreError, TurnRetention,

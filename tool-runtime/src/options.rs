@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sealing::Sealing;
+
 /// The time durable sleeps are measured against (milliseconds since the Unix epoch). Tests
 /// install a clock they control.
 pub trait Clock: Send + Sync + 'static {
@@ -70,6 +72,10 @@ pub struct Options {
     pub webhook_url: Option<String>,
     /// How long finished work is kept (default: forever); see [`Retention`].
     pub retention: Retention,
+    /// The keys that seal the sensitive input of calls kept in the store (parked, running,
+    /// served by a task) so that they can run later; see [`Sealing`]. Default: a key of this
+    /// process only, so such calls resume only in the process that parked them.
+    pub sealing: Sealing,
 }
 
 /// How long the runtime keeps what finished work leaves behind: finished turns (with their
@@ -152,6 +158,7 @@ impl Default for Options {
             context_deadline: Duration::from_millis(800),
             webhook_url: None,
             retention: Retention::default(),
+            sealing: Sealing::ephemeral(),
         }
     }
 }

@@ -93,6 +93,21 @@ impl Runtime {
         self.engine.toolsets().instructions(audience)
     }
 
+    /// `arguments` (JSON text) of a call of tool `name`, as a host keeps them in its history:
+    /// the values the tool's schema marks sensitive sealed with [`Options::sealing`]
+    /// (`{"$sealed": "..."}`), everything else as it was. A later call with these arguments
+    /// (the model repeating them, or calls run from stored history) has them opened before
+    /// validation; arguments of tools without sensitive input come back unchanged. The model
+    /// loop stores the model's calls this way.
+    pub fn seal_arguments(&self, name: &str, arguments: &str) -> String {
+        crate::sealing::seal_arguments(
+            &self.registry(),
+            &self.engine.options().sealing,
+            name,
+            arguments,
+        )
+    }
+
     /// The store.
     pub fn store(&self) -> &dyn Store {
         &**self.engine.store()

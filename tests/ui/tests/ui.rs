@@ -1,4 +1,4 @@
-//! The compile-time contract of `#[tool]` and `#[derive(ToolInput)]`: every rule C1–C24 has a
+//! The compile-time contract of `#[tool]` and `#[derive(ToolInput)]`: every rule C1–C26 has a
 //! failing case in `fail/<rule>_<slug>.rs` whose `.stderr` is the message a user sees, and
 //! `pass/` uses every key of the attribute. The cases build on the lean core
 //! (`default-features = false`), as a user's crate without the runtime would. Snapshots are

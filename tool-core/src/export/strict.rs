@@ -158,6 +158,10 @@ impl Strict<'_> {
             _ => return Ok(()),
         };
         check_expressible(map, at)?;
+        // Annotations for the runtime (a sensitive field is `writeOnly`), not keywords strict
+        // mode documents: left out of what the provider is sent.
+        map.remove("writeOnly");
+        map.remove("readOnly");
 
         // Strict mode rejects `{"$ref": ..., "description": ...}`: inline the target, keeping
         // the siblings (they win, as they describe this use of the type).

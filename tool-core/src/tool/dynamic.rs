@@ -441,6 +441,7 @@ impl Tool {
             .approval
             .filter(|a| !matches!(a.request, RequestPolicy::Never));
         Ok(Tool {
+            sensitive: super::Sensitivity::of(&input_schema, output_schema.as_ref()),
             provider: None,
             approval,
             described: None,

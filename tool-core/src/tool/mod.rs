@@ -21,6 +21,7 @@ use crate::problem::RegistryProblem;
 use crate::provider::ProviderTool;
 use crate::remote::{RemoteDefinition, RemoteInvoke, RemotePolicy, RemoteTool};
 use crate::schema::{self, InputValidator};
+use crate::sensitive::{self, SensitivePaths};
 use crate::services::Services;
 use crate::session::Caller;
 use crate::workflow::Entry;
@@ -96,6 +97,27 @@ pub struct Tool {
     // Shared so a tool described again ([`Registry::describe`]) reuses the compiled validators.
     validator: Arc<InputValidator>,
     output_validator: Option<Arc<InputValidator>>,
+    /// Where its sensitive values are, from the schemas (shared like the validators).
+    sensitive: Arc<Sensitivity>,
+}
+
+/// Where a tool's sensitive values are: in its input, from the input schema, and in its
+/// structured output, from the published output schema (see [`crate::sensitive`]).
+#[derive(Debug, Default)]
+pub struct Sensitivity {
+    /// In the input.
+    pub input: SensitivePaths,
+    /// In the raw output.
+    pub output: SensitivePaths,
+}
+
+impl Sensitivity {
+    pub(crate) fn of(input: &Value, output: Option<&Value>) -> Arc<Sensitivity> {
+        Arc::new(Sensitivity {
+            input: SensitivePaths::of_schema(input),
+            output: output.map(SensitivePaths::of_schema).unwrap_or_default(),
+        })
+    }
 }
 
 impl std::fmt::Debug for Tool {
@@ -128,8 +150,10 @@ impl Tool {
                 .ok()
         });
 
+        let sensitive = Sensitivity::of(&input.schema, output_schema.as_ref());
         match input.validator {
             Some(validator) if problems.is_empty() => Ok(Tool {
+                sensitive,
                 origin: Origin::Local(descriptor),
                 provider,
                 approval: descriptor.approval,
@@ -161,6 +185,7 @@ impl Tool {
             output_schema: self.output_schema.clone(),
             validator: Arc::clone(&self.validator),
             output_validator: self.output_validator.clone(),
+            sensitive: Arc::clone(&self.sensitive),
         }
     }
 
@@ -231,6 +256,7 @@ impl Tool {
         };
         let digest = definition.digest();
         Ok(Tool {
+            sensitive: Sensitivity::of(&input_schema, output_schema.as_ref()),
             provider: None,
             approval: policy.approval_spec(),
             described: None,
@@ -508,6 +534,11 @@ impl Tool {
         self.output_schema.as_ref()
     }
 
+    /// Where its sensitive values are: computed once from the schemas, empty for most tools.
+    pub fn sensitivity(&self) -> &Sensitivity {
+        &self.sensitive
+    }
+
     /// The description the model sees in `audience`: the tool's description, plus the sentence
     /// saying that calling it ends the turn (top-level model only: subagents must answer), and
     /// for `serve` tools how to continue a task.
@@ -545,7 +576,20 @@ impl Tool {
     /// Validates `input` against the schema and applies defaults; the error lists every failing
     /// JSON pointer.
     pub fn validate(&self, input: Value) -> Result<Value, InputError> {
-        self.validator.validate(&self.name, input)
+        let paths = &self.sensitive.input;
+        if paths.is_empty() {
+            return self.validator.validate(&self.name, input);
+        }
+        // The validator's messages quote the failing value: a sensitive one is taken out.
+        let secrets = paths.texts_in(&input);
+        self.validator
+            .validate(&self.name, input)
+            .map_err(|mut error| {
+                for problem in &mut error.problems {
+                    problem.message = sensitive::scrub(&problem.message, &secrets);
+                }
+                error
+            })
     }
 
     /// The label shown when a call with `input` starts; falls back to the humanized name when the
@@ -567,7 +611,8 @@ impl Tool {
     }
 
     /// The key `once` remembers an approval under: the tool name, a digest of the canonical
-    /// validated input (`approval_key = input`), or the user's key fn.
+    /// validated input with its sensitive values redacted (`approval_key = input`), or the
+    /// user's key fn.
     pub fn approval_key(&self, input: &Value) -> Result<String, ToolError> {
         let key = self
             .approval
@@ -575,7 +620,14 @@ impl Tool {
             .unwrap_or(ApprovalKey::ToolName);
         match key {
             ApprovalKey::ToolName => Ok(self.name.clone()),
-            ApprovalKey::Input => Ok(format!("{}#{}", self.name, input_digest(input))),
+            // The digest is of the input the approver saw: sensitive values redacted, so the
+            // store never holds a digest a short secret could be guessed back from, and a
+            // remembered approval covers the call whatever the secret.
+            ApprovalKey::Input => Ok(format!(
+                "{}#{}",
+                self.name,
+                input_digest(&self.sensitive.input.redacted(input))
+            )),
             ApprovalKey::Custom(key_fn) => key_fn(input).map(|key| format!("{}#{key}", self.name)),
         }
     }
@@ -732,6 +784,7 @@ impl LocalInput {
         let generated = (descriptor.input.schema)(false);
         let mut input_schema = schema::model_facing(&generated);
         schema::close_objects(&mut input_schema);
+        sensitive::mark_properties(&mut input_schema, descriptor.input.sensitive);
         if !schema::is_object_schema(&input_schema) {
             problems.push(RegistryProblem::InputNotObject {
                 tool: name.to_owned(),
@@ -753,6 +806,7 @@ impl LocalInput {
         }
         let mut inlined = schema::model_facing(&(descriptor.input.schema)(true));
         schema::close_objects(&mut inlined);
+        sensitive::mark_properties(&mut inlined, descriptor.input.sensitive);
         let inlined = if schema::has_ref(&inlined) {
             Err(format!(
                 "the input type `{}` is recursive, so its schema cannot be written without `$ref`",

@@ -1,7 +1,8 @@
-//! The compile-time rules C1–C24 (C21 is kept for `approval = auto(criteria)`). Each has an
+//! The compile-time rules C1–C26 (C21 is kept for `approval = auto(criteria)`). Each has an
 //! id, the sentence the README's rule table shows, and where it is enforced: while parsing
 //! keys, in a check over the whole attribute (the fns below, and those of provider-native tools
-//! in `provider`), or by assertions the expansion generates (for rules that need another item).
+//! in `provider`), by assertions the expansion generates (for rules that need another item), or
+//! by `#[derive(ToolInput)]` (C26, in `derive`).
 
 use crate::attrs::{
     ApprovalKey, Attrs, Description, Effect, Entry, Given, MAX_INPUT_RETRIES, Policy,
@@ -147,6 +148,19 @@ pub(crate) const RULES: &[Rule] = &[
         id: "C24",
         summary: "`approval(require_auth = \"...\")` with `request = never`, or naming no provider (1 to 64 letters, digits, `_`, `-`, `.`) → error",
         check: Some(c24_require_auth),
+    },
+    // Enforced by assertions the expansion generates: the template names Rust fields, and only
+    // the argument struct's `ToolInput` impl knows which are sensitive.
+    Rule {
+        id: "C25",
+        summary: "a label or approval prompt template naming a `#[toolwright(sensitive)]` field → error (templates are stored and shown to people)",
+        check: None,
+    },
+    // Enforced by `#[derive(ToolInput)]` while it reads the field attributes.
+    Rule {
+        id: "C26",
+        summary: "`#[toolwright(sensitive)]` on a skipped, flattened or aliased field or on the struct, `crate = path` on a field, an unknown key, or a key given twice → error",
+        check: None,
     },
 ];
 

@@ -1,7 +1,9 @@
 //! A body's outcome as the model and the events see it: the output, its projection for the
 //! model, the completion label, and its files stored once (see [`crate::attachments`]).
 
-use toolwright_core::{CallOutput, Tool, ToolError, names};
+use serde_json::Value;
+use toolwright_core::sensitive::scrub;
+use toolwright_core::{CallOutput, ContentPart, ModelOutput, Tool, ToolError, names};
 
 use crate::attachments::{self, Origin};
 use crate::engine::Engine;
@@ -18,8 +20,18 @@ pub(crate) async fn call_result(
     outcome: Result<CallOutput, ToolError>,
 ) -> CallResult {
     match outcome {
-        Ok(output) => {
-            let model = output.for_model();
+        Ok(mut output) => {
+            // What a published output schema marks sensitive (a remote tool's, one defined at
+            // run time) is redacted before anything keeps it, and taken out of the text the
+            // server wrote beside it. (A `Sensitive` field of a `#[tool]`'s output is redacted
+            // as it serializes; its projection, which the tool's author wrote, is kept.)
+            let paths = &tool.sensitivity().output;
+            let secrets = paths.texts_in(&output.value);
+            paths.redact(&mut output.value);
+            let mut model = output.for_model();
+            if !secrets.is_empty() {
+                scrub_model(&mut model, &secrets);
+            }
             let label = output.complete_label.clone().or_else(|| {
                 tool.label()
                     .complete
@@ -45,5 +57,29 @@ pub(crate) async fn call_result(
             result
         }
         Err(error) => CallResult::failed(call_id, tool.name(), error),
+    }
+}
+
+/// Takes every text of `secrets` out of what the model sees.
+fn scrub_model(model: &mut ModelOutput, secrets: &[String]) {
+    match model {
+        ModelOutput::Text(text) => *text = scrub(text, secrets),
+        ModelOutput::Json(value) => scrub_strings(value, secrets),
+        ModelOutput::Content(parts) => {
+            for part in parts {
+                if let ContentPart::Text { text } = part {
+                    *text = scrub(text, secrets);
+                }
+            }
+        }
+    }
+}
+
+fn scrub_strings(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(text) => *text = scrub(text, secrets),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_strings(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub_strings(v, secrets)),
+        _ => {}
     }
 }

@@ -74,8 +74,14 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
         return;
     };
     let registry = engine.registry();
-    let runs = bodies.into_iter().filter_map(|(call_id, tool, input)| {
+    let runs = bodies.into_iter().filter_map(|(call_id, tool, mut input)| {
         let found = find_tool(&registry, &tool)?;
+        let sealing = &engine.options().sealing;
+        // A body whose input cannot be opened here runs no cleanup: it never ran in this
+        // process, and its call is cancelled all the same.
+        sealing
+            .open(&found.sensitivity().input, found.name(), &mut input)
+            .ok()?;
         let (session, turn) = (&session, &turn);
         Some(async move {
             let token = CancellationToken::new();

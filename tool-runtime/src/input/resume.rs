@@ -340,7 +340,19 @@ async fn run_approved(
             ),
         ));
     }
-    let input = match tool.validate(call.input.clone()) {
+    let mut input = call.input.clone();
+    if let Err(unsealable) =
+        engine
+            .options()
+            .sealing
+            .open(&tool.sensitivity().input, tool.name(), &mut input)
+    {
+        return refused(ToolError::with_code(
+            ErrorCode::Unavailable,
+            unsealable.message(&call.tool),
+        ));
+    }
+    let input = match tool.validate(input) {
         Ok(input) => input,
         Err(error) => return refused(error.into_tool_error()),
     };

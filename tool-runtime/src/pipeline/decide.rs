@@ -248,6 +248,9 @@ async fn auto(
         return ask("its policy is `auto` and no decider is installed to judge it".into());
     };
     let options = engine.options();
+    // The decider's model belongs to a provider: it judges the input with sensitive values
+    // redacted.
+    let input = &*tool.sensitivity().input.redacted(input);
     let size = serde_json::to_vec(input)
         .map(|v| v.len())
         .unwrap_or(usize::MAX);
@@ -406,7 +409,9 @@ pub(super) fn into_prepared(
                 ApprovalAsk {
                     call_id: call.call_id.clone(),
                     tool: name.to_owned(),
-                    input: input.clone(),
+                    // The approver (and the request's record and events) sees the input with
+                    // its sensitive values redacted.
+                    input: tool.sensitivity().input.redacted(&input).into_owned(),
                     prompt,
                     reasons,
                     approval_key: key,

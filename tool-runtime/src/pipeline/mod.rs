@@ -25,7 +25,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::error::quoted_prefix;
-use toolwright_core::{ErrorCode, ToolError, names};
+use toolwright_core::{ErrorCode, Tool, ToolError, names};
 use tracing::Instrument;
 
 use crate::call::{StepOptions, StepOutcome, ToolCall};
@@ -159,7 +159,7 @@ async fn prepare(engine: &Engine, scope: &StepScope, call: &ToolCall) -> Prepare
         if let Some(change) = crate::remote::definition_change(&tool) {
             return Ok(decide::withheld(scope, call, tool, arguments, change));
         }
-        let input = validate::input(call, &tool, arguments)?;
+        let input = validate::input(&engine.options().sealing, call, &tool, arguments)?;
         if tool.is_ask_question() {
             return Ok(meta::ask_question(scope, call, tool, input));
         }
@@ -183,12 +183,12 @@ fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepar
         let (tool, input, label) = match prep {
             Prepared::Run { tool, input, .. } | Prepared::Ask { tool, input, .. } => (
                 tool.name().to_owned(),
-                input.clone(),
+                tool.sensitivity().input.redacted(input).into_owned(),
                 decide::start_label(tool, input),
             ),
             Prepared::Done(result) | Prepared::Provided(result, _) => (
                 result.tool.clone(),
-                Value::String(call.arguments.clone()),
+                raw_arguments(scope.registry.get(&result.tool), &call.arguments),
                 names::humanize(&result.tool),
             ),
             Prepared::Meta {
@@ -212,6 +212,29 @@ fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepar
     }
 }
 
+/// The arguments of a call refused before validation, as `action.requested` shows them: as
+/// they came, unless the tool has sensitive input; then parsed and redacted, or, when they do
+/// not parse, left out whole.
+fn raw_arguments(tool: Option<&Tool>, arguments: &str) -> Value {
+    let Some(paths) = tool
+        .map(|t| &t.sensitivity().input)
+        .filter(|p| !p.is_empty())
+    else {
+        return Value::String(arguments.to_owned());
+    };
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(mut value) => {
+            paths.redact(&mut value);
+            // A deferred tool called through `tool_call` has its input under `input`.
+            if let Some(inner) = value.get_mut("input") {
+                paths.redact(inner);
+            }
+            Value::String(value.to_string())
+        }
+        Err(_) => Value::String(toolwright_core::sensitive::REDACTED.to_owned()),
+    }
+}
+
 /// Records the step as running before anything runs, when something runs or waits: a second
 /// handle cannot step the turn meanwhile, and after a crash `recover` re-runs durable calls
 /// from their journals and settles the others as "result unknown" (never run twice).
@@ -228,7 +251,8 @@ async fn record_running(
             lease: None,
         });
     }
-    let calls = prepared.iter().map(Prepared::pending_call).collect();
+    let sealing = &engine.options().sealing;
+    let calls = prepared.iter().map(|p| p.pending_call(sealing)).collect();
     let requests: Vec<InputRequest> = prepared
         .iter()
         .filter_map(|p| match p {

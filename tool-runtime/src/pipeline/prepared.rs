@@ -6,6 +6,7 @@ use serde_json::Value;
 use toolwright_core::{Tool, ToolError};
 
 use crate::record::{CallResult, InputRequest, PendingCall};
+use crate::sealing::Sealing;
 
 /// What the pipeline decided for one call before anything ran.
 pub(crate) enum Prepared {
@@ -46,8 +47,13 @@ pub(super) fn refused(call_id: &str, tool: &str, error: ToolError) -> Box<Prepar
 }
 
 impl Prepared {
-    /// The call as the step records it before anything runs.
-    pub(super) fn pending_call(&self) -> PendingCall {
+    /// The call as the step records it before anything runs, its sensitive input sealed.
+    pub(super) fn pending_call(&self, sealing: &Sealing) -> PendingCall {
+        let sealed = |tool: &Tool, input: &Value| {
+            let mut input = input.clone();
+            sealing.seal(&tool.sensitivity().input, tool.name(), &mut input);
+            input
+        };
         match self {
             Prepared::Done(result) | Prepared::Provided(result, _) => {
                 PendingCall::finished(result.clone())
@@ -56,7 +62,7 @@ impl Prepared {
                 call_id,
                 tool,
                 input,
-            } => PendingCall::running(call_id, tool.name(), input.clone()),
+            } => PendingCall::running(call_id, tool.name(), sealed(tool, input)),
             Prepared::Meta { call_id, name, .. } => {
                 PendingCall::running(call_id, name, Value::Null)
             }
@@ -65,7 +71,12 @@ impl Prepared {
                 tool,
                 input,
                 request,
-            } => PendingCall::waiting(call_id, tool.name(), input.clone(), &request.request_id),
+            } => PendingCall::waiting(
+                call_id,
+                tool.name(),
+                sealed(tool, input),
+                &request.request_id,
+            ),
         }
     }
 

@@ -2,10 +2,11 @@
 //! for optional fields, validated against the tool's schema, and defaulted.
 
 use serde_json::Value;
-use toolwright_core::{Tool, ToolError};
+use toolwright_core::{ErrorCode, Tool, ToolError};
 
 use super::prepared::{Stage, refused};
 use crate::call::ToolCall;
+use crate::sealing::Sealing;
 
 /// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
 /// represented exactly are refused, so validation and execution see the same values.
@@ -14,7 +15,21 @@ pub(super) fn parse_arguments(tool: &str, text: &str) -> Result<Value, ToolError
 }
 
 /// The input `call` gives `tool`, as its body will see it.
-pub(super) fn input(call: &ToolCall, tool: &Tool, mut arguments: Value) -> Stage<Value> {
+pub(super) fn input(
+    sealing: &Sealing,
+    call: &ToolCall,
+    tool: &Tool,
+    mut arguments: Value,
+) -> Stage<Value> {
+    // Arguments from a stored conversation carry their sensitive values sealed (see
+    // `Runtime::seal_arguments`): opened here, or the call is refused saying why.
+    sealing
+        .open(&tool.sensitivity().input, tool.name(), &mut arguments)
+        .map_err(|unsealable| {
+            let error =
+                ToolError::with_code(ErrorCode::Unavailable, unsealable.message(tool.name()));
+            refused(&call.call_id, tool.name(), error)
+        })?;
     // Strict-mode providers send `null` for optional fields they were told are nullable.
     toolwright_core::export::strip_strict_nulls(tool.input_schema(), &mut arguments);
     tool.validate(arguments)

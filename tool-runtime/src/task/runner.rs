@@ -153,7 +153,20 @@ async fn run_body(
         }
         Err(error) => return RunEnd::StoreFailed(error),
     };
-    let Some(first) = task.calls.first() else {
+    // The record keeps the calls' sensitive input sealed; the body gets it opened.
+    let mut calls_in = task.calls.clone();
+    let sealing = &engine.options().sealing;
+    for call in &mut calls_in {
+        if let Err(unsealable) =
+            sealing.open(&tool.sensitivity().input, tool.name(), &mut call.input)
+        {
+            return RunEnd::Broken(ToolError::with_code(
+                ErrorCode::Unavailable,
+                unsealable.message(tool.name()),
+            ));
+        }
+    }
+    let Some(first) = calls_in.first() else {
         return RunEnd::Broken(ToolError::with_code(
             ErrorCode::Journal,
             "the task has no starting call",
@@ -168,7 +181,7 @@ async fn run_body(
     let journal = Journal::new(run_id, Arc::clone(engine.store()), lease.cloned(), recorded);
     let link = TaskLink {
         task_id: task.id.clone(),
-        calls: task.calls.clone(),
+        calls: calls_in.clone(),
         next: AtomicUsize::new(1),
         replies,
         answers: task.answers.clone(),

@@ -30,6 +30,12 @@ pub(crate) async fn start(
         ToolKind::Workflow(entry) => entry,
         _ => Entry::Task,
     };
+    // The task's record keeps the input until the body has served it: sealed.
+    let sensitive = &tool.sensitivity().input;
+    engine
+        .options()
+        .sealing
+        .seal(sensitive, tool.name(), &mut input);
     if entry == Entry::Serve {
         let target = input.as_object_mut().and_then(|map| map.remove("task_id"));
         if let Some(Value::String(target)) = target {

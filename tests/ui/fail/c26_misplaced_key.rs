@@ -1,0 +1,19 @@
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::prelude::*;
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+#[toolwright(sensitive)]
+struct Login {
+    user: String,
+    #[toolwright(crate = toolwright)]
+    password: String,
+}
+
+/// Logs a user in.
+#[tool(effect = write)]
+async fn login(args: Login) -> String {
+    format!("{} {}", args.user, args.password.len())
+}
+
+fn main() {}
