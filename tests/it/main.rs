@@ -64,6 +64,11 @@ mod store_upgrade;
 mod store_upgrade_files;
 #[cfg(feature = "postgres")]
 mod store_upgrade_pg;
+#[cfg(feature = "postgres")]
+mod store_upgrade_pg_v2;
+#[cfg(feature = "postgres")]
+mod store_upgrade_pg_v4;
+mod store_upgrade_v6;
 mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;

@@ -92,7 +92,7 @@ fn registry() -> Registry {
 }
 
 /// The test server, or `None` (with a notice) when none is configured outside CI.
-fn server() -> Option<String> {
+pub(crate) fn server() -> Option<String> {
     match std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") {
         Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
         _ if std::env::var_os("CI").is_some() => {
@@ -115,7 +115,7 @@ async fn pool(url: &str) -> PgPool {
 }
 
 /// A fresh database on the server of `url`: its name and its URL.
-async fn scratch(url: &str) -> (String, String) {
+pub(crate) async fn scratch(url: &str) -> (String, String) {
     let name = format!("toolwright_upgrade_{}", uuid::Uuid::new_v4().simple());
     let admin = pool(url).await;
     query(sqlx_core::sql_str::AssertSqlSafe(format!(
@@ -182,14 +182,14 @@ async fn write_the_pg_v5_fixture() {
         resumed(runtime.respond(answer).await.unwrap());
         turn.complete().await.unwrap();
     }
+    dump(&db, FIXTURE);
+}
+
+/// Writes a fixture: a `pg_dump --inserts --no-owner --no-privileges` of the database at `db`
+/// into the file `fixture` (`pg_dump` must be on the path).
+pub(crate) fn dump(db: &str, fixture: &str) {
     let dump = std::process::Command::new("pg_dump")
-        .args([
-            "--inserts",
-            "--no-owner",
-            "--no-privileges",
-            "--dbname",
-            &db,
-        ])
+        .args(["--inserts", "--no-owner", "--no-privileges", "--dbname", db])
         .output()
         .expect("pg_dump runs");
     assert!(
@@ -197,14 +197,15 @@ async fn write_the_pg_v5_fixture() {
         "{}",
         String::from_utf8_lossy(&dump.stderr)
     );
-    std::fs::write(FIXTURE, dump.stdout).unwrap();
+    std::fs::write(fixture, dump.stdout).unwrap();
 }
 
-/// The fixture restored into a fresh database: its URL. The dump's statements run as they
-/// are, but for psql's meta-commands (lines starting with a backslash), which are no SQL.
-async fn restored(url: &str) -> String {
+/// The dump `fixture` restored into a fresh database on the server of `url`: its URL. The
+/// dump's statements run as they are, but for psql's meta-commands (lines starting with a
+/// backslash), which are no SQL.
+pub(crate) async fn restored(url: &str, fixture: &str) -> String {
     let (_name, db) = scratch(url).await;
-    let sql: String = std::fs::read_to_string(FIXTURE)
+    let sql: String = std::fs::read_to_string(fixture)
         .unwrap()
         .lines()
         .filter(|line| !line.starts_with('\\'))
@@ -222,7 +223,7 @@ async fn restored(url: &str) -> String {
 #[tokio::test]
 async fn a_v5_database_migrates_and_its_parked_work_resumes_and_its_grants_hold() {
     let Some(url) = server() else { return };
-    let db = restored(&url).await;
+    let db = restored(&url, FIXTURE).await;
     let runtime = Runtime::builder(registry())
         .store(PostgresStore::connect(&db).await.unwrap())
         .build()
