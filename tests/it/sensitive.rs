@@ -90,6 +90,12 @@ async fn quick_login(args: LoginArgs) -> LoggedIn {
     record(&args)
 }
 
+/// Logs a user in; found through `tool_search`.
+#[tool(effect = read, deferred)]
+async fn hidden_login(args: LoginArgs) -> LoggedIn {
+    record(&args)
+}
+
 /// Logs a user in when the `auto` decider clears it.
 #[tool(effect = write, approval = auto)]
 async fn judged_login(args: LoginArgs) -> LoggedIn {
@@ -373,6 +379,46 @@ async fn a_task_keeps_its_input_sealed_and_its_body_gets_it_open() {
     let task = serde_json::to_string(&task).unwrap();
     assert!(task.contains("$sealed"), "{task}");
     assert_no_leak("the task record", &task);
+}
+
+#[tokio::test]
+async fn refused_calls_quote_no_sensitive_value_whatever_their_shape() {
+    let rt = builder([login::TOOL, hidden_login::TOOL]).build().unwrap();
+    let mut events = rt.subscribe();
+    let turn = turn_in(&rt, "s-shapes", Some(alice())).await;
+    let long = format!("{PASSWORD}-{}", "x".repeat(300));
+    let calls = vec![
+        // An object where a string belongs, the secret inside it.
+        call(
+            "c1",
+            "login",
+            json!({ "user": "fay", "password": { "p": PASSWORD } }),
+        ),
+        // A secret far longer than any message, next to a field of the wrong type.
+        call("c2", "login", json!({ "user": 5, "password": long })),
+        // A deferred tool through `tool_call`, refused for an extra key.
+        call(
+            "c3",
+            "tool_call",
+            json!({ "name": "hidden_login", "input": input("fay"), "why": 1 }),
+        ),
+        // A tool nobody registered.
+        call("c4", "log_in", input("fay")),
+    ];
+    let results = completed(turn.step(calls).await.unwrap());
+    assert!(results.iter().all(|r| r.is_error), "{results:?}");
+    for result in &results {
+        assert_no_leak("a refusal", &serde_json::to_string(result).unwrap());
+    }
+    let first = serde_json::to_string(&results[0]).unwrap();
+    assert!(
+        first.contains("/password") && first.contains("sensitive"),
+        "{first}"
+    );
+    for event in drain(&mut events) {
+        assert_no_leak("an event", &serde_json::to_string(&event).unwrap());
+    }
+    assert!(seen_with("fay:").is_empty());
 }
 
 /// A decider that clears everything and remembers what it was shown.

@@ -102,9 +102,9 @@ impl Conversation {
 /// and in the provider's own items that repeat their arguments (a Responses `function_call`),
 /// so the stored conversation never holds them. The model sees its calls so in later
 /// requests; a call it repeats with a sealed value has it opened by the runtime.
-pub(crate) fn seal_calls(runtime: &Runtime, message: &mut AssistantMessage) {
+pub(crate) fn seal_calls(runtime: &Runtime, session: &str, message: &mut AssistantMessage) {
     for call in &mut message.tool_calls {
-        let sealed = runtime.seal_arguments(&call.name, &call.arguments);
+        let sealed = runtime.seal_arguments(session, &call.name, &call.arguments);
         if sealed == call.arguments {
             continue;
         }

@@ -178,6 +178,15 @@ impl ToolError {
         &self.message
     }
 
+    /// This error with every text of `secrets` in its message replaced by `[redacted]`: how
+    /// the runtime keeps a call's sensitive values out of an error that quotes them.
+    pub fn scrubbed(mut self, secrets: &[String]) -> Self {
+        if !secrets.is_empty() {
+            self.message = crate::sensitive::scrub(&self.message, secrets);
+        }
+        self
+    }
+
     /// Structured details, if any.
     pub fn details_value(&self) -> Option<&Value> {
         self.details.as_ref()

@@ -5,6 +5,7 @@ use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
 
 use crate::error::{InputError, InputProblem};
+use crate::sensitive::{SensitivePaths, is_within, scrub};
 
 /// Most problems reported for one input; the rest are summarised.
 const MAX_PROBLEMS: usize = 20;
@@ -158,11 +159,22 @@ impl InputValidator {
     /// Validates `input` and applies the schema's defaults to absent fields. `null` counts as an
     /// empty object (models send it for tools without arguments).
     pub fn validate(&self, tool: &str, input: Value) -> Result<Value, InputError> {
+        self.validate_hiding(tool, input, &SensitivePaths::default())
+    }
+
+    /// [`InputValidator::validate`], with problems at the places `sensitive` marks reported
+    /// without quoting the value, and its values taken out of every other message.
+    pub fn validate_hiding(
+        &self,
+        tool: &str,
+        input: Value,
+        sensitive: &SensitivePaths,
+    ) -> Result<Value, InputError> {
         let mut input = match input {
             Value::Null => Value::Object(Map::new()),
             other => other,
         };
-        self.check(tool, &input)?;
+        self.check_hiding(tool, &input, sensitive)?;
         apply_defaults(&self.schema, &self.schema, &mut input, 0);
         Ok(input)
     }
@@ -170,6 +182,18 @@ impl InputValidator {
     /// Checks `value` without changing it: the schema, then that every number fits the Rust
     /// type its `format` names exactly (so what was validated is what the tool receives).
     pub fn check(&self, tool: &str, value: &Value) -> Result<(), InputError> {
+        self.check_hiding(tool, value, &SensitivePaths::default())
+    }
+
+    /// [`InputValidator::check`] for a value with sensitive places (see
+    /// [`InputValidator::validate_hiding`]).
+    pub fn check_hiding(
+        &self,
+        tool: &str,
+        value: &Value,
+        sensitive: &SensitivePaths,
+    ) -> Result<(), InputError> {
+        let hidden = Hidden::of(sensitive, value);
         let mut problems: Vec<InputProblem> = Vec::new();
         let mut extra = 0usize;
         if !self.validator.is_valid(value) {
@@ -186,10 +210,8 @@ impl InputValidator {
                     pointer.push('/');
                     pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
                 }
-                problems.push(InputProblem {
-                    pointer,
-                    message: shorten(error.to_string()),
-                });
+                let message = hidden.message(&pointer, error.kind().keyword(), error.to_string());
+                problems.push(InputProblem { pointer, message });
             }
         }
         // Every failing pointer in one answer: numbers that do not fit their type too, unless
@@ -204,7 +226,8 @@ impl InputValidator {
             &mut numbers,
             0,
         );
-        for problem in numbers {
+        for mut problem in numbers {
+            problem.message = hidden.message(&problem.pointer, "format", problem.message);
             if problems.len() == MAX_PROBLEMS {
                 extra += 1;
             } else if !problems.iter().any(|p| p.pointer == problem.pointer) {
@@ -224,6 +247,43 @@ impl InputValidator {
             tool: tool.to_owned(),
             problems,
         })
+    }
+}
+
+/// What a problem's message must not quote: the sensitive places of the value checked (JSON
+/// pointers) and their texts.
+struct Hidden {
+    places: Vec<String>,
+    texts: Vec<String>,
+}
+
+impl Hidden {
+    fn of(sensitive: &SensitivePaths, value: &Value) -> Hidden {
+        if sensitive.is_empty() {
+            return Hidden {
+                places: Vec::new(),
+                texts: Vec::new(),
+            };
+        }
+        Hidden {
+            places: sensitive.pointers_in(value),
+            texts: sensitive.texts_in(value),
+        }
+    }
+
+    /// The message for a problem at `pointer` with `keyword`: without the value when the
+    /// place is sensitive; otherwise `message` with sensitive texts taken out (before it is
+    /// shortened, so a long secret is never cut into a prefix that no longer matches).
+    fn message(&self, pointer: &str, keyword: &str, message: String) -> String {
+        if self.places.is_empty() {
+            return shorten(message);
+        }
+        if is_within(pointer, &self.places) {
+            return format!(
+                "the value does not satisfy `{keyword}` (it is sensitive, so it is not quoted)"
+            );
+        }
+        shorten(scrub(&message, &self.texts))
     }
 }
 

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -19,9 +20,6 @@ use serde_json::{Map, Value};
 
 /// What stands in for a sensitive value wherever it is not kept.
 pub const REDACTED: &str = "[redacted]";
-
-/// How deep [`SensitivePaths::of_schema`] follows a schema (recursive types stop here).
-const MAX_DEPTH: usize = 32;
 
 /// A sensitive value: the tool gets it as it came, every record, event, prompt and log shows
 /// [`REDACTED`].
@@ -150,20 +148,19 @@ pub fn mark_properties(schema: &mut Value, names: &[&str]) {
     }
 }
 
-/// One step of a path into a JSON value.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Step {
-    /// The property of that name.
+/// One step into a JSON value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Seg {
     Key(String),
-    /// Every element of an array.
-    Items,
-    /// Every property value of an object (a map's values).
-    Values,
+    Index(usize),
 }
 
-/// Where a schema's sensitive values are in a value it describes: the paths to every
-/// subschema marked `"writeOnly": true`, through properties, array items, map values,
-/// `anyOf`/`oneOf`/`allOf` branches and `$ref`s into `$defs`. Computed once per tool.
+/// Where a schema's sensitive values are in a value it describes: every place the schema marks
+/// `"writeOnly": true`, found by walking the value and the schema together (through
+/// properties, map values, array and tuple items, `anyOf`/`oneOf`/`allOf`, conditionals and
+/// `$ref`s, recursive types to any depth). Fails closed: where a `$ref` cannot be resolved or
+/// the walk grows too large, the whole value there counts as sensitive. Built once per tool;
+/// a schema without `writeOnly` anywhere costs nothing per call.
 ///
 /// ```
 /// use serde_json::json;
@@ -178,30 +175,53 @@ enum Step {
 /// assert!(paths.redact(&mut input));
 /// assert_eq!(input, json!({"user": "ada", "pin": "[redacted]", "cards": [{"number": "[redacted]"}]}));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SensitivePaths {
-    paths: Vec<Vec<Step>>,
+    /// The schema, when something in it is `writeOnly`.
+    schema: Option<Arc<Value>>,
 }
+
+/// Most schema nodes one walk visits before it gives up and hides what it has not looked at.
+const MAX_VISITS: usize = 100_000;
+/// Most `$ref`s and combinators followed without moving into the value.
+const MAX_HOPS: usize = 64;
 
 impl SensitivePaths {
     /// The sensitive places of values that `schema` describes.
     pub fn of_schema(schema: &Value) -> SensitivePaths {
-        let mut walk = Walk {
-            root: schema,
-            refs: Vec::new(),
-            path: Vec::new(),
-            found: Vec::new(),
-        };
-        walk.node(schema, 0);
-        let mut paths = walk.found;
-        paths.sort_by_key(Vec::len);
-        paths.dedup();
-        SensitivePaths { paths }
+        SensitivePaths {
+            schema: marks_anything(schema, 0).then(|| Arc::new(schema.clone())),
+        }
     }
 
     /// Whether nothing is sensitive (most tools): every operation is then free.
     pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
+        self.schema.is_none()
+    }
+
+    /// The places in `value` that hold a sensitive value (`null`s left out), outermost only.
+    fn locate(&self, value: &Value) -> Vec<Vec<Seg>> {
+        let Some(schema) = &self.schema else {
+            return Vec::new();
+        };
+        let mut walk = Walk {
+            root: schema,
+            path: Vec::new(),
+            found: Vec::new(),
+            visits: 0,
+        };
+        walk.node(schema, value, 0);
+        let mut found = walk.found;
+        found.sort();
+        found.dedup();
+        // A place inside another is covered by it.
+        let mut outer: Vec<Vec<Seg>> = Vec::with_capacity(found.len());
+        for path in found {
+            if !outer.iter().any(|o| path.starts_with(o)) {
+                outer.push(path);
+            }
+        }
+        outer
     }
 
     /// Replaces every sensitive value in `value` with [`REDACTED`]; whether any was there.
@@ -218,7 +238,7 @@ impl SensitivePaths {
 
     /// `value` with its sensitive values redacted; borrowed when there are none.
     pub fn redacted<'v>(&self, value: &'v Value) -> Cow<'v, Value> {
-        if self.is_empty() || !self.occurs_in(value) {
+        if !self.occurs_in(value) {
             return Cow::Borrowed(value);
         }
         let mut copy = value.clone();
@@ -228,42 +248,62 @@ impl SensitivePaths {
 
     /// Whether `value` holds a value at a sensitive place (`null` counts as absent).
     pub fn occurs_in(&self, value: &Value) -> bool {
-        self.paths.iter().any(|path| occurs(value, path))
+        !self.is_empty() && !self.locate(value).is_empty()
     }
 
-    /// Calls `visit` on every value at a sensitive place in `value` (`null`s skipped): what
-    /// sealing and unsealing go through.
+    /// Calls `visit` on every value at a sensitive place in `value` (`null`s skipped; a place
+    /// inside another is visited as part of it): what sealing goes through.
     pub fn for_each(&self, value: &mut Value, visit: &mut dyn FnMut(&mut Value)) {
-        for path in &self.paths {
-            visit_path(value, path, visit);
+        for path in self.locate(value) {
+            if let Some(leaf) = get_mut(value, &path) {
+                visit(leaf);
+            }
         }
     }
-}
 
-impl SensitivePaths {
-    /// The sensitive values in `value` as a message may quote them: strings as they are and as
-    /// JSON, other values as JSON. Texts under two characters are left out: they reveal next to
-    /// nothing, and replacing them would garble every message.
+    /// The JSON pointers of the sensitive places in `value`.
+    pub fn pointers_in(&self, value: &Value) -> Vec<String> {
+        self.locate(value)
+            .iter()
+            .map(|path| pointer(path))
+            .collect()
+    }
+
+    /// The sensitive values in `value` as a message may quote them: each value's JSON, and
+    /// every string and number inside it, as it is and as JSON. Texts under two characters
+    /// are left out: they reveal next to nothing, and replacing them would garble every
+    /// message.
     pub fn texts_in(&self, value: &Value) -> Vec<String> {
         let mut texts = Vec::new();
-        if self.is_empty() || !self.occurs_in(value) {
-            return texts;
-        }
-        let mut copy = value.clone();
-        self.for_each(&mut copy, &mut |leaf| {
+        for path in self.locate(value) {
+            let Some(leaf) = get(value, &path) else {
+                continue;
+            };
             if leaf.as_str() == Some(REDACTED) {
-                return;
-            }
-            if let Value::String(text) = leaf {
-                texts.push(text.clone());
+                continue;
             }
             texts.push(leaf.to_string());
-        });
+            scalars(leaf, &mut texts);
+        }
         texts.retain(|text| text.chars().nth(1).is_some());
         // Longest first, so a value is replaced whole before any part of it.
         texts.sort_by_key(|text| std::cmp::Reverse(text.len()));
         texts.dedup();
         texts
+    }
+}
+
+/// Every string (as it is and as JSON) and number under `value`.
+fn scalars(value: &Value, texts: &mut Vec<String>) {
+    match value {
+        Value::String(text) => {
+            texts.push(text.clone());
+            texts.push(value.to_string());
+        }
+        Value::Number(number) => texts.push(number.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| scalars(v, texts)),
+        Value::Object(map) => map.values().for_each(|v| scalars(v, texts)),
+        Value::Bool(_) | Value::Null => {}
     }
 }
 
@@ -278,129 +318,201 @@ pub fn scrub(message: &str, secrets: &[String]) -> String {
     out
 }
 
-fn occurs(value: &Value, path: &[Step]) -> bool {
-    let Some((step, rest)) = path.split_first() else {
-        return !value.is_null();
-    };
-    match (step, value) {
-        (Step::Key(key), Value::Object(map)) => map.get(key).is_some_and(|v| occurs(v, rest)),
-        (Step::Items, Value::Array(items)) => items.iter().any(|v| occurs(v, rest)),
-        (Step::Values, Value::Object(map)) => map.values().any(|v| occurs(v, rest)),
+/// Whether `pointer` is at or inside one of `places` (JSON pointers).
+pub fn is_within(pointer: &str, places: &[String]) -> bool {
+    places.iter().any(|place| {
+        pointer == place
+            || (pointer.starts_with(place.as_str())
+                && pointer.as_bytes().get(place.len()) == Some(&b'/'))
+    })
+}
+
+fn pointer(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        out.push('/');
+        match seg {
+            Seg::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Seg::Index(index) => out.push_str(&index.to_string()),
+        }
+    }
+    out
+}
+
+fn get<'v>(value: &'v Value, path: &[Seg]) -> Option<&'v Value> {
+    path.iter().try_fold(value, |v, seg| match (seg, v) {
+        (Seg::Key(key), Value::Object(map)) => map.get(key),
+        (Seg::Index(index), Value::Array(items)) => items.get(*index),
+        _ => None,
+    })
+}
+
+fn get_mut<'v>(value: &'v mut Value, path: &[Seg]) -> Option<&'v mut Value> {
+    path.iter().try_fold(value, |v, seg| match (seg, v) {
+        (Seg::Key(key), Value::Object(map)) => map.get_mut(key),
+        (Seg::Index(index), Value::Array(items)) => items.get_mut(*index),
+        _ => None,
+    })
+}
+
+/// Whether `schema` says `"writeOnly": true` anywhere (its `$defs` included).
+fn marks_anything(schema: &Value, depth: usize) -> bool {
+    match schema {
+        Value::Object(map) => {
+            map.get("writeOnly") == Some(&Value::Bool(true))
+                || (depth < 256 && map.values().any(|v| marks_anything(v, depth + 1)))
+        }
+        Value::Array(items) => depth < 256 && items.iter().any(|v| marks_anything(v, depth + 1)),
         _ => false,
     }
 }
 
-fn visit_path(value: &mut Value, path: &[Step], visit: &mut dyn FnMut(&mut Value)) {
-    let Some((step, rest)) = path.split_first() else {
-        if !value.is_null() {
-            visit(value);
-        }
-        return;
-    };
-    match (step, value) {
-        (Step::Key(key), Value::Object(map)) => {
-            if let Some(v) = map.get_mut(key) {
-                visit_path(v, rest, visit);
-            }
-        }
-        (Step::Items, Value::Array(items)) => {
-            for v in items {
-                visit_path(v, rest, visit);
-            }
-        }
-        (Step::Values, Value::Object(map)) => {
-            for v in map.values_mut() {
-                visit_path(v, rest, visit);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The walk of [`SensitivePaths::of_schema`].
+/// One walk of a value with its schema ([`SensitivePaths::locate`]).
 struct Walk<'s> {
     root: &'s Value,
-    /// The `$ref`s being followed: a recursive type is followed once per path.
-    refs: Vec<&'s str>,
-    path: Vec<Step>,
-    found: Vec<Vec<Step>>,
+    path: Vec<Seg>,
+    found: Vec<Vec<Seg>>,
+    visits: usize,
 }
 
 impl<'s> Walk<'s> {
-    fn node(&mut self, schema: &'s Value, depth: usize) {
+    /// The value at the current path, described by `schema`; `hops` counts the `$ref`s and
+    /// combinators followed since the walk last moved into the value.
+    fn node(&mut self, schema: &'s Value, value: &Value, hops: usize) {
+        if value.is_null() {
+            return;
+        }
+        self.visits += 1;
+        if self.visits > MAX_VISITS || hops > MAX_HOPS {
+            self.hide();
+            return;
+        }
         let Value::Object(map) = schema else {
             return;
         };
-        if depth > MAX_DEPTH {
-            return;
-        }
         if map.get("writeOnly") == Some(&Value::Bool(true)) {
-            self.found.push(self.path.clone());
+            self.hide();
             return;
         }
         if let Some(Value::String(reference)) = map.get("$ref") {
-            self.reference(reference, depth);
+            match resolve(self.root, reference) {
+                Some(target) => self.node(target, value, hops + 1),
+                None => {
+                    // A schema the walk cannot read may mark anything: hide it all.
+                    self.hide();
+                    return;
+                }
+            }
         }
         for key in ["anyOf", "oneOf", "allOf"] {
             if let Some(Value::Array(branches)) = map.get(key) {
                 for branch in branches {
-                    self.node(branch, depth + 1);
+                    self.node(branch, value, hops + 1);
                 }
             }
         }
         for key in ["then", "else"] {
             if let Some(branch) = map.get(key) {
-                self.node(branch, depth + 1);
+                self.node(branch, value, hops + 1);
             }
         }
-        if let Some(Value::Object(properties)) = map.get("properties") {
-            for (name, property) in properties {
-                self.step(Step::Key(name.clone()), property, depth);
+        if let Some(Value::Object(dependent)) = map.get("dependentSchemas") {
+            for branch in dependent.values() {
+                self.node(branch, value, hops + 1);
             }
         }
-        self.values(map, depth);
-        if let Some(items) = map.get("items") {
-            self.step(Step::Items, items, depth);
+        match value {
+            Value::Object(object) => self.object(map, object),
+            Value::Array(items) => self.array(map, items),
+            _ => {}
         }
-        if let Some(Value::Array(items)) = map.get("prefixItems") {
-            for item in items {
-                self.step(Step::Items, item, depth);
+    }
+
+    fn object(&mut self, schema: &'s Map<String, Value>, object: &Map<String, Value>) {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, item) in object {
+            let declared = properties.and_then(|p| p.get(key));
+            let mut children: Vec<&'s Value> = declared.into_iter().collect();
+            // Patterns are not evaluated: each applies to every key (it can only hide more).
+            if let Some(Value::Object(patterns)) = schema.get("patternProperties") {
+                children.extend(patterns.values());
+            }
+            if declared.is_none() {
+                children.extend(
+                    ["additionalProperties", "unevaluatedProperties"]
+                        .iter()
+                        .filter_map(|k| schema.get(*k)),
+                );
+            }
+            for child in children {
+                self.step(Seg::Key(key.clone()), child, item);
             }
         }
     }
 
-    /// A map's values: `additionalProperties` and `patternProperties`.
-    fn values(&mut self, map: &'s Map<String, Value>, depth: usize) {
-        if let Some(additional) = map.get("additionalProperties") {
-            self.step(Step::Values, additional, depth);
-        }
-        if let Some(Value::Object(patterns)) = map.get("patternProperties") {
-            for pattern in patterns.values() {
-                self.step(Step::Values, pattern, depth);
+    fn array(&mut self, schema: &'s Map<String, Value>, items: &[Value]) {
+        // 2020-12 `prefixItems` + `items`, or draft-07 tuple `items` + `additionalItems`.
+        let (prefix, rest): (&'s [Value], Option<&'s Value>) =
+            match (schema.get("prefixItems"), schema.get("items")) {
+                (Some(Value::Array(prefix)), rest) => (prefix, rest),
+                (None, Some(Value::Array(prefix))) => (prefix, schema.get("additionalItems")),
+                (_, rest) => (&[], rest),
+            };
+        for (index, item) in items.iter().enumerate() {
+            let child = prefix
+                .get(index)
+                .or(rest)
+                .or_else(|| schema.get("unevaluatedItems"));
+            if let Some(child) = child {
+                self.step(Seg::Index(index), child, item);
             }
         }
     }
 
-    fn step(&mut self, step: Step, schema: &'s Value, depth: usize) {
-        self.path.push(step);
-        self.node(schema, depth + 1);
+    fn step(&mut self, seg: Seg, schema: &'s Value, value: &Value) {
+        self.path.push(seg);
+        self.node(schema, value, 0);
         self.path.pop();
     }
 
-    fn reference(&mut self, reference: &'s str, depth: usize) {
-        if self.refs.contains(&reference) {
-            return;
-        }
-        let Some(target) = reference
-            .strip_prefix('#')
-            .and_then(|pointer| self.root.pointer(pointer))
-        else {
-            return;
-        };
-        self.refs.push(reference);
-        self.node(target, depth + 1);
-        self.refs.pop();
+    /// The value at the current path is sensitive.
+    fn hide(&mut self) {
+        self.found.push(self.path.clone());
     }
+}
+
+/// The schema a local `$ref` (`#`, `#/$defs/...`, `#/definitions/...`) points at.
+fn resolve<'s>(root: &'s Value, reference: &str) -> Option<&'s Value> {
+    let pointer = reference.strip_prefix('#')?;
+    let decoded = percent_decode(pointer);
+    root.pointer(&decoded)
+}
+
+/// `%xx` escapes in a `$ref`'s fragment (JSON pointers in URIs may carry them).
+fn percent_decode(text: &str) -> Cow<'_, str> {
+    if !text.contains('%') {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]
@@ -436,13 +548,37 @@ mod tests {
         assert!(paths.occurs_in(&value));
         assert!(paths.redact(&mut value));
         let text = value.to_string();
-        for secret in ["\"a\"", "\"b\"", "\"c\"", "\"d\""] {
+        for secret in ["\"a\"", "\"b\"", "\"c\"", "\"d\"", "\"e\""] {
             assert!(!text.contains(secret), "{secret} left in {text}");
         }
-        // The recursion is followed once: the grandchild's secret is beyond the paths.
-        assert_eq!(value["tree"]["children"][0]["secret"], "e");
+        // Recursive types are followed as deep as the value goes.
+        assert_eq!(value["tree"]["children"][0]["secret"], REDACTED);
         assert_eq!(value["backup"], Value::Null);
         assert!(!paths.redact(&mut value), "redacting twice changes nothing");
+    }
+
+    #[test]
+    fn tuples_unknown_refs_and_wrong_shapes_fail_closed() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "pair": {"type": "array", "items": [{"type": "string"}, {"type": "string", "writeOnly": true}]},
+                "creds": {"type": "object", "writeOnly": true, "properties": {"pw": {"type": "string"}}},
+                "remote": {"$ref": "https://example.com/schema#/Thing"}
+            }
+        });
+        let paths = SensitivePaths::of_schema(&schema);
+        let mut value = json!({"pair": ["a", "s3cret"], "creds": "hunter2", "remote": {"x": 1}});
+        assert_eq!(paths.pointers_in(&value), ["/creds", "/pair/1", "/remote"]);
+        paths.redact(&mut value);
+        assert_eq!(
+            value,
+            json!({"pair": ["a", REDACTED], "creds": REDACTED, "remote": REDACTED})
+        );
+        let texts = paths.texts_in(&json!({"creds": {"pw": "hunter2-nested"}}));
+        assert!(texts.contains(&"hunter2-nested".to_owned()), "{texts:?}");
+        assert!(is_within("/creds/pw", &["/creds".to_owned()]));
+        assert!(!is_within("/credsx", &["/creds".to_owned()]));
     }
 
     #[test]

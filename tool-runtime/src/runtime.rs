@@ -93,19 +93,17 @@ impl Runtime {
         self.engine.toolsets().instructions(audience)
     }
 
-    /// `arguments` (JSON text) of a call of tool `name`, as a host keeps them in its history:
-    /// the values the tool's schema marks sensitive sealed with [`Options::sealing`]
-    /// (`{"$sealed": "..."}`), everything else as it was. A later call with these arguments
-    /// (the model repeating them, or calls run from stored history) has them opened before
-    /// validation; arguments of tools without sensitive input come back unchanged. The model
-    /// loop stores the model's calls this way.
-    pub fn seal_arguments(&self, name: &str, arguments: &str) -> String {
-        crate::sealing::seal_arguments(
-            &self.registry(),
-            &self.engine.options().sealing,
-            name,
-            arguments,
-        )
+    /// `arguments` (JSON text) of a call of tool `name` in session `session`, as a host keeps
+    /// them in its history: the values the tool's schema marks sensitive sealed with
+    /// [`Options::sealing`] (`{"$sealed": "..."}`, bound to the tool and the session),
+    /// everything else as it was; the input of a tool this runtime does not know now (its
+    /// connection down) sealed whole. A later call of the tool in the session with these
+    /// arguments (the model repeating them, or calls run from stored history) has them opened
+    /// before validation. Arguments of tools without sensitive input come back unchanged. The
+    /// model loop stores the model's calls this way.
+    pub fn seal_arguments(&self, session: &str, name: &str, arguments: &str) -> String {
+        let sealing = &self.engine.options().sealing;
+        crate::sealing::seal_arguments(&self.registry(), sealing, session, name, arguments)
     }
 
     /// The store.

@@ -4,8 +4,8 @@
 //! A call that parks (on an approval, a question, a timer), a call recorded as running (so a
 //! crash can be recovered) and a task's calls keep their input in the store. Each sensitive
 //! value in it is stored sealed: encrypted and authenticated with XChaCha20-Poly1305 under a key
-//! the runtime holds ([`Options::sealing`](crate::Options::sealing)), bound to the tool's name,
-//! as `{"$sealed": "v1.<key id>.<nonce and ciphertext, base64url>"}`. Whatever reads a record
+//! the runtime holds ([`Options::sealing`](crate::Options::sealing)), bound to the tool and
+//! the session, as `{"$sealed": "v1.<key id>.<nonce and ciphertext, base64url>"}`. Whatever reads a record
 //! (a person, an export, a console) sees only that; the call, when it runs, gets the value.
 //!
 //! The default key is made when the options are and lives as long as the process: a call
@@ -136,59 +136,75 @@ impl Sealing {
         self.ephemeral
     }
 
-    /// Seals every sensitive value of `input`, a call of `tool`, in place.
-    pub(crate) fn seal(&self, paths: &SensitivePaths, tool: &str, input: &mut Value) {
+    /// Seals every sensitive value of `input`, a call in `scope`, in place.
+    pub(crate) fn seal(&self, paths: &SensitivePaths, scope: SealScope<'_>, input: &mut Value) {
         if paths.is_empty() {
             return;
         }
-        let key = &self.keys[0];
         paths.for_each(input, &mut |leaf| {
-            if is_sealed(leaf) {
-                return;
+            if !is_sealed(leaf) {
+                *leaf = self.sealed(leaf, scope);
             }
-            let mut nonce = [0u8; NONCE_BYTES];
-            getrandom::fill(&mut nonce).expect("the operating system's random source");
-            let plain = serde_json::to_vec(leaf).unwrap_or_default();
-            let payload = Payload {
-                msg: &plain,
-                aad: tool.as_bytes(),
-            };
-            let Ok(sealed) = key.cipher.encrypt(XNonce::from_slice(&nonce), payload) else {
-                return;
-            };
-            let mut bytes = nonce.to_vec();
-            bytes.extend_from_slice(&sealed);
-            let text = format!("{VERSION}.{}.{}", key.id, URL_SAFE_NO_PAD.encode(bytes));
-            *leaf = Value::Object(Map::from_iter([(SEALED.to_owned(), Value::String(text))]));
         });
     }
 
-    /// Opens every sealed value of `input`, a call of `tool`, in place; values stored plainly
-    /// (by a release before sealing) are left as they are. Fails naming the first value it
-    /// cannot open.
+    /// `value` sealed whole, for a call in `scope`.
+    pub(crate) fn sealed(&self, value: &Value, scope: SealScope<'_>) -> Value {
+        let key = &self.keys[0];
+        let mut nonce = [0u8; NONCE_BYTES];
+        getrandom::fill(&mut nonce).expect("the operating system's random source");
+        let plain = serde_json::to_vec(value).unwrap_or_default();
+        let aad = scope.aad(&key.id);
+        let payload = Payload {
+            msg: &plain,
+            aad: aad.as_bytes(),
+        };
+        // Encryption of a buffer in memory does not fail; should it, nothing is kept.
+        let Ok(sealed) = key.cipher.encrypt(XNonce::from_slice(&nonce), payload) else {
+            return Value::String(toolwright_core::sensitive::REDACTED.to_owned());
+        };
+        let mut bytes = nonce.to_vec();
+        bytes.extend_from_slice(&sealed);
+        let text = format!("{VERSION}.{}.{}", key.id, URL_SAFE_NO_PAD.encode(bytes));
+        Value::Object(Map::from_iter([(SEALED.to_owned(), Value::String(text))]))
+    }
+
+    /// Opens the sealed values of `input`, a call in `scope`, in place: wherever they are (the
+    /// tool's schema may have changed since they were sealed), for a tool with sensitive input;
+    /// for any tool, input sealed whole. Values stored plainly (by a release before sealing)
+    /// are left as they are. Fails naming the first value it cannot open.
     pub(crate) fn open(
         &self,
         paths: &SensitivePaths,
-        tool: &str,
+        scope: SealScope<'_>,
         input: &mut Value,
     ) -> Result<(), Unsealable> {
+        if is_sealed(input) {
+            *input = self.open_one(input, scope)?;
+        }
         if paths.is_empty() {
             return Ok(());
         }
-        let mut failed = None;
-        paths.for_each(input, &mut |leaf| {
-            if failed.is_some() || !is_sealed(leaf) {
-                return;
-            }
-            match self.open_one(leaf, tool) {
-                Ok(value) => *leaf = value,
-                Err(reason) => failed = Some(reason),
-            }
-        });
-        failed.map_or(Ok(()), Err)
+        self.open_within(input, scope)
     }
 
-    fn open_one(&self, leaf: &Value, tool: &str) -> Result<Value, Unsealable> {
+    fn open_within(&self, value: &mut Value, scope: SealScope<'_>) -> Result<(), Unsealable> {
+        match value {
+            Value::Object(_) if is_sealed(value) => {
+                *value = self.open_one(value, scope)?;
+                Ok(())
+            }
+            Value::Object(map) => map
+                .values_mut()
+                .try_for_each(|v| self.open_within(v, scope)),
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|v| self.open_within(v, scope)),
+            _ => Ok(()),
+        }
+    }
+
+    fn open_one(&self, leaf: &Value, scope: SealScope<'_>) -> Result<Value, Unsealable> {
         let text = leaf[SEALED].as_str().unwrap_or_default();
         let mut parts = text.splitn(3, '.');
         let (Some(VERSION), Some(id), Some(body)) = (parts.next(), parts.next(), parts.next())
@@ -207,9 +223,10 @@ impl Sealing {
             return Err(Unsealable::Corrupt);
         }
         let (nonce, sealed) = bytes.split_at(NONCE_BYTES);
+        let aad = scope.aad(&key.id);
         let payload = Payload {
             msg: sealed,
-            aad: tool.as_bytes(),
+            aad: aad.as_bytes(),
         };
         let plain = key
             .cipher
@@ -226,34 +243,64 @@ impl Sealing {
 pub(crate) fn seal_arguments(
     registry: &Registry,
     sealing: &Sealing,
+    session: &str,
     name: &str,
     arguments: &str,
 ) -> String {
-    let (tool, inner) = match registry.get(name) {
-        Some(tool) => (Some(tool), false),
-        None if name == "tool_call" => {
-            let named = serde_json::from_str::<Value>(arguments)
-                .ok()
-                .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned));
-            (named.and_then(|n| registry.get(&n)), true)
-        }
-        None => (None, false),
+    let unwrapped = (name == "tool_call")
+        .then(|| serde_json::from_str::<Value>(arguments).ok())
+        .flatten()
+        .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned));
+    let (tool_name, inner) = match &unwrapped {
+        Some(named) => (named.as_str(), true),
+        None => (name, false),
     };
-    let Some(tool) = tool.filter(|t| !t.sensitivity().input.is_empty()) else {
-        return arguments.to_owned();
+    let scope = SealScope {
+        tool: tool_name,
+        session,
     };
     let Ok(mut value) = serde_json::from_str::<Value>(arguments) else {
-        return "{}".to_owned();
+        // Not JSON: the call failed on it. A tool this runtime knows without sensitive input
+        // keeps it as it came; otherwise it is not kept.
+        return match registry.get(tool_name) {
+            Some(tool) if tool.sensitivity().input.is_empty() => arguments.to_owned(),
+            _ => "{}".to_owned(),
+        };
     };
     let target = if inner {
         value.get_mut("input")
     } else {
         Some(&mut value)
     };
-    if let Some(target) = target {
-        sealing.seal(&tool.sensitivity().input, tool.name(), target);
+    let Some(target) = target else {
+        return arguments.to_owned();
+    };
+    match registry.get(tool_name) {
+        Some(tool) if tool.sensitivity().input.is_empty() => return arguments.to_owned(),
+        Some(tool) => sealing.seal(&tool.sensitivity().input, scope, target),
+        // A tool this runtime does not know now (a connection down): which values are
+        // sensitive is unknown, so the input is sealed whole.
+        None => *target = sealing.sealed(target, scope),
     }
     value.to_string()
+}
+
+/// What a sealed value is bound to: it opens only for a call of this tool in this session,
+/// so a value copied from one session's records into another's call does not open.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SealScope<'a> {
+    /// The tool's model-facing name.
+    pub(crate) tool: &'a str,
+    /// The session.
+    pub(crate) session: &'a str,
+}
+
+impl SealScope<'_> {
+    /// The associated data authenticated with the value: the format, the key, the tool, the
+    /// session.
+    fn aad(&self, key_id: &str) -> String {
+        format!("{VERSION}\n{key_id}\n{}\n{}", self.tool, self.session)
+    }
 }
 
 /// Why a sealed value could not be opened.
@@ -273,7 +320,7 @@ impl Unsealable {
                 "`{tool}` did not run: its sensitive input was sealed by another process (key {id}) and this one cannot open it, so it is gone; call the tool again with the input (ask the user for it again if you need to). Operators: give every instance the same `Options::sealing` key to resume such calls anywhere"
             ),
             Unsealable::Corrupt => format!(
-                "`{tool}` did not run: its stored sensitive input does not open (changed or damaged); call the tool again with the input"
+                "`{tool}` did not run: its stored sensitive input does not open here (it was sealed for another tool or session, or changed since); call the tool again with the input"
             ),
         }
     }
@@ -307,33 +354,52 @@ mod tests {
             "cards": {"type": "array", "items": {"type": "string", "writeOnly": true}}}}))
     }
 
+    fn scope<'a>(tool: &'a str, session: &'a str) -> SealScope<'a> {
+        SealScope { tool, session }
+    }
+
     #[test]
-    fn sealed_input_opens_with_the_key_and_the_tool_only() {
+    fn sealed_input_opens_with_the_key_the_tool_and_the_session_only() {
         let sealing = Sealing::new([1; 32]);
         let input = json!({"user": "ada", "pin": 4711, "cards": ["4242 4242"]});
         let mut stored = input.clone();
-        sealing.seal(&paths(), "pay", &mut stored);
+        sealing.seal(&paths(), scope("pay", "s1"), &mut stored);
         let text = stored.to_string();
         assert!(!text.contains("4711") && !text.contains("4242"), "{text}");
         assert_eq!(stored["user"], "ada");
 
         let mut opened = stored.clone();
-        sealing.open(&paths(), "pay", &mut opened).unwrap();
+        sealing
+            .open(&paths(), scope("pay", "s1"), &mut opened)
+            .unwrap();
         assert_eq!(opened, input);
 
         let rotated = Sealing::new([2; 32]).with_previous([1; 32]);
         let mut opened = stored.clone();
-        rotated.open(&paths(), "pay", &mut opened).unwrap();
+        rotated
+            .open(&paths(), scope("pay", "s1"), &mut opened)
+            .unwrap();
         assert_eq!(opened, input);
 
         let mut other_tool = stored.clone();
         assert_eq!(
-            sealing.open(&paths(), "refund", &mut other_tool),
+            sealing.open(&paths(), scope("refund", "s1"), &mut other_tool),
             Err(Unsealable::Corrupt)
         );
+        let mut other_session = stored.clone();
+        assert_eq!(
+            sealing.open(&paths(), scope("pay", "s2"), &mut other_session),
+            Err(Unsealable::Corrupt)
+        );
+        // Opened wherever it is, even where the schema no longer marks it.
+        let mut moved = json!({"user": stored["cards"][0].clone()});
+        sealing
+            .open(&paths(), scope("pay", "s1"), &mut moved)
+            .unwrap();
+        assert_eq!(moved, json!({"user": "4242 4242"}));
         let mut other_key = stored.clone();
         assert!(matches!(
-            Sealing::ephemeral().open(&paths(), "pay", &mut other_key),
+            Sealing::ephemeral().open(&paths(), scope("pay", "s1"), &mut other_key),
             Err(Unsealable::UnknownKey(_))
         ));
     }
@@ -342,7 +408,7 @@ mod tests {
     fn plain_values_from_before_sealing_are_kept() {
         let mut old = json!({"user": "ada", "pin": 4711});
         Sealing::ephemeral()
-            .open(&paths(), "pay", &mut old)
+            .open(&paths(), scope("pay", "s1"), &mut old)
             .unwrap();
         assert_eq!(old["pin"], 4711);
     }

@@ -403,7 +403,7 @@ impl Agent {
             // The model's message with the calls is written with the step's first record: the
             // store never holds calls whose step was not recorded, nor the reverse. Its calls'
             // sensitive values are kept sealed; the step runs with them as the model sent them.
-            crate::conversation::seal_calls(&self.runtime, &mut message);
+            crate::conversation::seal_calls(&self.runtime, turn.session_id(), &mut message);
             let carried = vec![Message::Assistant(message)];
             let reached = ledger.before_calls(&self.budget, calls.len());
             if !reached.is_empty() {

@@ -576,20 +576,9 @@ impl Tool {
     /// Validates `input` against the schema and applies defaults; the error lists every failing
     /// JSON pointer.
     pub fn validate(&self, input: Value) -> Result<Value, InputError> {
-        let paths = &self.sensitive.input;
-        if paths.is_empty() {
-            return self.validator.validate(&self.name, input);
-        }
-        // The validator's messages quote the failing value: a sensitive one is taken out.
-        let secrets = paths.texts_in(&input);
+        // The validator's messages quote the failing value: a sensitive one is left out.
         self.validator
-            .validate(&self.name, input)
-            .map_err(|mut error| {
-                for problem in &mut error.problems {
-                    problem.message = sensitive::scrub(&problem.message, &secrets);
-                }
-                error
-            })
+            .validate_hiding(&self.name, input, &self.sensitive.input)
     }
 
     /// The label shown when a call with `input` starts; falls back to the humanized name when the
@@ -675,31 +664,34 @@ impl Tool {
         let Some(validator) = &self.output_validator else {
             return Ok(());
         };
-        validator.check(&self.name, value).map_err(|error| {
-            let problems: Vec<String> = error
-                .problems
-                .iter()
-                .map(|p| {
+        let hiding = &self.sensitive.output;
+        validator
+            .check_hiding(&self.name, value, hiding)
+            .map_err(|error| {
+                let problems: Vec<String> = error
+                    .problems
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}: {}",
+                            if p.pointer.is_empty() {
+                                "(root)"
+                            } else {
+                                &p.pointer
+                            },
+                            p.message
+                        )
+                    })
+                    .collect();
+                ToolError::with_code(
+                    ErrorCode::InvalidOutput,
                     format!(
-                        "{}: {}",
-                        if p.pointer.is_empty() {
-                            "(root)"
-                        } else {
-                            &p.pointer
-                        },
-                        p.message
-                    )
-                })
-                .collect();
-            ToolError::with_code(
-                ErrorCode::InvalidOutput,
-                format!(
-                    "tool `{}` returned output that does not match its output schema: {}",
-                    self.name,
-                    problems.join("; ")
-                ),
-            )
-        })
+                        "tool `{}` returned output that does not match its output schema: {}",
+                        self.name,
+                        problems.join("; ")
+                    ),
+                )
+            })
     }
 }
 

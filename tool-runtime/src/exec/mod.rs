@@ -117,6 +117,9 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         },
     );
     let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
+    // An error may quote the input (a server echoing it, a custom `Deserialize`): its
+    // sensitive values are taken out of the message.
+    let secrets = tool.sensitivity().input.texts_in(&input);
     // Kept to read what the body's model asks used once it is done.
     let spent = cx.clone();
     // The body holds the call's place; it gives it up, and stops its timeout's clock, while
@@ -170,6 +173,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         )),
         outcome => outcome,
     };
+    let outcome = outcome.map_err(|error| error.scrubbed(&secrets));
     let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome).await;
     result.model_usage = spent.model_usage();
     Executed::Done(result)

@@ -2,7 +2,7 @@
 //! model, the completion label, and its files stored once (see [`crate::attachments`]).
 
 use serde_json::Value;
-use toolwright_core::sensitive::scrub;
+use toolwright_core::sensitive::{SensitivePaths, scrub};
 use toolwright_core::{CallOutput, ContentPart, ModelOutput, Tool, ToolError, names};
 
 use crate::attachments::{self, Origin};
@@ -30,7 +30,7 @@ pub(crate) async fn call_result(
             paths.redact(&mut output.value);
             let mut model = output.for_model();
             if !secrets.is_empty() {
-                scrub_model(&mut model, &secrets);
+                scrub_model(&mut model, paths, &secrets);
             }
             let label = output.complete_label.clone().or_else(|| {
                 tool.label()
@@ -60,15 +60,24 @@ pub(crate) async fn call_result(
     }
 }
 
-/// Takes every text of `secrets` out of what the model sees.
-fn scrub_model(model: &mut ModelOutput, secrets: &[String]) {
+/// Takes the sensitive values out of what the model sees: a JSON view (the structured output
+/// again, as a server without text sends it) redacted by the output's paths, then every text
+/// of `secrets` out of its strings, text parts and text resources.
+fn scrub_model(model: &mut ModelOutput, paths: &SensitivePaths, secrets: &[String]) {
     match model {
         ModelOutput::Text(text) => *text = scrub(text, secrets),
-        ModelOutput::Json(value) => scrub_strings(value, secrets),
+        ModelOutput::Json(value) => {
+            paths.redact(value);
+            scrub_strings(value, secrets);
+        }
         ModelOutput::Content(parts) => {
             for part in parts {
-                if let ContentPart::Text { text } = part {
-                    *text = scrub(text, secrets);
+                match part {
+                    ContentPart::Text { text }
+                    | ContentPart::Resource {
+                        text: Some(text), ..
+                    } => *text = scrub(text, secrets),
+                    _ => {}
                 }
             }
         }

@@ -80,7 +80,14 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
         // A body whose input cannot be opened here runs no cleanup: it never ran in this
         // process, and its call is cancelled all the same.
         sealing
-            .open(&found.sensitivity().input, found.name(), &mut input)
+            .open(
+                &found.sensitivity().input,
+                crate::sealing::SealScope {
+                    tool: found.name(),
+                    session: &turn.session_id,
+                },
+                &mut input,
+            )
             .ok()?;
         let (session, turn) = (&session, &turn);
         Some(async move {

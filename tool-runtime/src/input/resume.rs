@@ -341,12 +341,14 @@ async fn run_approved(
         ));
     }
     let mut input = call.input.clone();
-    if let Err(unsealable) =
-        engine
-            .options()
-            .sealing
-            .open(&tool.sensitivity().input, tool.name(), &mut input)
-    {
+    if let Err(unsealable) = engine.options().sealing.open(
+        &tool.sensitivity().input,
+        crate::sealing::SealScope {
+            tool: tool.name(),
+            session: &session.id,
+        },
+        &mut input,
+    ) {
         return refused(ToolError::with_code(
             ErrorCode::Unavailable,
             unsealable.message(&call.tool),

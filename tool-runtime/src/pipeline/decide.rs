@@ -211,12 +211,14 @@ async fn decide_for_user(
         return ApprovalDecision::Approved;
     };
     let user = scope.turn.current.as_ref();
+    // A response policy reads the input as an approver would: sensitive values redacted.
+    let shown = tool.sensitivity().input.redacted(input);
     let call = ResponseCall::new(
         &info,
         "",
         call_id,
         tool.name(),
-        input,
+        &shown,
         user,
         ResponseDecision::Approve,
         user,

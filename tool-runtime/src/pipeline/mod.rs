@@ -25,7 +25,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::error::quoted_prefix;
-use toolwright_core::{ErrorCode, Tool, ToolError, names};
+use toolwright_core::sensitive::REDACTED;
+use toolwright_core::{ErrorCode, Registry, ToolError, names};
 use tracing::Instrument;
 
 use crate::call::{StepOptions, StepOutcome, ToolCall};
@@ -159,7 +160,8 @@ async fn prepare(engine: &Engine, scope: &StepScope, call: &ToolCall) -> Prepare
         if let Some(change) = crate::remote::definition_change(&tool) {
             return Ok(decide::withheld(scope, call, tool, arguments, change));
         }
-        let input = validate::input(&engine.options().sealing, call, &tool, arguments)?;
+        let sealing = &engine.options().sealing;
+        let input = validate::input(sealing, &scope.session.id, call, &tool, arguments)?;
         if tool.is_ask_question() {
             return Ok(meta::ask_question(scope, call, tool, input));
         }
@@ -188,7 +190,7 @@ fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepar
             ),
             Prepared::Done(result) | Prepared::Provided(result, _) => (
                 result.tool.clone(),
-                raw_arguments(scope.registry.get(&result.tool), &call.arguments),
+                raw_arguments(&scope.registry, &call.name, &call.arguments),
                 names::humanize(&result.tool),
             ),
             Prepared::Meta {
@@ -213,26 +215,36 @@ fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepar
 }
 
 /// The arguments of a call refused before validation, as `action.requested` shows them: as
-/// they came, unless the tool has sensitive input; then parsed and redacted, or, when they do
-/// not parse, left out whole.
-fn raw_arguments(tool: Option<&Tool>, arguments: &str) -> Value {
-    let Some(paths) = tool
-        .map(|t| &t.sensitivity().input)
-        .filter(|p| !p.is_empty())
-    else {
-        return Value::String(arguments.to_owned());
+/// they came for a tool without sensitive input; for one with, parsed and redacted (the input
+/// under `input` for a call through `tool_call`), or left out whole when they do not parse.
+/// A tool this runtime does not know (a connection down, a name the model made up) may have
+/// sensitive input: its arguments are left out.
+fn raw_arguments(registry: &Registry, name: &str, arguments: &str) -> Value {
+    let parsed = serde_json::from_str::<Value>(arguments);
+    let named: Option<String> = match (name, &parsed) {
+        ("tool_call", Ok(value)) => value.get("name").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
     };
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(mut value) => {
-            paths.redact(&mut value);
-            // A deferred tool called through `tool_call` has its input under `input`.
-            if let Some(inner) = value.get_mut("input") {
-                paths.redact(inner);
-            }
-            Value::String(value.to_string())
-        }
-        Err(_) => Value::String(toolwright_core::sensitive::REDACTED.to_owned()),
+    let hidden = || Value::String(REDACTED.to_owned());
+    let Some(tool) = registry.get(named.as_deref().unwrap_or(name)) else {
+        return hidden();
+    };
+    let paths = &tool.sensitivity().input;
+    if paths.is_empty() {
+        return Value::String(arguments.to_owned());
     }
+    let Ok(mut value) = parsed else {
+        return hidden();
+    };
+    match value.get_mut("input") {
+        Some(inner) if named.is_some() => {
+            paths.redact(inner);
+        }
+        _ => {
+            paths.redact(&mut value);
+        }
+    }
+    Value::String(value.to_string())
 }
 
 /// Records the step as running before anything runs, when something runs or waits: a second
@@ -252,7 +264,11 @@ async fn record_running(
         });
     }
     let sealing = &engine.options().sealing;
-    let calls = prepared.iter().map(|p| p.pending_call(sealing)).collect();
+    let session = &scope.session.id;
+    let calls = prepared
+        .iter()
+        .map(|p| p.pending_call(sealing, session))
+        .collect();
     let requests: Vec<InputRequest> = prepared
         .iter()
         .filter_map(|p| match p {

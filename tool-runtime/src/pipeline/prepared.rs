@@ -6,7 +6,7 @@ use serde_json::Value;
 use toolwright_core::{Tool, ToolError};
 
 use crate::record::{CallResult, InputRequest, PendingCall};
-use crate::sealing::Sealing;
+use crate::sealing::{SealScope, Sealing};
 
 /// What the pipeline decided for one call before anything ran.
 pub(crate) enum Prepared {
@@ -48,10 +48,14 @@ pub(super) fn refused(call_id: &str, tool: &str, error: ToolError) -> Box<Prepar
 
 impl Prepared {
     /// The call as the step records it before anything runs, its sensitive input sealed.
-    pub(super) fn pending_call(&self, sealing: &Sealing) -> PendingCall {
+    pub(super) fn pending_call(&self, sealing: &Sealing, session: &str) -> PendingCall {
         let sealed = |tool: &Tool, input: &Value| {
             let mut input = input.clone();
-            sealing.seal(&tool.sensitivity().input, tool.name(), &mut input);
+            let scope = SealScope {
+                tool: tool.name(),
+                session,
+            };
+            sealing.seal(&tool.sensitivity().input, scope, &mut input);
             input
         };
         match self {

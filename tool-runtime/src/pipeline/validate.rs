@@ -6,7 +6,7 @@ use toolwright_core::{ErrorCode, Tool, ToolError};
 
 use super::prepared::{Stage, refused};
 use crate::call::ToolCall;
-use crate::sealing::Sealing;
+use crate::sealing::{SealScope, Sealing};
 
 /// Parses the model's arguments once, strictly: duplicate keys and numbers that cannot be
 /// represented exactly are refused, so validation and execution see the same values.
@@ -17,6 +17,7 @@ pub(super) fn parse_arguments(tool: &str, text: &str) -> Result<Value, ToolError
 /// The input `call` gives `tool`, as its body will see it.
 pub(super) fn input(
     sealing: &Sealing,
+    session: &str,
     call: &ToolCall,
     tool: &Tool,
     mut arguments: Value,
@@ -24,7 +25,14 @@ pub(super) fn input(
     // Arguments from a stored conversation carry their sensitive values sealed (see
     // `Runtime::seal_arguments`): opened here, or the call is refused saying why.
     sealing
-        .open(&tool.sensitivity().input, tool.name(), &mut arguments)
+        .open(
+            &tool.sensitivity().input,
+            SealScope {
+                tool: tool.name(),
+                session,
+            },
+            &mut arguments,
+        )
         .map_err(|unsealable| {
             let error =
                 ToolError::with_code(ErrorCode::Unavailable, unsealable.message(tool.name()));

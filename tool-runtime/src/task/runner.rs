@@ -157,9 +157,14 @@ async fn run_body(
     let mut calls_in = task.calls.clone();
     let sealing = &engine.options().sealing;
     for call in &mut calls_in {
-        if let Err(unsealable) =
-            sealing.open(&tool.sensitivity().input, tool.name(), &mut call.input)
-        {
+        if let Err(unsealable) = sealing.open(
+            &tool.sensitivity().input,
+            crate::sealing::SealScope {
+                tool: tool.name(),
+                session: &task.session_id,
+            },
+            &mut call.input,
+        ) {
             return RunEnd::Broken(ToolError::with_code(
                 ErrorCode::Unavailable,
                 unsealable.message(tool.name()),

@@ -32,10 +32,14 @@ pub(crate) async fn start(
     };
     // The task's record keeps the input until the body has served it: sealed.
     let sensitive = &tool.sensitivity().input;
-    engine
-        .options()
-        .sealing
-        .seal(sensitive, tool.name(), &mut input);
+    engine.options().sealing.seal(
+        sensitive,
+        crate::sealing::SealScope {
+            tool: tool.name(),
+            session: &session.id,
+        },
+        &mut input,
+    );
     if entry == Entry::Serve {
         let target = input.as_object_mut().and_then(|map| map.remove("task_id"));
         if let Some(Value::String(target)) = target {
