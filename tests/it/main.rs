@@ -65,6 +65,8 @@ mod store_upgrade_files;
 #[cfg(feature = "postgres")]
 mod store_upgrade_pg;
 #[cfg(feature = "postgres")]
+mod store_upgrade_pg_v1;
+#[cfg(feature = "postgres")]
 mod store_upgrade_pg_v2;
 #[cfg(feature = "postgres")]
 mod store_upgrade_pg_v4;
@@ -72,4 +74,5 @@ mod store_upgrade_v6;
 mod store_upgrade_v7;
 mod toolset_context;
 mod ui_calls;
+mod upgrade_checks;
 mod versioned_bodies;

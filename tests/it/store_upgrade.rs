@@ -17,6 +17,7 @@ use toolwright::runtime::{InputResponse, Runtime, SessionSpec, SqliteStore};
 use toolwright::{Caller, Registry};
 
 use crate::support::{alice, bob, call, completed, resumed, waiting};
+use crate::upgrade_checks::{grant_asks, grant_covers_nobody};
 
 /// Where the fixture lives, from the crate root.
 const FIXTURE: &str = concat!(
@@ -236,51 +237,16 @@ async fn a_pre_upgrade_grant_stays_with_the_one_requester_who_acted_and_covers_n
             .unwrap(),
     );
     assert_eq!(TOPPED_UP.load(Ordering::SeqCst), topped + 1);
-    let bobs = solo.begin_turn(Some(bob()), Caller::Model).await.unwrap();
-    waiting(
-        bobs.step(vec![call(
-            "c1",
-            "upgrade_top_up",
-            json!({ "cents": 50_000 }),
-        )])
-        .await
-        .unwrap(),
-    );
-    assert_eq!(TOPPED_UP.load(Ordering::SeqCst), topped + 1);
+    grant_asks(
+        &runtime,
+        "upgrade-solo",
+        bob(),
+        "upgrade_top_up",
+        &TOPPED_UP,
+    )
+    .await;
 
     // `upgrade-shared`: alice and bob both acted, and the old grant does not say whose call it
     // was given for: it covers nobody, and each is asked again (once).
-    for who in [alice(), bob()] {
-        assert!(
-            runtime
-                .approvals("upgrade-shared", Some(&who))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        let turn = runtime
-            .session("upgrade-shared")
-            .await
-            .unwrap()
-            .begin_turn(Some(who.clone()), Caller::Model)
-            .await
-            .unwrap();
-        let (_, requests) = waiting(
-            turn.step(vec![call("c1", "upgrade_top_up", json!({ "cents": 100 }))])
-                .await
-                .unwrap(),
-        );
-        assert_eq!(requests[0].requester, Some(who));
-    }
-    assert_eq!(
-        runtime
-            .store()
-            .approvals("upgrade-shared", toolwright::runtime::UNKNOWN_REQUESTER)
-            .await
-            .unwrap()
-            .into_iter()
-            .collect::<Vec<_>>(),
-        ["upgrade_top_up"],
-        "kept, under a requester no call has"
-    );
+    grant_covers_nobody(&runtime, "upgrade-shared", "upgrade_top_up", &TOPPED_UP).await;
 }

@@ -14,19 +14,17 @@
 //!   a question;
 //! - `v6-grant`: a completed turn where alice approved `v6_top_up` (`once`: a remembered grant).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
-use toolwright::prelude::*;
-use toolwright::runtime::{
-    Decision, Event, InputRequest, InputResponse, RequestStatus, RespondOutcome, Runtime,
-    SessionSpec, SqliteStore, StepProgress,
-};
+use toolwright::runtime::{InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore};
 use toolwright::{Caller, Registry};
 
-use crate::support::{alice, bob, call, completed, drain, resumed, waiting};
+use crate::support::{alice, call, resumed, waiting};
+use crate::upgrade_checks::{
+    grant_covers_alice_only, parked_approval_resumes_once, parked_workflow_replays_its_journal,
+    release_tools,
+};
 
 /// Where the fixture lives, from the crate root.
 const FIXTURE: &str = concat!(
@@ -34,61 +32,7 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/store-v6-parked.db"
 );
 
-static UNLOCKED: AtomicUsize = AtomicUsize::new(0);
-static PREPARED: AtomicUsize = AtomicUsize::new(0);
-static SHIPPED: AtomicUsize = AtomicUsize::new(0);
-static TOPPED_UP: AtomicUsize = AtomicUsize::new(0);
-
-#[derive(Deserialize, JsonSchema, ToolInput)]
-struct Code {
-    /// The operator's code.
-    code: String,
-}
-
-/// Unlocks the release (asks every time).
-#[tool(effect = write, approval = always)]
-async fn v6_unlock(args: Code) -> String {
-    UNLOCKED.fetch_add(1, Ordering::SeqCst);
-    format!("unlocked with {}", args.code)
-}
-
-/// Prepares, asks, then ships.
-#[tool(effect = write, workflow = execute)]
-async fn v6_flow(args: Code, ctx: WorkflowContext) -> Result<String, ToolError> {
-    ctx.step("prepare", async {
-        PREPARED.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    })
-    .await?;
-    let go = ctx
-        .ask(
-            AskRequest::new(format!("Ship {}?", args.code))
-                .option(AskOption::new("go", "Ship"))
-                .option(AskOption::new("stop", "Not now")),
-        )
-        .await?;
-    if go.chose("go") {
-        ctx.step("ship", async {
-            SHIPPED.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .await?;
-    }
-    Ok(format!("go: {}", go.chose("go")))
-}
-
-#[derive(Deserialize, JsonSchema, ToolInput)]
-struct TopUp {
-    /// Cents.
-    cents: u64,
-}
-
-/// Tops up the card (asks once per person and session).
-#[tool(effect = money, approval(request = once, prompt = "Top up {cents} cents?"))]
-async fn v6_top_up(args: TopUp) -> u64 {
-    TOPPED_UP.fetch_add(1, Ordering::SeqCst);
-    args.cents
-}
+release_tools!(v6_unlock, v6_flow, v6_top_up);
 
 fn registry() -> Registry {
     Registry::from_tools([v6_unlock::TOOL, v6_flow::TOOL, v6_top_up::TOOL]).unwrap()
@@ -96,7 +40,7 @@ fn registry() -> Registry {
 
 /// Writes the fixture with the toolwright this test is built with. Run it only at the commit
 /// named in `tests/fixtures/README.md` (cd70496, the last release at schema version 6), with this
-/// file, its reading tests left out, added:
+/// file, its reading tests left out, and the tool macro of `upgrade_checks.rs` added:
 /// `cargo test --locked --all-features --test it store_upgrade_v6::write -- --ignored`.
 #[tokio::test]
 #[ignore = "writes tests/fixtures/store-v6-parked.db; see tests/fixtures/README.md"]
@@ -183,140 +127,22 @@ fn upgraded() -> (tempfile::TempDir, Runtime) {
     crate::support::upgraded(FIXTURE, registry())
 }
 
-/// The requests of the parked step of the waiting turn of session `session`.
-async fn parked_requests(runtime: &Runtime, session: &str) -> Vec<InputRequest> {
-    for id in runtime.waiting_turns().await.unwrap() {
-        let turn = runtime.turn(&id).await.unwrap();
-        if turn.session_id() == session {
-            let record = turn.record().await.unwrap();
-            return record.pending.expect("a parked step").requests;
-        }
-    }
-    panic!("no parked turn in `{session}`");
-}
-
 #[tokio::test]
 async fn a_v6_parked_approval_resumes_with_the_answer_kept_beside_its_turn() {
     let (_dir, runtime) = upgraded();
     assert_eq!(runtime.waiting_turns().await.unwrap().len(), 2);
-    let requests = parked_requests(&runtime, "v6-release").await;
-    assert_eq!(requests.len(), 2, "{requests:?}");
-    let by_call = |id: &str| {
-        requests
-            .iter()
-            .find(|r| r.call_id.as_deref() == Some(id))
-            .unwrap()
-            .clone()
-    };
-    let (first, second) = (by_call("c1"), by_call("c2"));
-    assert_eq!(first.tool.as_deref(), Some("v6_unlock"));
-    assert!(
-        matches!(
-            first.status,
-            RequestStatus::Settled {
-                decision: Decision::Approved,
-                ..
-            }
-        ),
-        "the answer recorded beside the turn is read with it: {:?}",
-        first.status
-    );
-    assert!(second.is_pending(), "{:?}", second.status);
-
-    // The last answer resumes the step: both calls run, once each.
-    let unlocked = UNLOCKED.load(Ordering::SeqCst);
-    let answer = InputResponse::approve(&second.request_id, Some(alice()));
-    let results = resumed(runtime.respond(answer.clone()).await.unwrap());
-    let outputs: Vec<_> = results.iter().map(|r| r.output.clone()).collect();
-    assert_eq!(
-        outputs,
-        [json!("unlocked with 7"), json!("unlocked with 8")],
-        "{results:?}"
-    );
-    assert_eq!(UNLOCKED.load(Ordering::SeqCst), unlocked + 2);
-    assert!(matches!(
-        runtime.respond(answer).await.unwrap(),
-        RespondOutcome::Dropped
-    ));
-    assert_eq!(UNLOCKED.load(Ordering::SeqCst), unlocked + 2);
-    assert_eq!(runtime.waiting_turns().await.unwrap().len(), 1);
+    let outputs = [json!("unlocked with 7"), json!("unlocked with 8")];
+    parked_approval_resumes_once(&runtime, &TOOLS, "v6-release", &outputs).await;
 }
 
 #[tokio::test]
 async fn a_v6_parked_workflow_replays_its_journal_and_runs_its_next_step_once() {
     let (_dir, runtime) = upgraded();
-    let mut events = runtime.subscribe();
-    let requests = parked_requests(&runtime, "v6-flow").await;
-    assert_eq!(requests.len(), 1, "{requests:?}");
-    let (prepared, shipped) = (
-        PREPARED.load(Ordering::SeqCst),
-        SHIPPED.load(Ordering::SeqCst),
-    );
-    let answer = InputResponse::choose(&requests[0].request_id, Some(alice()), "go");
-    let results = resumed(runtime.respond(answer).await.unwrap());
-    assert!(!results[0].is_error, "{results:?}");
-    assert_eq!(results[0].output, json!("go: true"));
-    assert_eq!(
-        PREPARED.load(Ordering::SeqCst),
-        prepared,
-        "the step journaled before the upgrade is replayed, not run"
-    );
-    assert_eq!(SHIPPED.load(Ordering::SeqCst), shipped + 1);
-    let replayed: Vec<String> = drain(&mut events)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::ActionStep {
-                step,
-                progress: StepProgress::Replayed,
-                ..
-            } => Some(step),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(replayed, ["prepare"]);
-    let run_id = format!("{}/c1", requests[0].turn_id);
-    let journal = runtime.store().journal(&run_id).await.unwrap();
-    let names: Vec<&str> = journal.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names.first(), Some(&"prepare"), "{names:?}");
-    assert_eq!(names.last(), Some(&"ship"), "{names:?}");
+    parked_workflow_replays_its_journal(&runtime, &TOOLS, "v6-flow").await;
 }
 
 #[tokio::test]
 async fn a_v6_grant_still_covers_alice_and_nobody_else() {
     let (_dir, runtime) = upgraded();
-    assert_eq!(
-        runtime
-            .approvals("v6-grant", Some(&alice()))
-            .await
-            .unwrap()
-            .into_iter()
-            .collect::<Vec<_>>(),
-        ["v6_top_up"]
-    );
-    let session = runtime.session("v6-grant").await.unwrap();
-    let topped = TOPPED_UP.load(Ordering::SeqCst);
-    let turn = session
-        .begin_turn(Some(alice()), Caller::Model)
-        .await
-        .unwrap();
-    let results = completed(
-        turn.step(vec![call("c9", "v6_top_up", json!({ "cents": 100 }))])
-            .await
-            .unwrap(),
-    );
-    assert_eq!(results[0].output, json!(100));
-    assert_eq!(TOPPED_UP.load(Ordering::SeqCst), topped + 1);
-    turn.complete().await.unwrap();
-
-    let bobs = session
-        .begin_turn(Some(bob()), Caller::Model)
-        .await
-        .unwrap();
-    let (_, requests) = waiting(
-        bobs.step(vec![call("c1", "v6_top_up", json!({ "cents": 100 }))])
-            .await
-            .unwrap(),
-    );
-    assert_eq!(requests[0].requester, Some(bob()));
-    assert_eq!(TOPPED_UP.load(Ordering::SeqCst), topped + 1);
+    grant_covers_alice_only(&runtime, &TOOLS, "v6-grant").await;
 }

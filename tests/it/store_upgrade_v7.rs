@@ -22,6 +22,7 @@ use toolwright::runtime::{
 use toolwright::{Caller, Registry};
 
 use crate::support::{alice, call, drain, resumed, waiting};
+use crate::upgrade_checks::parked_step;
 
 /// Where the fixture lives, from the crate root.
 const FIXTURE: &str = concat!(
@@ -181,19 +182,12 @@ fn upgraded() -> (tempfile::TempDir, Runtime) {
 
 /// The pending request of the parked turn of `session`.
 async fn parked_request(runtime: &Runtime, session: &str) -> InputRequest {
-    for id in runtime.waiting_turns().await.unwrap() {
-        let turn = runtime.turn(&id).await.unwrap();
-        if turn.session_id() == session {
-            let record = turn.record().await.unwrap();
-            let step = record.pending.expect("a parked step");
-            assert_eq!(
-                step.input, None,
-                "steps recorded before the upgrade carry no input"
-            );
-            return step.requests.into_iter().find(|r| r.is_pending()).unwrap();
-        }
-    }
-    panic!("no parked turn in `{session}`");
+    let step = parked_step(runtime, session).await;
+    assert_eq!(
+        step.input, None,
+        "steps recorded before the upgrade carry no input"
+    );
+    step.requests.into_iter().find(|r| r.is_pending()).unwrap()
 }
 
 #[tokio::test]
