@@ -74,6 +74,12 @@ fn tool_impl(
 
 /// Implements `ToolInput` for an argument struct with named fields; refuses other shapes at
 /// compile time. Use beside `Deserialize` and `JsonSchema`.
+///
+/// Attributes: `#[toolwright(crate = path)]` on the struct names the facade when it is
+/// re-exported under another path; `#[toolwright(sensitive)]` on a field keeps its value out of
+/// records, events, approval prompts and logs while the tool still receives it (not on a
+/// skipped, flattened or aliased field: rule C26; a label or prompt template cannot show it:
+/// rule C25).
 #[proc_macro_derive(ToolInput, attributes(toolwright))]
 pub fn derive_tool_input(item: TokenStream) -> TokenStream {
     match syn::parse::<syn::DeriveInput>(item) {
