@@ -96,6 +96,21 @@ async fn hidden_login(args: LoginArgs) -> LoggedIn {
     record(&args)
 }
 
+/// Logs a user in; a person's approval is remembered for the same input.
+#[tool(effect = write, approval = once, approval_key = input)]
+async fn remembered_login(args: LoginArgs) -> LoggedIn {
+    record(&args)
+}
+
+/// Fails, quoting its input as a careless tool would.
+#[tool(effect = read)]
+async fn careless_login(args: LoginArgs) -> Result<LoggedIn, ToolError> {
+    Err(ToolError::new(format!(
+        "no account `{}` with password `{}`",
+        args.user, args.password
+    )))
+}
+
 /// Logs a user in when the `auto` decider clears it.
 #[tool(effect = write, approval = auto)]
 async fn judged_login(args: LoginArgs) -> LoggedIn {
@@ -419,6 +434,62 @@ async fn refused_calls_quote_no_sensitive_value_whatever_their_shape() {
         assert_no_leak("an event", &serde_json::to_string(&event).unwrap());
     }
     assert!(seen_with("fay:").is_empty());
+}
+
+#[tokio::test]
+async fn an_error_quoting_the_input_reaches_nobody_with_its_sensitive_values() {
+    let rt = builder([careless_login::TOOL]).build().unwrap();
+    let mut events = rt.subscribe();
+    let turn = turn_in(&rt, "s-careless", Some(alice())).await;
+    let results = completed(
+        turn.step(vec![call("c1", "careless_login", input("gus"))])
+            .await
+            .unwrap(),
+    );
+    let message = results[0].model.to_text();
+    assert_eq!(
+        message,
+        format!("no account `gus` with password `{REDACTED}`")
+    );
+    for event in drain(&mut events) {
+        assert_no_leak("an event", &serde_json::to_string(&event).unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_remembered_approval_is_keyed_by_what_the_approver_saw() {
+    let rt = builder([remembered_login::TOOL]).build().unwrap();
+    let turn = turn_in(&rt, "s-once", Some(alice())).await;
+    let (_, requests) = waiting(
+        turn.step(vec![call("c1", "remembered_login", input("hal"))])
+            .await
+            .unwrap(),
+    );
+    let key = requests[0].approval_key.clone().expect("a once key");
+    resumed(
+        rt.respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(alice()),
+        ))
+        .await
+        .unwrap(),
+    );
+    // Another password, the same input as the approver saw it: the grant covers it.
+    let mut other = input("hal");
+    other["password"] = json!("another-password-of-twenty-chars");
+    let results = completed(
+        turn.step(vec![call("c2", "remembered_login", other)])
+            .await
+            .unwrap(),
+    );
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(seen_with("hal:").len(), 2);
+    // The key is the digest of the redacted input, not of the secret.
+    let registry = rt.registry();
+    let tool = registry.get("remembered_login").unwrap();
+    let mut redacted = input("hal");
+    tool.sensitivity().input.redact(&mut redacted);
+    assert_eq!(tool.approval_key(&redacted).unwrap(), key);
 }
 
 /// A decider that clears everything and remembers what it was shown.

@@ -238,11 +238,16 @@ impl SensitivePaths {
 
     /// `value` with its sensitive values redacted; borrowed when there are none.
     pub fn redacted<'v>(&self, value: &'v Value) -> Cow<'v, Value> {
-        if !self.occurs_in(value) {
+        let places = self.locate(value);
+        if places.is_empty() {
             return Cow::Borrowed(value);
         }
         let mut copy = value.clone();
-        self.redact(&mut copy);
+        for path in places {
+            if let Some(leaf) = get_mut(&mut copy, &path) {
+                *leaf = Value::String(REDACTED.to_owned());
+            }
+        }
         Cow::Owned(copy)
     }
 

@@ -236,10 +236,52 @@ impl Sealing {
     }
 }
 
+/// A model's call as read before routing: the tool it names (the one a `tool_call` wraps)
+/// and its arguments, parsed when they are JSON. What `Runtime::seal_arguments` and the
+/// `action.requested` event of a refused call both need.
+pub(crate) struct CalledTool {
+    /// The tool's name.
+    pub(crate) name: String,
+    arguments: Option<Value>,
+    wrapped: bool,
+}
+
+impl CalledTool {
+    pub(crate) fn parse(name: &str, arguments: &str) -> CalledTool {
+        let arguments = serde_json::from_str::<Value>(arguments).ok();
+        let wrapped = name == "tool_call";
+        let named = wrapped
+            .then(|| arguments.as_ref()?.get("name")?.as_str())
+            .flatten();
+        CalledTool {
+            name: named.unwrap_or(name).to_owned(),
+            wrapped: named.is_some(),
+            arguments,
+        }
+    }
+
+    /// The tool's input in the arguments (under `input` for a `tool_call`); `None` when the
+    /// arguments are not JSON or a `tool_call` carries no input.
+    pub(crate) fn input_mut(&mut self) -> Option<&mut Value> {
+        let arguments = self.arguments.as_mut()?;
+        if self.wrapped {
+            arguments.get_mut("input")
+        } else {
+            Some(arguments)
+        }
+    }
+
+    /// The arguments as JSON text again.
+    pub(crate) fn text(&self) -> String {
+        self.arguments
+            .as_ref()
+            .map_or_else(String::new, Value::to_string)
+    }
+}
+
 /// What [`Runtime::seal_arguments`](crate::Runtime::seal_arguments) returns: `arguments` of
-/// tool `name` with their sensitive values sealed. A deferred tool's call through `tool_call`
-/// has its input under `input`; arguments that do not parse, of a tool with sensitive input,
-/// are left out whole (the call failed on them anyway).
+/// tool `name` with their sensitive values sealed. Arguments of a tool with sensitive input (or
+/// of a tool this runtime does not know) that hold no input it can read are not kept.
 pub(crate) fn seal_arguments(
     registry: &Registry,
     sealing: &Sealing,
@@ -247,42 +289,26 @@ pub(crate) fn seal_arguments(
     name: &str,
     arguments: &str,
 ) -> String {
-    let unwrapped = (name == "tool_call")
-        .then(|| serde_json::from_str::<Value>(arguments).ok())
-        .flatten()
-        .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned));
-    let (tool_name, inner) = match &unwrapped {
-        Some(named) => (named.as_str(), true),
-        None => (name, false),
-    };
+    let mut called = CalledTool::parse(name, arguments);
+    let tool = registry.get(&called.name);
+    if tool.is_some_and(|t| t.sensitivity().input.is_empty()) {
+        return arguments.to_owned();
+    }
+    let tool_name = called.name.clone();
     let scope = SealScope {
-        tool: tool_name,
+        tool: &tool_name,
         session,
     };
-    let Ok(mut value) = serde_json::from_str::<Value>(arguments) else {
-        // Not JSON: the call failed on it. A tool this runtime knows without sensitive input
-        // keeps it as it came; otherwise it is not kept.
-        return match registry.get(tool_name) {
-            Some(tool) if tool.sensitivity().input.is_empty() => arguments.to_owned(),
-            _ => "{}".to_owned(),
-        };
+    let Some(input) = called.input_mut() else {
+        return "{}".to_owned();
     };
-    let target = if inner {
-        value.get_mut("input")
-    } else {
-        Some(&mut value)
-    };
-    let Some(target) = target else {
-        return arguments.to_owned();
-    };
-    match registry.get(tool_name) {
-        Some(tool) if tool.sensitivity().input.is_empty() => return arguments.to_owned(),
-        Some(tool) => sealing.seal(&tool.sensitivity().input, scope, target),
+    match tool {
+        Some(tool) => sealing.seal(&tool.sensitivity().input, scope, input),
         // A tool this runtime does not know now (a connection down): which values are
         // sensitive is unknown, so the input is sealed whole.
-        None => *target = sealing.sealed(target, scope),
+        None => *input = sealing.sealed(input, scope),
     }
-    value.to_string()
+    called.text()
 }
 
 /// What a sealed value is bound to: it opens only for a call of this tool in this session,

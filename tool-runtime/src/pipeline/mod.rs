@@ -35,6 +35,7 @@ use crate::engine::work::TrackedTurn;
 use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::record::{CallResult, InputRequest, StepInput, TurnRecord, TurnStatus};
+use crate::sealing::CalledTool;
 use crate::store::Claim;
 use close::Claimed;
 use prepared::Prepared;
@@ -220,31 +221,20 @@ fn announce_calls(engine: &Engine, scope: &StepScope, calls: &[ToolCall], prepar
 /// A tool this runtime does not know (a connection down, a name the model made up) may have
 /// sensitive input: its arguments are left out.
 fn raw_arguments(registry: &Registry, name: &str, arguments: &str) -> Value {
-    let parsed = serde_json::from_str::<Value>(arguments);
-    let named: Option<String> = match (name, &parsed) {
-        ("tool_call", Ok(value)) => value.get("name").and_then(Value::as_str).map(str::to_owned),
-        _ => None,
-    };
     let hidden = || Value::String(REDACTED.to_owned());
-    let Some(tool) = registry.get(named.as_deref().unwrap_or(name)) else {
+    let mut called = CalledTool::parse(name, arguments);
+    let Some(tool) = registry.get(&called.name) else {
         return hidden();
     };
     let paths = &tool.sensitivity().input;
     if paths.is_empty() {
         return Value::String(arguments.to_owned());
     }
-    let Ok(mut value) = parsed else {
+    let Some(input) = called.input_mut() else {
         return hidden();
     };
-    match value.get_mut("input") {
-        Some(inner) if named.is_some() => {
-            paths.redact(inner);
-        }
-        _ => {
-            paths.redact(&mut value);
-        }
-    }
-    Value::String(value.to_string())
+    paths.redact(input);
+    Value::String(called.text())
 }
 
 /// Records the step as running before anything runs, when something runs or waits: a second
