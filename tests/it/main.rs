@@ -60,6 +60,7 @@ mod sensitive;
 mod serve_revisions;
 mod session_delete;
 mod session_state;
+mod step_cost;
 mod store_upgrade;
 mod store_upgrade_files;
 #[cfg(feature = "postgres")]

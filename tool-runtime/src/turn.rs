@@ -145,9 +145,14 @@ impl Turn {
         let turn = self.clone();
         // The step's spans stay inside the caller's (a model loop's run).
         let step = async move {
-            let outcome =
-                crate::pipeline::run_step(&turn.engine, &turn.id, &turn.token, calls, options)
-                    .await;
+            let outcome = crate::pipeline::run_step(
+                &turn.engine,
+                (&turn.id, &turn.session_id),
+                &turn.token,
+                calls,
+                options,
+            )
+            .await;
             if let Ok(StepOutcome::Waiting { requests, .. }) = &outcome {
                 crate::input::settle::recheck(&turn.engine, requests);
             }

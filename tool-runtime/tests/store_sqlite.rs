@@ -231,6 +231,65 @@ async fn two_stores_on_one_file_race_without_lost_updates() {
     }
 }
 
+/// A store in memory runs its operations on the calling task while the connection is free and
+/// on the blocking pool while another holds it: tasks on two threads racing on one record
+/// still get exactly one winner per version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_racing_on_a_store_in_memory_lose_no_update() {
+    const TASKS: u32 = 16;
+    const ROUNDS: u32 = 5;
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    store
+        .put_turn(&turn("t", TurnStatus::Running, &[]), None)
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|n| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let mut won = Vec::new();
+                let mut conflicts = 0_u32;
+                for _ in 0..ROUNDS {
+                    loop {
+                        let (mut record, version) = store.turn("t").await.unwrap().unwrap();
+                        record.steps += 1;
+                        // Another task reads the same version meanwhile.
+                        tokio::task::yield_now().await;
+                        match store.put_turn(&record, Some(version)).await {
+                            Ok(next) => {
+                                won.push(next);
+                                break;
+                            }
+                            Err(StoreError::Conflict(_)) => conflicts += 1,
+                            Err(error) => panic!("task {n}: {error}"),
+                        }
+                    }
+                }
+                (won, conflicts)
+            })
+        })
+        .collect();
+    let mut won = Vec::new();
+    let mut conflicts = 0;
+    for task in tasks {
+        let (task_won, task_conflicts) = task.await.unwrap();
+        won.extend(task_won);
+        conflicts += task_conflicts;
+    }
+    won.sort_unstable();
+    let every: Vec<u64> = (2..=u64::from(TASKS * ROUNDS) + 1).collect();
+    assert_eq!(won, every, "each version must have exactly one winner");
+    assert!(
+        conflicts > 0,
+        "the tasks never raced; the test proves nothing"
+    );
+    let (record, version) = store.turn("t").await.unwrap().unwrap();
+    assert_eq!(
+        (record.steps, version),
+        (TASKS * ROUNDS, u64::from(TASKS * ROUNDS) + 1)
+    );
+}
+
 #[test]
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();

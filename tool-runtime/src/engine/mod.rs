@@ -254,6 +254,14 @@ impl Engine {
         let _ = self.events.send(event);
     }
 
+    /// Emits the event `event` makes, made only when somebody listens (an event that clones a
+    /// result costs nothing without subscribers).
+    pub(crate) fn emit_with(&self, event: impl FnOnce() -> Event) {
+        if self.has_subscribers() {
+            self.emit(event());
+        }
+    }
+
     /// Announces that `requests` of turn `turn_id` were resolved with `outcome`.
     pub(crate) fn emit_resolved(
         &self,

@@ -74,7 +74,7 @@ fn collect(
             _ => continue,
         };
         scope.turn.note_taint(&result.tool, invoked);
-        engine.emit(Event::ActionResult {
+        engine.emit_with(|| Event::ActionResult {
             session_id: scope.session.id.clone(),
             turn_id: scope.turn.id.clone(),
             result: result.clone(),
@@ -106,16 +106,21 @@ async fn park(
         .as_ref()
         .map(|step| step.requests.clone())
         .unwrap_or_default();
-    let write = engine.store().write_turn(
+    // A step recorded nothing before its calls ran when they were all reads: this write is
+    // its first, and appends the conversation's messages.
+    let appended = scope.appended();
+    let write = engine.store().write_turn_appending(
         &scope.turn,
         Some(claimed.version),
         keeping(claimed.lease.as_ref()),
+        appended,
     );
     match write.await {
-        Ok(_) => {}
+        Ok(_) => scope.conversation = None,
         // Cancelled while the ready calls ran: `cancel` closed the turn, and the requests,
         // never announced, will not be; the calls that waited on them are cancelled.
         Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &scope.turn.id).await? => {
+            keep_messages(engine, &scope.turn, scope.appended()).await?;
             return Ok(StepOutcome::Completed {
                 results: cancelled_results(prepared, &parked, results),
                 ends_turn: false,
@@ -274,6 +279,7 @@ pub(crate) async fn finish(
         Ok(_) => {}
         // Cancelled while the calls ran: `cancel` closed the turn; report what the calls did.
         Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &turn.id).await? => {
+            keep_messages(engine, turn, appended).await?;
             return Ok(StepOutcome::Completed {
                 results,
                 ends_turn: false,
@@ -322,6 +328,31 @@ async fn steered(
     };
     let waiting = crate::steering::close(engine.store().as_ref(), turn_id, delivered).await?;
     Ok(!waiting.is_empty())
+}
+
+/// Appends the conversation's messages a step's first write would have appended, when that
+/// write lost to a cancel: the model's message that made the calls stays in the conversation,
+/// before the results the host appends next, as when the step was recorded running first.
+async fn keep_messages(
+    engine: &Engine,
+    turn: &TurnRecord,
+    appended: Appended<'_>,
+) -> Result<(), RuntimeError> {
+    if appended.messages.is_empty() {
+        return Ok(());
+    }
+    let store = engine.store();
+    let append = store.append_conversation(
+        &turn.session_id,
+        &turn.id,
+        appended.first,
+        appended.messages,
+    );
+    match append.await {
+        // Appended already (by a write that won after all): nothing is lost.
+        Ok(()) | Err(StoreError::Conflict(_)) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// After a write lost to a concurrent writer: whether that writer cancelled turn `turn_id`.

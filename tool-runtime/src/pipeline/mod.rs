@@ -46,15 +46,18 @@ use scope::StepScope;
 /// Calls that need a person park the turn in the store; calls that may run, run now.
 pub(crate) async fn run_step(
     engine: &Arc<Engine>,
-    turn_id: &str,
+    (turn_id, session_id): (&str, &str),
     token: &CancellationToken,
     calls: Vec<ToolCall>,
     options: StepOptions,
 ) -> Result<StepOutcome, RuntimeError> {
-    let (turn, version) = engine.turn(turn_id).await?;
+    // Both at once: the store's round trips overlap.
+    let (turn, session) = tokio::join!(engine.turn(turn_id), engine.session(session_id));
+    let (turn, version) = turn?;
     takes_steps(&turn)?;
+    let (session, _) = session?;
     let running = engine.work().track_turn(turn_id, token);
-    let mut scope = StepScope::load(engine, turn, token).await?;
+    let mut scope = StepScope::load(engine, turn, session, token).await?;
     scope.model = options.model;
     scope.input = match (options.messages, &options.conversation) {
         (Some(messages), _) => Some(StepInput::Messages(messages)),
@@ -237,9 +240,14 @@ fn raw_arguments(registry: &Registry, name: &str, arguments: &str) -> Value {
     Value::String(called.text())
 }
 
-/// Records the step as running before anything runs, when something runs or waits: a second
-/// handle cannot step the turn meanwhile, and after a crash `recover` re-runs durable calls
-/// from their journals and settles the others as "result unknown" (never run twice).
+/// Records the step as running before anything runs, when a call that runs needs it (see
+/// [`Prepared::needs_record`]): a second handle cannot step the turn meanwhile, and after a
+/// crash `recover` re-runs durable calls from their journals and settles the others, the
+/// step's `read` calls with them, as "result unknown" (never run twice). A step of `read`
+/// calls (and calls that wait for a person) records nothing before its calls run: its one
+/// write closes or parks it, fenced by the turn's version, so a crash leaves the turn as it
+/// was and the step can run again, and a second handle's step that lost the race fails its
+/// write (a cancel that won it closes the step as cancelled, as for any step).
 async fn record_running(
     engine: &Engine,
     scope: &mut StepScope,
@@ -269,6 +277,12 @@ async fn record_running(
     // `running` while the ready calls run: the requests are not announced yet, so no answer
     // can arrive before the step is parked.
     scope.turn.begin_step(calls, requests, scope.input.clone());
+    if !prepared.iter().any(Prepared::needs_record) {
+        return Ok(Claimed {
+            version,
+            lease: None,
+        });
+    }
     let written = engine
         .store()
         .write_turn_appending(

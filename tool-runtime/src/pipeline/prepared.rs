@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolwright_core::{Tool, ToolError};
+use toolwright_core::{Effect, Tool, ToolError, ToolKind};
 
 use crate::record::{CallResult, InputRequest, PendingCall};
 use crate::sealing::{SealScope, Sealing};
@@ -87,6 +87,21 @@ impl Prepared {
     /// Whether the call waits for a person.
     pub(super) fn asks(&self) -> bool {
         matches!(self, Prepared::Ask { .. })
+    }
+
+    /// Whether the step must be recorded as running before this call runs: every call that
+    /// runs, except a plain `read` call, which a crash may cut and the host run again (the spec
+    /// allows re-running reads). A durable or workflow call runs from a journal kept under the
+    /// step's claim; a meta-tool may cancel a task. A call that waits for a person is recorded
+    /// by the write that parks the step, before its request is announced.
+    pub(super) fn needs_record(&self) -> bool {
+        match self {
+            Prepared::Run { tool, .. } => {
+                tool.effect() != Effect::Read || tool.kind() != ToolKind::Plain
+            }
+            Prepared::Meta { .. } => true,
+            Prepared::Done(_) | Prepared::Provided(..) | Prepared::Ask { .. } => false,
+        }
     }
 
     /// Whether something runs for the call in this step (or waits to).

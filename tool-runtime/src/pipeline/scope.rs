@@ -69,14 +69,14 @@ impl toolwright_core::CancelSignal for TokenSignal {
 }
 
 impl StepScope {
-    /// The scope of a step of `turn`: its session, the approvals (only when some policy reads
+    /// The scope of a step of `turn` in `session`: the approvals (only when some policy reads
     /// them), the tools now and the conditional tools' state, announced to the model once.
     pub(crate) async fn load(
         engine: &Engine,
         turn: TurnRecord,
+        session: SessionRecord,
         token: &CancellationToken,
     ) -> Result<StepScope, RuntimeError> {
-        let (session, _) = engine.session(&turn.session_id).await?;
         let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
         let audience = Audience::of(turn.caller);
         let registry = engine.registry();

@@ -38,8 +38,21 @@ pub(super) fn input(
                 ToolError::with_code(ErrorCode::Unavailable, unsealable.message(tool.name()));
             refused(&call.call_id, tool.name(), error)
         })?;
-    // Strict-mode providers send `null` for optional fields they were told are nullable.
-    toolwright_core::export::strip_strict_nulls(tool.input_schema(), &mut arguments);
+    // Strict-mode providers send `null` for optional fields they were told are nullable
+    // (input without any `null` has nothing to strip: the schema is not walked).
+    if holds_null(&arguments) {
+        toolwright_core::export::strip_strict_nulls(tool.input_schema(), &mut arguments);
+    }
     tool.validate(arguments)
         .map_err(|error| refused(&call.call_id, tool.name(), error.into_tool_error()))
+}
+
+/// Whether `value` is or holds a `null` at any depth.
+fn holds_null(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.iter().any(holds_null),
+        Value::Object(object) => object.values().any(holds_null),
+        _ => false,
+    }
 }

@@ -6,11 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::rows::{
@@ -40,6 +43,9 @@ use schema::{migrate, schema_version};
 /// file's write lock before it gives up. Writes are short, so reaching it means a stuck writer.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The place [`SqliteStore::in_memory`] shows in errors.
+const MEMORY: &str = ":memory:";
+
 /// The embedded store: one SQLite file in WAL mode, every commit synced to disk.
 ///
 /// Several processes may open the same file: versioned writes take the file's write lock, so
@@ -48,9 +54,12 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// `waiting_turns` lists waiting turns least recently written first.
 ///
-/// Every operation runs on tokio's blocking pool, so its future must be polled inside a tokio
-/// runtime. Dropping the future does not cancel a write already handed to the pool; the
-/// versions tell a later reader whether it landed.
+/// Every operation on a file runs on tokio's blocking pool, so its future must be polled inside
+/// a tokio runtime; a store in memory, which waits for no disk, runs them on the calling task
+/// (on the pool only while another operation holds the connection). Dropping the future does
+/// not cancel a write already handed to the pool; the versions tell a later reader whether it
+/// landed. Clones share the connection (and the count
+/// of [`SqliteStore::commits`]).
 ///
 /// ```no_run
 /// use toolwright_runtime::{SessionRecord, SqliteStore, Store};
@@ -63,8 +72,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// # Ok(())
 /// # }
 /// ```
+#[derive(Clone)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Write transactions committed since the store opened (SQLite's commit hook).
+    commits: Arc<AtomicU64>,
+    /// A store in memory ([`SqliteStore::in_memory`]): its operations wait for no disk.
+    in_memory: bool,
     /// The file, as shown in errors (`:memory:` for [`SqliteStore::in_memory`]).
     place: Arc<str>,
 }
@@ -106,17 +120,17 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(|e| fail("cannot enable synchronous commits", e))?;
         migrate(&mut conn, &place)?;
-        Ok(SqliteStore::from_connection(conn, place))
+        SqliteStore::from_connection(conn, place)
     }
 
     /// A private store in memory, gone when dropped (at the latest when the process exits): for
     /// tests and demos. [`SqliteStore::open`] keeps a file.
     pub fn in_memory() -> Result<SqliteStore, StoreError> {
-        let place = ":memory:".to_owned();
+        let place = MEMORY.to_owned();
         let mut conn = Connection::open_in_memory()
             .map_err(|e| backend(&place, "cannot open a memory database", &e))?;
         migrate(&mut conn, &place)?;
-        Ok(SqliteStore::from_connection(conn, place))
+        SqliteStore::from_connection(conn, place)
     }
 
     /// Gives the space of deleted rows back to the file system: `VACUUM` (which rewrites the
@@ -133,15 +147,39 @@ impl SqliteStore {
         .await
     }
 
-    fn from_connection(conn: Connection, place: String) -> SqliteStore {
-        SqliteStore {
+    /// How many write transactions this store committed since it opened (reads commit
+    /// nothing). On a file each is a synced commit, the unit a workload's durability costs:
+    /// for metrics, and for tests that count what an operation writes.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    fn from_connection(mut conn: Connection, place: String) -> Result<SqliteStore, StoreError> {
+        // The query planner stability guarantee: a statement's plan does not depend on the
+        // values bound to it. Without it, SQLite (built with STAT4) re-prepares some cached
+        // statements at every new binding (the turn's answers, read with every turn): parsing
+        // and planning again, each time, a query whose plan is a key lookup anyway.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(|e| backend(&place, "cannot fix query plans", &e))?;
+        let commits = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&commits);
+        conn.commit_hook(Some(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            // Let the commit go on.
+            false
+        }))
+        .map_err(|e| backend(&place, "cannot count commits", &e))?;
+        Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
+            commits,
+            in_memory: place == MEMORY,
             place: place.into(),
-        }
+        })
     }
 
     /// Runs `op` on the connection in tokio's blocking pool; SQLite errors get the file and
-    /// `doing` attached here, once.
+    /// `doing` attached here, once. A store in memory waits for no disk: its operations run on
+    /// the calling task when the connection is free, without the pool's two thread hand-offs.
     fn call<T, F>(&self, doing: String, op: F) -> BoxFuture<'static, Result<T, StoreError>>
     where
         T: Send + 'static,
@@ -149,25 +187,48 @@ impl SqliteStore {
     {
         let conn = Arc::clone(&self.conn);
         let place = Arc::clone(&self.place);
+        let inline = self.in_memory;
         Box::pin(async move {
-            let joined = tokio::task::spawn_blocking(move || {
+            if inline {
                 // A panic under the lock cannot leave a transaction open (rusqlite rolls back
                 // when a `Transaction` is dropped, also while unwinding): the connection is
                 // still consistent, so a poisoned lock is taken over rather than bricking the
                 // store.
+                let free = match conn.try_lock() {
+                    Ok(guard) => Some(guard),
+                    Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(TryLockError::WouldBlock) => None,
+                };
+                if let Some(mut guard) = free {
+                    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| op(&mut guard)));
+                    drop(guard);
+                    return settle(&place, &doing, ran.map_err(|_| "it panicked".to_owned()));
+                }
+            }
+            let joined = tokio::task::spawn_blocking(move || {
                 let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
                 op(&mut conn)
             })
             .await;
-            match joined {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(Failure::Store(error))) => Err(error),
-                Ok(Err(Failure::Sqlite(error))) => Err(backend(&place, &doing, &error)),
-                Err(error) => Err(StoreError::Backend(format!(
-                    "sqlite `{place}`: {doing}: the blocking task failed: {error}"
-                ))),
-            }
+            settle(&place, &doing, joined.map_err(|error| error.to_string()))
         })
+    }
+}
+
+/// The outcome of an operation on the connection, its SQLite errors with the file and `doing`
+/// attached; `ran` fails when the operation panicked or its blocking task failed.
+fn settle<T>(
+    place: &str,
+    doing: &str,
+    ran: Result<Result<T, Failure>, String>,
+) -> Result<T, StoreError> {
+    match ran {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(Failure::Store(error))) => Err(error),
+        Ok(Err(Failure::Sqlite(error))) => Err(backend(place, doing, &error)),
+        Err(error) => Err(StoreError::Backend(format!(
+            "sqlite `{place}`: {doing}: the operation failed: {error}"
+        ))),
     }
 }
 
@@ -798,6 +859,10 @@ fn index_requests(
             "UPDATE tasks SET indexed = ?2 WHERE id = ?1",
         ),
     };
+    if new.is_empty() && stored.as_deref() == Some(marker.as_str()) {
+        // The write holds the requests its last write held: nothing to index or mark.
+        return Ok(());
+    }
     let mut statement = tx.prepare_cached(index)?;
     for request in new {
         statement.execute([request, id])?;

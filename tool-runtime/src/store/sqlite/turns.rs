@@ -11,8 +11,25 @@ use crate::store::{Appended, Claim, LeaseKind, Written};
 use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
-/// (so another process's write cannot fall between the record and its patches).
+/// (so another process's write cannot fall between the record and its patches). A turn
+/// without answers beside it, the usual case, is one statement (atomic on its own).
 pub(super) fn read(conn: &mut Connection, id: &str) -> Result<Option<(TurnRecord, u64)>, Failure> {
+    let row: Option<(String, i64, bool)> = conn
+        .prepare_cached(
+            "SELECT json, version, EXISTS (SELECT 1 FROM turn_patches WHERE turn_id = ?1) \
+             FROM turns WHERE id = ?1",
+        )?
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()?;
+    match row {
+        None => Ok(None),
+        Some((json, version, false)) => Ok(Some(decode_turn(id, &json, version, &[])?)),
+        Some((_, _, true)) => read_patched(conn, id),
+    }
+}
+
+/// [`read`] of a turn with answers beside it: the record and its patches in one transaction.
+fn read_patched(conn: &mut Connection, id: &str) -> Result<Option<(TurnRecord, u64)>, Failure> {
     let tx = conn.transaction()?;
     let row: Option<(String, i64)> = tx
         .prepare_cached("SELECT json, version FROM turns WHERE id = ?1")?

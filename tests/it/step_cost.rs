@@ -1,0 +1,203 @@
+//! What a step writes, counted by SQLite's own commit hook on a store file
+//! ([`SqliteStore::commits`]): a step of `read` calls is one synced commit (the write that
+//! closes or parks it, with the conversation's messages), any other step at most two (recorded
+//! as running before its calls run, then closed or parked).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolwright::ErrorCode;
+use toolwright::prelude::*;
+use toolwright::runtime::{Runtime, SqliteStore, StepOptions, StepOutcome, Turn, TurnStatus};
+
+use crate::support::{alice, builder, call, completed, turn_in};
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct Query {
+    /// What to look up.
+    q: String,
+}
+
+/// Looks `q` up.
+#[tool(effect = read)]
+async fn lookup(args: Query) -> Result<String, ToolError> {
+    Ok(format!("found {}", args.q))
+}
+
+/// Notes `q` down.
+#[tool(effect = write)]
+async fn note(args: Query) -> Result<String, ToolError> {
+    Ok(format!("noted {}", args.q))
+}
+
+/// Pays for `q`, once a person approved.
+#[tool(effect = money, approval = always)]
+async fn settle(args: Query) -> Result<String, ToolError> {
+    Ok(format!("paid {}", args.q))
+}
+
+/// A runtime on a store file, a turn in it that took its first step, and the store to count
+/// its commits.
+async fn on_a_file() -> (tempfile::TempDir, SqliteStore, Runtime, Turn) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("steps.db")).unwrap();
+    let rt = builder([lookup::TOOL, note::TOOL, settle::TOOL])
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "steps", Some(alice())).await;
+    // A session's first step for an audience also records which tools that audience was
+    // shown (the tools that may come and go are announced against it): once a session.
+    let (first, _) = commits_of(&store, &turn, &["lookup"], StepOptions::new()).await;
+    assert_eq!(first, 2, "the first step of a session");
+    (dir, store, rt, turn)
+}
+
+fn calls(names: &[&str]) -> Vec<toolwright::runtime::ToolCall> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| call(&format!("c{i}"), name, json!({ "q": format!("q{i}") })))
+        .collect()
+}
+
+/// The commits `turn`'s step of `names` made, and its outcome.
+async fn commits_of(
+    store: &SqliteStore,
+    turn: &Turn,
+    names: &[&str],
+    options: StepOptions,
+) -> (u64, StepOutcome) {
+    let before = store.commits();
+    let outcome = turn.step_with(calls(names), options).await.unwrap();
+    (store.commits() - before, outcome)
+}
+
+#[tokio::test]
+async fn a_step_of_reads_is_one_commit_and_any_other_step_at_most_two() {
+    let (_dir, store, _rt, turn) = on_a_file().await;
+
+    let (one, outcome) = commits_of(&store, &turn, &["lookup"], StepOptions::new()).await;
+    assert_eq!(one, 1, "one read call");
+    assert_eq!(completed(outcome)[0].output, json!("found q0"));
+
+    let ten = ["lookup"; 10];
+    let (commits, outcome) = commits_of(&store, &turn, &ten, StepOptions::new()).await;
+    assert_eq!(commits, 1, "ten read calls");
+    assert!(completed(outcome).iter().all(|r| !r.is_error));
+
+    // The conversation's messages go in the same commit.
+    let conversation = StepOptions::new().conversation(0, vec![json!({"role": "assistant"})]);
+    let (commits, _) = commits_of(&store, &turn, &["lookup"], conversation).await;
+    assert_eq!(commits, 1, "a read call with the model's message");
+
+    let (commits, _) = commits_of(&store, &turn, &["note"], StepOptions::new()).await;
+    assert_eq!(commits, 2, "a write call: running, then closed");
+    let (commits, _) = commits_of(&store, &turn, &["lookup", "note"], StepOptions::new()).await;
+    assert_eq!(commits, 2, "reads beside a write are recorded with it");
+    let record = turn.record().await.unwrap();
+    assert_eq!(record.status, TurnStatus::Active);
+    assert_eq!(record.steps, 6);
+}
+
+#[tokio::test]
+async fn a_step_of_reads_that_waits_for_a_person_is_one_commit() {
+    let (_dir, store, _rt, turn) = on_a_file().await;
+    let (commits, outcome) =
+        commits_of(&store, &turn, &["lookup", "settle"], StepOptions::new()).await;
+    assert_eq!(
+        commits, 1,
+        "the read ran, and the write that parks is the step's one"
+    );
+    let StepOutcome::Waiting {
+        results, requests, ..
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(results[0].output, json!("found q0"));
+    assert_eq!(requests.len(), 1);
+    let record = turn.record().await.unwrap();
+    assert_eq!(record.status, TurnStatus::Waiting, "{record:?}");
+}
+
+/// Says it started, then reads until its turn is cancelled.
+#[tool(effect = read)]
+async fn watch(
+    _args: Query,
+    ctx: ToolContext,
+    started: State<tokio::sync::mpsc::UnboundedSender<()>>,
+) -> Result<String, ToolError> {
+    let _ = started.send(());
+    ctx.cancelled().await;
+    Err(ToolError::with_code(ErrorCode::Cancelled, "cancelled"))
+}
+
+#[tokio::test]
+async fn a_cancel_that_wins_over_a_step_of_reads_keeps_the_models_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let (started, mut heard) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let rt = builder([watch::TOOL])
+        .store(SqliteStore::open(dir.path().join("steps.db")).unwrap())
+        .state(started)
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "cancelled", Some(alice())).await;
+    let message = json!({"role": "assistant", "calls": ["c0"]});
+    let options = StepOptions::new().conversation(0, vec![message.clone()]);
+    let stepping = {
+        let turn = turn.clone();
+        tokio::spawn(async move { turn.step_with(calls(&["watch"]), options).await })
+    };
+    heard.recv().await.unwrap();
+    turn.cancel().await.unwrap();
+    let outcome = stepping.await.unwrap().unwrap();
+    let StepOutcome::Completed { ends_turn, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(!ends_turn);
+    assert_eq!(turn.record().await.unwrap().status, TurnStatus::Cancelled);
+    let kept = rt.store().conversation("cancelled").await.unwrap();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].message, message);
+}
+
+/// Says it started, then reads once the test opens the gate.
+#[tool(effect = read)]
+async fn gated(
+    _args: Query,
+    started: State<tokio::sync::mpsc::UnboundedSender<()>>,
+    gate: State<std::sync::Arc<tokio::sync::Semaphore>>,
+) -> Result<String, ToolError> {
+    let _ = started.send(());
+    let _permit = gate.acquire().await.unwrap();
+    Ok("read".into())
+}
+
+#[tokio::test]
+async fn two_handles_stepping_reads_at_once_record_one_step() {
+    let (started, mut heard) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let rt = builder([gated::TOOL])
+        .state(started)
+        .state(std::sync::Arc::clone(&gate))
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "twice", Some(alice())).await;
+    let other = rt.turn(turn.id()).await.unwrap();
+    let step = |turn: Turn| tokio::spawn(async move { turn.step(calls(&["gated"])).await });
+    let (first, second) = (step(turn.clone()), step(other));
+    heard.recv().await.unwrap();
+    heard.recv().await.unwrap();
+    gate.add_permits(2);
+    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    // Reads may run twice; the turn records one step, and the other handle learns its step
+    // was not recorded.
+    let recorded = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(recorded, 1, "{outcomes:?}");
+    let refused = outcomes.iter().find_map(|o| o.as_ref().err()).unwrap();
+    assert!(refused.to_string().contains("another writer"), "{refused}");
+    let record = turn.record().await.unwrap();
+    assert_eq!(record.steps, 1, "{record:?}");
+    assert_eq!(record.status, TurnStatus::Active);
+}
