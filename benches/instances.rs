@@ -356,8 +356,9 @@ struct Setup {
     instances: usize,
     /// Concurrent answering loops, spread over the instances, each answering its share in turn.
     answerers: usize,
-    /// Whether every instance runs `run_worker`, as deployed. On Postgres the worker listens
-    /// for every instance's writes and looks for expired leases and due timers at each one.
+    /// Whether every instance runs `run_worker`, as deployed (a 1 s poll). On Postgres the
+    /// worker looks for expired leases at its poll, and for due timers at its poll and when a
+    /// wake-up time some instance announced comes; answering sets none.
     workers: bool,
 }
 

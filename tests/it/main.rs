@@ -38,6 +38,8 @@ mod exports;
 mod guardrails;
 mod hooks;
 mod i18n;
+#[cfg(feature = "postgres")]
+mod instances_wakeups;
 mod remote_mcp;
 mod retention;
 mod runtime_approvals;

@@ -430,9 +430,12 @@ impl Runtime {
     /// - wakes durable timers that are due ([`Runtime::wake_due`]);
     /// - renews this instance's leases (every third of [`crate::Options::lease`]).
     ///
-    /// It looks again whenever the store reports a change from another process (Postgres
-    /// `LISTEN/NOTIFY`) and every `poll` in any case, so nothing depends on a notification
-    /// arriving. With one instance it replaces [`Runtime::run_timers`].
+    /// It looks for expired leases every `poll` (a lease expires with time, not with a write:
+    /// work is taken over at most `lease` + `poll` after its holder last renewed it). It looks
+    /// for due timers every `poll`, and earlier when the store says one may have come due
+    /// ([`crate::Store::changed`]: on Postgres a write that sets a wake-up time announces it
+    /// with `NOTIFY`, and the worker looks when that time comes), so nothing depends on a
+    /// notification arriving. With one instance it replaces [`Runtime::run_timers`].
     pub fn run_worker(&self, poll: std::time::Duration) -> tokio::task::JoinHandle<()> {
         let runtime = self.clone();
         runtime.engine.work().ensure_heartbeat();
@@ -444,7 +447,9 @@ impl Runtime {
                     if let Err(error) = runtime.take_over_expired().await {
                         tracing::warn!("taking over expired work failed: {error}");
                     }
-                    runtime.engine.store().changed(poll).await;
+                    // No write makes a lease expire: a notification would only bring the scan
+                    // forward to find nothing.
+                    tokio::time::sleep(poll).await;
                 }
             };
             let timers = async {

@@ -1,6 +1,6 @@
 //! The PostgreSQL store on a real server: the conformance suite (twice on one database), two
 //! stores racing versioned writes and take-overs, the migrations, and `changed` woken by
-//! another store's write.
+//! another store's write (what a write notifies: `store_postgres_notify.rs`).
 //!
 //! The server comes from `TOOLWRIGHT_TEST_POSTGRES_URL` (`scripts/postgres start` prints one).
 //! Every test writes under ids of its own, so they share the database; the tests that need a
@@ -171,15 +171,11 @@ async fn schema_snapshot(url: &str) -> (Vec<i64>, Vec<String>) {
     (versions, tables)
 }
 
-/// How long `b.changed(30 s)` waits while `a` writes a turn every 100 ms (the first call starts
-/// the listener, which may miss a write made before its `LISTEN`; a repeated write is seen).
+/// How long `b.changed(30 s)` waits while `a` writes a turn every 100 ms, each write giving its
+/// question a new deadline, already past (a write notifies only what a waiter acts on: a new
+/// wake-up time is one, and a past one wakes the waiters at once). The first call starts the
+/// listener, which may miss a write made before its `LISTEN`; a repeated write is seen.
 async fn wait_for_a_write(a: &PostgresStore, b: &Arc<PostgresStore>) -> Duration {
-    wait_for(a, b, false).await
-}
-
-/// [`wait_for_a_write`] where `a` keeps answering a request of a parked turn
-/// (`settle_request`, `answers`) instead of writing the whole turn.
-async fn wait_for(a: &PostgresStore, b: &Arc<PostgresStore>, answers: bool) -> Duration {
     let waiter = {
         let b = Arc::clone(b);
         tokio::spawn(async move {
@@ -189,19 +185,15 @@ async fn wait_for(a: &PostgresStore, b: &Arc<PostgresStore>, answers: bool) -> D
         })
     };
     let id = unique("notify");
-    let parked = parked(&id);
+    let mut parked = parked(&id);
     let mut version = a.put_turn(&parked, None).await.unwrap();
-    for _ in 0..150 {
+    for deadline in 1..150 {
         if waiter.is_finished() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        version = if answers {
-            a.settle_request(&id, &answer(&parked), version).await
-        } else {
-            a.put_turn(&parked, Some(version)).await
-        }
-        .unwrap();
+        parked.pending.as_mut().unwrap().requests[0].deadline_ms = Some(deadline);
+        version = a.put_turn(&parked, Some(version)).await.unwrap();
     }
     waiter.await.unwrap()
 }
@@ -539,7 +531,8 @@ async fn a_newer_schema_is_refused_and_left_alone() {
     .await;
 }
 
-/// `changed` on one store returns early when another store writes a turn.
+/// `changed` on one store returns early when another store writes a turn with a wake-up time
+/// (what writes notify, and what not: `tests/store_postgres_notify.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_wakes_when_another_store_writes() {
     let Some(url) = server() else { return };
@@ -548,19 +541,6 @@ async fn changed_wakes_when_another_store_writes() {
     assert!(
         waited < Duration::from_secs(20),
         "changed(30 s) returned after {waited:?}: the write's notification did not wake it"
-    );
-}
-
-/// `changed` on one store also returns early when another store records an answer beside a
-/// turn (`settle_request` notifies like a whole write).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changed_wakes_when_another_store_records_an_answer() {
-    let Some(url) = server() else { return };
-    let (a, b) = (store(&url).await, Arc::new(store(&url).await));
-    let waited = wait_for(&a, &b, true).await;
-    assert!(
-        waited < Duration::from_secs(20),
-        "changed(30 s) returned after {waited:?}: the answer's notification did not wake it"
     );
 }
 

@@ -4,7 +4,8 @@
 //! every check a write depends on (version, lease, fencing token) runs in the write's own
 //! transaction, on the row it writes. Lease times come from the database server's clock, so
 //! instances whose clocks disagree still agree on which leases have expired. Turn and task
-//! writes announce themselves with `NOTIFY`, which [`Store::changed`] turns into early wake-ups.
+//! writes a waiter needs announce themselves with `NOTIFY` (a new wake-up time, a task's result
+//! or end), which [`Store::changed`] turns into early wake-ups.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -71,7 +72,7 @@ use claims::check_fence;
 use errors::{Failure, backend, cannot_connect, describe};
 use listen::Changes;
 use migrate::migrate;
-use records::{RecordRow, owned};
+use records::{Announce, RecordRow, owned};
 use tables::{TASKS, TURNS};
 
 /// The `NOTIFY` channel of turn and task writes.
@@ -84,8 +85,11 @@ const CHANNEL: &str = "toolwright";
 /// lock the record's row for the check, so a take-over and a write under the lease it replaces
 /// cannot both land. Lease expiry is judged by the database server's clock.
 ///
-/// [`Store::changed`] listens on the channel `toolwright` (`LISTEN`), which every turn and task
-/// write notifies, on a connection of its own opened at the first call; polling stays the
+/// [`Store::changed`] listens on the channel `toolwright` (`LISTEN`), on a connection of its own
+/// opened at the first call. A write notifies it only when a waiter needs it: one that sets a
+/// wake-up time other than its row held (waiters wake when that time comes), and a task write
+/// that holds a result not yet delivered or ends the task. PostgreSQL serialises notifying
+/// commits cluster-wide, so answers, claims and closed steps stay silent; polling stays the
 /// source of truth.
 ///
 /// The schema is created and upgraded at connect, under sqlx's advisory lock, so instances may
@@ -306,6 +310,7 @@ impl Store for PostgresStore {
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
                     appended,
+                    announce: Announce::WakeUp,
                 };
                 self.write_record(&TURNS, row, expected, claim).await
             }
@@ -693,6 +698,7 @@ impl Store for PostgresStore {
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
                     appended: Appended::default(),
+                    announce: Announce::task(record),
                 };
                 self.write_record(&TASKS, row, expected, claim).await
             }
@@ -789,9 +795,11 @@ impl Store for PostgresStore {
         })
     }
 
-    /// Returns at the first `NOTIFY` of a turn or task write (by any instance) after the last
-    /// call returned, or after `timeout`. The first call starts a listener on a connection of
-    /// its own (reconnecting when it drops, stopped when the store is dropped).
+    /// Returns at the first change a waiter reads (a task write that gives it a result or
+    /// ends the task, by any instance) notified after the last call returned, when a wake-up
+    /// time some write announced comes, or after `timeout`. The first call starts a listener
+    /// on a connection of its own (reconnecting when it drops, stopped when the store is
+    /// dropped).
     fn changed(&self, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(self.wait_for_change(timeout))
     }

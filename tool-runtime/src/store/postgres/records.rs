@@ -1,26 +1,32 @@
-//! Turn and task rows: the write of one with its claim, its request index and its
-//! notification, in one transaction.
+//! Turn and task rows: the write of one with its claim, its request index and, when a waiter
+//! on some instance needs it, its notification, in one transaction.
+//!
+//! A notifying commit is costly beyond its own statement: PostgreSQL serialises the commits of
+//! every transaction that sent a `NOTIFY`, cluster-wide, so that they cannot share a WAL flush.
+//! A write therefore notifies only what a waiter of [`Store::changed`](crate::Store::changed)
+//! acts on (see [`Announce`]); nothing else needs one: an answer, a claim or a closed step is
+//! taken up by the instance that wrote it, and an expired lease is found by the take-over
+//! scan's poll (a lease expires with time, not with a write).
 
 use std::collections::BTreeSet;
-
-use sqlx_core::query::query;
-use sqlx_core::query_as::query_as;
-use sqlx_core::query_scalar::query_scalar;
 
 use super::claims::{check_claim, take_lease};
 use super::tables::RecordSql;
 use super::{CHANNEL, Failure, PostgresStore};
-use crate::record::{StepPatch, TurnRecord};
+use crate::record::{StepPatch, TaskRecord, TurnRecord};
 use crate::store::rows::{decode_turn, encode, requests_to_index, stored_versions, written};
 use crate::store::{Appended, Claim, LeaseKind, Written};
+use sqlx_core::query::query;
+use sqlx_core::query_as::query_as;
 
 /// A `NOTIFY` payload must stay under 8000 bytes; the id in it is for people reading the
-/// channel (the store wakes every waiter whatever it says), so a long one is cut.
+/// channel (the listener reads only the kind and the wake-up time), so a long one is cut.
 const PAYLOAD_ID_BYTES: usize = 200;
 
 impl PostgresStore {
     /// A turn or task write: the claim check, the versioned write, the lease, the request
-    /// index and the notification, in one transaction.
+    /// index and, when [`Announce`] says a waiter needs it, the notification, in one
+    /// transaction.
     pub(super) async fn write_record(
         &self,
         sql: &RecordSql,
@@ -31,13 +37,13 @@ impl PostgresStore {
         let id = row.id;
         let mut tx = self.pool.begin().await?;
         check_claim(&mut tx, sql, id, claim).await?;
-        let stored: Option<String> = match expected {
-            None => None,
-            Some(_) => query_scalar::<_, Option<String>>(sql.marker)
+        let (stored, stored_wake): (Option<String>, Option<i64>) = match expected {
+            None => (None, None),
+            Some(_) => query_as(sql.marker)
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?
-                .flatten(),
+                .unwrap_or_default(),
         };
         let version = match expected {
             None => {
@@ -99,11 +105,13 @@ impl PostgresStore {
             .bind(&marker)
             .execute(&mut *tx)
             .await?;
-        query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(payload(sql.kind, id))
-            .execute(&mut *tx)
-            .await?;
+        if let Some(payload) = row.announce.payload(sql.kind, id, row.wake_at, stored_wake) {
+            query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(payload)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Written { version, lease })
     }
@@ -126,7 +134,9 @@ impl PostgresStore {
     }
 
     /// Records an answer's patch beside turn `id` at version `expected` (see
-    /// [`crate::Store::settle_request`]), and wakes the other instances' waiters.
+    /// [`crate::Store::settle_request`]). It notifies nobody: the instance that answers takes
+    /// the turn up itself, and a patch changes no wake-up time (the row's `wake_at` stays as the
+    /// last whole write left it; a question answered early only costs the timer scan a look).
     pub(super) async fn settle_turn_request(
         &self,
         id: &str,
@@ -152,11 +162,6 @@ impl PostgresStore {
             .bind(&json)
             .execute(&mut *tx)
             .await?;
-        query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(payload(LeaseKind::Turn, id))
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(expected + 1)
     }
@@ -173,6 +178,83 @@ pub(super) struct RecordRow<'a> {
     pub(super) requests: Vec<String>,
     /// The conversation's messages a turn's write appends (none for a task).
     pub(super) appended: Appended<'a>,
+    /// Whether the write notifies.
+    pub(super) announce: Announce,
+}
+
+/// What a record write tells the other instances (`NOTIFY`), for the two kinds of waiters of
+/// [`Store::changed`](crate::Store::changed):
+///
+/// - the timer scan of every instance's worker needs to know when a wake-up comes due: a write
+///   that sets a wake-up time other than the one its row held says when (a turn's sleeping call
+///   or question deadline, a task's sleep or question deadline); the listener wakes the waiters
+///   at that time, not at the write;
+/// - waiters of a task's results (`task_wait`, a cancel waiting for the cleanup) need a task
+///   write that gives them something to read: a result not yet delivered, or the task's end.
+///
+/// Every other write stays silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Announce {
+    /// Only a new wake-up time.
+    WakeUp,
+    /// Always: the write gives a waiter of the record something to read (and its wake-up time,
+    /// if it has one).
+    Always,
+}
+
+impl Announce {
+    /// How a write of `task` announces itself.
+    pub(super) fn task(task: &TaskRecord) -> Announce {
+        let result_to_read = task
+            .calls
+            .iter()
+            .any(|call| call.result.is_some() && !call.delivered);
+        if task.status.is_over() || result_to_read {
+            Announce::Always
+        } else {
+            Announce::WakeUp
+        }
+    }
+
+    /// The payload of the write of record `id` of `kind` with wake-up time `wake_at`, its row
+    /// having held `stored`; `None` when the write notifies nobody.
+    fn payload(
+        self,
+        kind: LeaseKind,
+        id: &str,
+        wake_at: Option<i64>,
+        stored: Option<i64>,
+    ) -> Option<String> {
+        // A wake-up time the row already held was announced by the write that set it.
+        let wake = wake_at.filter(|at| Some(*at) != stored);
+        match self {
+            Announce::WakeUp => wake.map(|at| payload(Heard::WakeUp(at), kind, id)),
+            Announce::Always => Some(payload(Heard::Change(wake), kind, id)),
+        }
+    }
+}
+
+/// What the listener makes of a notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// A wake-up comes due at this time (Unix milliseconds): wake the waiters then.
+    WakeUp(i64),
+    /// A record a waiter reads changed (and sets this wake-up time): wake them now.
+    Change(Option<i64>),
+}
+
+impl Heard {
+    /// What `payload` announces. Any other shape (a notification of a toolwright before this
+    /// one, during a rolling deploy) is a change: waiters look at once, as they did then.
+    pub(super) fn of(payload: &str) -> Heard {
+        let mut parts = payload.splitn(4, ':');
+        let (what, _kind, wake) = (parts.next(), parts.next(), parts.next());
+        let wake = wake.and_then(|wake| wake.parse().ok());
+        match (what, wake) {
+            (Some("wake"), Some(at)) => Heard::WakeUp(at),
+            _ => Heard::Change(wake),
+        }
+    }
 }
 
 /// The request ids of a record, owned.
@@ -187,12 +269,20 @@ fn request_index(ids: Vec<&str>) -> Vec<String> {
     ids.into_iter().map(str::to_owned).collect()
 }
 
-fn payload(kind: LeaseKind, id: &str) -> String {
+/// `what:kind:wake:id`: `wake` or `change`, `turn` or `task`, the wake-up time (Unix
+/// milliseconds, empty when none), then the id, last since it may hold a `:`, cut at
+/// [`PAYLOAD_ID_BYTES`].
+fn payload(heard: Heard, kind: LeaseKind, id: &str) -> String {
     let mut end = id.len().min(PAYLOAD_ID_BYTES);
     while !id.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{kind}:{}", &id[..end])
+    let (what, wake) = match heard {
+        Heard::WakeUp(at) => ("wake", Some(at)),
+        Heard::Change(wake) => ("change", wake),
+    };
+    let wake = wake.map(|at| at.to_string()).unwrap_or_default();
+    format!("{what}:{kind}:{wake}:{}", &id[..end])
 }
 
 #[cfg(test)]
@@ -202,9 +292,51 @@ mod tests {
     #[test]
     fn a_long_id_is_cut_in_the_payload_at_a_char_boundary() {
         let id = "é".repeat(PAYLOAD_ID_BYTES);
-        let payload = payload(LeaseKind::Task, &id);
-        assert!(payload.starts_with("task:é"), "{payload}");
-        assert!(payload.len() <= "task:".len() + PAYLOAD_ID_BYTES);
+        let payload = payload(Heard::Change(None), LeaseKind::Task, &id);
+        assert!(payload.starts_with("change:task::é"), "{payload}");
+        assert!(payload.len() <= "change:task::".len() + PAYLOAD_ID_BYTES);
+    }
+
+    #[test]
+    fn a_write_notifies_a_new_wake_up_time_or_what_a_waiter_reads() {
+        let wake = Announce::WakeUp;
+        assert_eq!(wake.payload(LeaseKind::Turn, "t", None, None), None);
+        assert_eq!(wake.payload(LeaseKind::Turn, "t", None, Some(5)), None);
+        assert_eq!(wake.payload(LeaseKind::Turn, "t", Some(5), Some(5)), None);
+        assert_eq!(
+            wake.payload(LeaseKind::Turn, "t:1", Some(7), Some(5))
+                .as_deref(),
+            Some("wake:turn:7:t:1")
+        );
+        assert_eq!(
+            wake.payload(LeaseKind::Task, "k", Some(7), None).as_deref(),
+            Some("wake:task:7:k")
+        );
+        let always = Announce::Always;
+        assert_eq!(
+            always
+                .payload(LeaseKind::Task, "k", Some(5), Some(5))
+                .as_deref(),
+            Some("change:task::k")
+        );
+        assert_eq!(
+            always
+                .payload(LeaseKind::Task, "k", Some(6), Some(5))
+                .as_deref(),
+            Some("change:task:6:k")
+        );
+    }
+
+    #[test]
+    fn the_listener_reads_what_a_payload_announces() {
+        let heard = |h, id| Heard::of(&payload(h, LeaseKind::Turn, id));
+        assert_eq!(heard(Heard::WakeUp(42), "a:b"), Heard::WakeUp(42));
+        assert_eq!(heard(Heard::Change(None), "a:1"), Heard::Change(None));
+        assert_eq!(heard(Heard::Change(Some(3)), "a"), Heard::Change(Some(3)));
+        // An older toolwright's payload, `kind:id`: a change, looked at at once.
+        assert_eq!(Heard::of("turn:12"), Heard::Change(None));
+        assert_eq!(Heard::of("task:some-id"), Heard::Change(None));
+        assert_eq!(Heard::of(""), Heard::Change(None));
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub(super) struct RecordSql {
     /// Gives the row a new token and lease: `$1 id, $2 owner, $3 ttl (ms)`.
     pub(super) take: &'static str,
     pub(super) index: &'static str,
-    /// Reads the `indexed` marker of the record's last write: `$1 id`.
+    /// Reads the `indexed` marker of the record's last write and the wake-up time it set:
+    /// `$1 id`.
     pub(super) marker: &'static str,
     /// Stores the `indexed` marker of this write: `$1 id, $2 marker`.
     pub(super) mark: &'static str,
@@ -53,7 +54,7 @@ pub(super) const TURNS: RecordSql = RecordSql {
     ),
     index: "INSERT INTO requests (request_id, turn_id) SELECT unnest($1::text[]), $2 \
             ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
-    marker: "SELECT indexed FROM turns WHERE id = $1",
+    marker: "SELECT indexed, wake_at FROM turns WHERE id = $1",
     mark: "UPDATE turns SET indexed = $2 WHERE id = $1",
     absorbed: Some("DELETE FROM turn_patches WHERE turn_id = $1"),
 };
@@ -87,7 +88,7 @@ pub(super) const TASKS: RecordSql = RecordSql {
     ),
     index: "INSERT INTO task_requests (request_id, task_id) SELECT unnest($1::text[]), $2 \
             ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
-    marker: "SELECT indexed FROM tasks WHERE id = $1",
+    marker: "SELECT indexed, wake_at FROM tasks WHERE id = $1",
     mark: "UPDATE tasks SET indexed = $2 WHERE id = $1",
     absorbed: None,
 };

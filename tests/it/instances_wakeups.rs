@@ -1,0 +1,285 @@
+//! Several instances on one PostgreSQL database, in one process, with the store notifying only
+//! what a waiter acts on: an answer given on one instance resumes its turn there and notifies
+//! nobody; a durable timer set on one instance fires on another when it comes due, without
+//! waiting for that instance's poll; work whose holder stopped renewing its lease is taken over
+//! by the take-over scan's poll alone, with no write to announce it.
+//!
+//! Every test runs on a fresh database on `TOOLWRIGHT_TEST_POSTGRES_URL` (skipped with a notice
+//! without one, except in CI). Waits are bounded generously and nothing asserts a duration: a
+//! worker's poll is set far beyond the bound when only a notification may meet it.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use sqlx_core::query_scalar::query_scalar;
+use sqlx_postgres::{PgListener, PgPool};
+use toolwright::prelude::*;
+use toolwright::runtime::{
+    CallResult, CallState, Claim, InputResponse, Options, PendingCall, PendingStep, PostgresStore,
+    RespondOutcome, Runtime, StepOutcome, Store, TaskCall, TaskRecord, TaskStatus, TurnRecord,
+    TurnStatus,
+};
+use toolwright::{Caller, ErrorCode};
+
+use crate::support::{alice, builder, call, turn_in, waiting};
+use crate::upgrade_checks::pg::{scratch, server};
+
+/// How long a test waits for what must happen: far beyond what it takes on a loaded machine.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A poll no test waits for: only a notification can wake a worker in time.
+const NEVER: Duration = Duration::from_secs(3600);
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct NapArgs {
+    /// How long to sleep, in milliseconds.
+    ms: u64,
+}
+
+/// Sleeps on a durable timer, then says so.
+#[tool(effect = write, workflow = execute)]
+async fn wk_nap(args: NapArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
+    ctx.sleep(Duration::from_millis(args.ms)).await?;
+    Ok("rested".to_owned())
+}
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct RestartArgs {
+    service: String,
+}
+
+/// Restarts a service; a person approves every call.
+#[tool(effect = write, approval = always)]
+async fn wk_restart(args: RestartArgs) -> String {
+    format!("{} restarted", args.service)
+}
+
+/// An instance named `name` on `store`.
+fn instance(store: PostgresStore, name: &str, lease: Duration) -> Runtime {
+    builder([wk_nap::TOOL, wk_restart::TOOL])
+        .store(store)
+        .options(Options {
+            instance: name.to_owned(),
+            lease,
+            ..Default::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// A store whose listener is up: a write committed after this returns wakes its waiters.
+async fn listening(db: &str) -> PostgresStore {
+    let admin = PgPool::connect(db).await.unwrap();
+    let before = listeners(&admin).await;
+    let store = PostgresStore::connect(db).await.unwrap();
+    // Starts the listener, which goes on starting when the call returns.
+    store.changed(Duration::from_millis(10)).await;
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while listeners(&admin).await <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store's listener starts within {BOUND:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    admin.close().await;
+    store
+}
+
+/// The connections to the database of `admin` whose `LISTEN` is in effect (sqlx sends
+/// `LISTEN "toolwright"`; the connection is idle once it is done).
+async fn listeners(admin: &PgPool) -> i64 {
+    query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND state = 'idle' AND query LIKE 'LISTEN %'",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// Turn `id` once `done` holds for it, read every 50 ms for at most [`BOUND`].
+async fn turn_once(
+    store: &PostgresStore,
+    id: &str,
+    what: &str,
+    done: impl Fn(&TurnRecord) -> bool,
+) -> TurnRecord {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let (turn, _) = store.turn(id).await.unwrap().expect("the turn");
+        if done(&turn) {
+            return turn;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} within {BOUND:?}: {turn:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The result of call `c1` in the last closed step of `turn`.
+fn result_of_c1(turn: &TurnRecord) -> &CallResult {
+    let step = turn.last_step.as_ref().expect("a closed step");
+    step.results
+        .iter()
+        .find(|r| r.call_id == "c1")
+        .expect("c1's result")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_set_on_one_instance_fires_on_another_when_due() {
+    let Some(url) = server() else { return };
+    let (_, db) = scratch(&url).await;
+    let a = instance(
+        PostgresStore::connect(&db).await.unwrap(),
+        "a",
+        Duration::from_secs(30),
+    );
+    let b = instance(listening(&db).await, "b", Duration::from_secs(30));
+    // Only b looks for due timers, and its poll is out of reach: the wake-up time a announces
+    // is what must wake it.
+    let worker = b.run_worker(NEVER);
+    let turn = turn_in(&a, "s-nap", Some(alice())).await;
+    let outcome = turn
+        .step(vec![call("c1", "wk_nap", json!({ "ms": 1000 }))])
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, StepOutcome::Waiting { .. }),
+        "the nap parks: {outcome:?}"
+    );
+    let reader = PostgresStore::connect(&db).await.unwrap();
+    let woken = turn_once(&reader, turn.id(), "b wakes the nap", |t| {
+        t.last_step.is_some()
+    })
+    .await;
+    assert_eq!(result_of_c1(&woken).output, json!("rested"));
+    worker.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_on_another_instance_resumes_the_turn_and_notifies_nobody() {
+    let Some(url) = server() else { return };
+    let (_, db) = scratch(&url).await;
+    let mut listener = PgListener::connect(&db).await.unwrap();
+    listener.listen("toolwright").await.unwrap();
+    let a = instance(listening(&db).await, "a", Duration::from_secs(30));
+    let b = instance(listening(&db).await, "b", Duration::from_secs(30));
+    let workers = [a.run_worker(NEVER), b.run_worker(NEVER)];
+
+    let turn = turn_in(&a, "s-restart", Some(alice())).await;
+    let (_, requests) = waiting(
+        turn.step(vec![call("c1", "wk_restart", json!({ "service": "api" }))])
+            .await
+            .unwrap(),
+    );
+    let answered = b
+        .respond(InputResponse::approve(
+            &requests[0].request_id,
+            Some(alice()),
+        ))
+        .await
+        .unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = answered else {
+        panic!("b resumes the turn it answered: {answered:?}")
+    };
+    assert_eq!(results[0].output, json!("api restarted"));
+
+    // A last write that must notify: a task's result. Notifications arrive in commit order, so
+    // whatever the turn's writes notified would come first.
+    let store = PostgresStore::connect(&db).await.unwrap();
+    let mut task = sentinel_task();
+    let version = store.put_task(&task, None).await.unwrap();
+    task.calls[0].result = Some(CallResult::failed("k1", "wk_nap", ToolError::new("done")));
+    store.put_task(&task, Some(version)).await.unwrap();
+    let first = tokio::time::timeout(BOUND, listener.recv())
+        .await
+        .expect("the task's result is notified")
+        .unwrap();
+    assert_eq!(
+        first.payload(),
+        "change:task::k-sentinel",
+        "parking, answering, resuming and closing a turn notify nobody"
+    );
+    for worker in workers {
+        worker.abort();
+    }
+}
+
+/// A running task with one call, no result yet.
+fn sentinel_task() -> TaskRecord {
+    TaskRecord {
+        id: "k-sentinel".to_owned(),
+        tool: "wk_nap".to_owned(),
+        entry: toolwright::registry::Entry::Task,
+        session_id: "s-restart".to_owned(),
+        turn_id: "t-none".to_owned(),
+        caller: Caller::Model,
+        current: None,
+        approved_by: None,
+        status: TaskStatus::Running,
+        cancel_requested: false,
+        calls: vec![TaskCall {
+            call_id: "k1".to_owned(),
+            turn_id: "t-none".to_owned(),
+            step: 0,
+            input: json!({ "ms": 1 }),
+            result: None,
+            delivered: false,
+            cancelled: false,
+            step_input: None,
+        }],
+        requests: Vec::new(),
+        answers: Default::default(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_nobody_renews_is_taken_over_by_the_poll_alone() {
+    let Some(url) = server() else { return };
+    let (_, db) = scratch(&url).await;
+    let b = instance(listening(&db).await, "b", Duration::from_secs(30));
+    let turn = turn_in(&b, "s-ghost", Some(alice())).await;
+    // An instance that died mid-call: its step is recorded running under a short lease it
+    // never renews, and nothing is written after it.
+    let ghost = PostgresStore::connect(&db).await.unwrap();
+    let (mut record, version) = ghost.turn(turn.id()).await.unwrap().expect("the turn");
+    record.status = TurnStatus::Running;
+    record.pending = Some(PendingStep {
+        index: record.steps,
+        calls: vec![PendingCall {
+            call_id: "c1".to_owned(),
+            tool: "wk_restart".to_owned(),
+            input: json!({ "service": "api" }),
+            state: CallState::Running,
+        }],
+        requests: Vec::new(),
+        input: None,
+    });
+    let claim = Claim::Take {
+        owner: "ghost",
+        ttl: Duration::from_millis(300),
+    };
+    ghost
+        .write_turn(&record, Some(version), claim)
+        .await
+        .unwrap();
+
+    let worker = b.run_worker(Duration::from_millis(100));
+    let taken = turn_once(&ghost, turn.id(), "b takes the turn over", |t| {
+        t.status != TurnStatus::Running
+    })
+    .await;
+    let result = result_of_c1(&taken);
+    assert!(result.is_error, "{result:?}");
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code()),
+        Some(ErrorCode::ResultUnknown),
+        "an interrupted call that is not durable may have had its effect: {result:?}"
+    );
+    worker.abort();
+}
