@@ -627,9 +627,9 @@ pub trait Store: Send + Sync + 'static {
     /// Tasks sleeping until `now_ms` or earlier ([`TaskRecord::wake_at`]), soonest first.
     fn due_tasks(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
 
-    /// Resolves when another process may have changed a record this one waits for (a new
-    /// answer, a finished task, a due timer: Postgres delivers these with `LISTEN/NOTIFY`), or
-    /// after `timeout` at the latest. Nothing may depend on the early wake-up: a backend without
+    /// Resolves when another process may have changed a record this one waits for (a task's
+    /// result or end, a wake-up time coming due: Postgres delivers these with `LISTEN/NOTIFY`),
+    /// or after `timeout` at the latest. Nothing may depend on the early wake-up: a backend without
     /// notifications just sleeps, and callers poll.
     fn changed(&self, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(tokio::time::sleep(timeout))
