@@ -245,12 +245,12 @@ pub struct ApprovalGrant {
 }
 
 struct Scope {
-    session: SessionInfo,
-    call_id: String,
+    session: SessionSlot,
+    call_id: CallId,
     tool_name: String,
     caller: Caller,
     approval: Option<ApprovalGrant>,
-    host: Arc<dyn CallHost>,
+    host: HostSlot,
     /// How many times the call asked the model so far: names its journal steps.
     model_calls: AtomicU64,
     /// What the call's asks used so far (touched only when a model answers).
@@ -259,7 +259,7 @@ struct Scope {
 
 impl CallScope for Scope {
     fn backend(&self) -> Option<Arc<dyn ModelBackend>> {
-        self.host.model()
+        self.host.get().model()
     }
 
     fn tool_name(&self) -> &str {
@@ -275,8 +275,8 @@ impl CallScope for Scope {
             caller: self.caller,
             journaled,
             ..ModelOrigin::new(
-                self.session.clone(),
-                self.call_id.clone(),
+                self.session.get().clone(),
+                self.call_id.get().to_owned(),
                 self.tool_name.clone(),
                 ordinal,
             )
@@ -296,7 +296,57 @@ impl CallScope for Scope {
         name: &'a str,
         run: BoxFuture<'a, Result<Value, ToolError>>,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
-        self.host.step(name, run)
+        self.host.get().step(name, run)
+    }
+}
+
+/// A call's session: the one its builder was given, or the detached default, shared by every
+/// detached call instead of built for each.
+enum SessionSlot {
+    Given(SessionInfo),
+    Detached,
+}
+
+impl SessionSlot {
+    fn get(&self) -> &SessionInfo {
+        static DETACHED: std::sync::LazyLock<SessionInfo> =
+            std::sync::LazyLock::new(|| SessionInfo::new("detached", "turn-1"));
+        match self {
+            SessionSlot::Given(session) => session,
+            SessionSlot::Detached => &DETACHED,
+        }
+    }
+}
+
+/// A call's id: the one its builder was given, or a process-unique number written out as
+/// `call-N` the first time someone reads it (most direct calls never do).
+enum CallId {
+    Given(String),
+    Numbered(u64, std::sync::OnceLock<String>),
+}
+
+impl CallId {
+    fn get(&self) -> &str {
+        match self {
+            CallId::Given(id) => id,
+            CallId::Numbered(n, text) => text.get_or_init(|| format!("call-{n}")),
+        }
+    }
+}
+
+/// A call's host: the one its builder was given, or a [`DetachedHost`] of its own, made the
+/// first time the call reaches for it (a direct call that logs nothing never does).
+enum HostSlot {
+    Given(Arc<dyn CallHost>),
+    Detached(std::sync::OnceLock<DetachedHost>),
+}
+
+impl HostSlot {
+    fn get(&self) -> &dyn CallHost {
+        match self {
+            HostSlot::Given(host) => &**host,
+            HostSlot::Detached(host) => host.get_or_init(DetachedHost::default),
+        }
     }
 }
 
@@ -308,9 +358,9 @@ pub struct CallContext(Arc<Scope>);
 impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
-            .field("session", &self.0.session.id)
-            .field("turn", &self.0.session.turn_id)
-            .field("call_id", &self.0.call_id)
+            .field("session", &self.0.session.get().id)
+            .field("turn", &self.0.session.get().turn_id)
+            .field("call_id", &self.0.call_id.get())
             .field("tool_name", &self.0.tool_name)
             .field("caller", &self.0.caller)
             .finish_non_exhaustive()
@@ -322,7 +372,7 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 /// Builds a [`CallContext`].
 #[derive(Debug)]
 pub struct CallContextBuilder {
-    session: SessionInfo,
+    session: Option<SessionInfo>,
     call_id: Option<String>,
     tool_name: String,
     caller: Caller,
@@ -339,7 +389,7 @@ impl std::fmt::Debug for dyn CallHost {
 impl CallContextBuilder {
     /// The session of the call.
     pub fn session(mut self, session: SessionInfo) -> Self {
-        self.session = session;
+        self.session = Some(session);
         self
     }
 
@@ -380,18 +430,24 @@ impl CallContextBuilder {
 
     /// The context.
     pub fn build(self) -> CallContext {
-        let call_id = self
-            .call_id
-            .unwrap_or_else(|| format!("call-{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed)));
+        // A direct call pays for a session, an id and a host only where it uses them.
+        let call_id = match self.call_id {
+            Some(id) => CallId::Given(id),
+            None => CallId::Numbered(
+                NEXT_CALL.fetch_add(1, Ordering::Relaxed),
+                std::sync::OnceLock::new(),
+            ),
+        };
         CallContext(Arc::new(Scope {
-            session: self.session,
+            session: self.session.map_or(SessionSlot::Detached, SessionSlot::Given),
             call_id,
             tool_name: self.tool_name,
             caller: self.caller,
             approval: self.approval,
-            host: self
-                .host
-                .unwrap_or_else(|| Arc::new(DetachedHost::default())),
+            host: match self.host {
+                Some(host) => HostSlot::Given(host),
+                None => HostSlot::Detached(std::sync::OnceLock::new()),
+            },
             model_calls: AtomicU64::new(0),
             model_usage: std::sync::Mutex::new(None),
         }))
@@ -403,7 +459,7 @@ impl CallContext {
     /// model, on a fresh [`DetachedHost`].
     pub fn builder() -> CallContextBuilder {
         CallContextBuilder {
-            session: SessionInfo::new("detached", "turn-1"),
+            session: None,
             call_id: None,
             tool_name: String::new(),
             caller: Caller::Model,
@@ -414,7 +470,7 @@ impl CallContext {
 
     /// The session.
     pub fn session(&self) -> &SessionInfo {
-        &self.0.session
+        self.0.session.get()
     }
 
     /// What the call's model asks used, summed (answers replayed from the journal count as
@@ -430,7 +486,7 @@ impl CallContext {
 
     /// The call id.
     pub fn call_id(&self) -> &str {
-        &self.0.call_id
+        self.0.call_id.get()
     }
 
     /// The resolved tool name.
@@ -450,17 +506,17 @@ impl CallContext {
 
     /// The host.
     pub fn host(&self) -> &dyn CallHost {
-        &*self.0.host
+        self.0.host.get()
     }
 
     /// A stable idempotency key for this call: `<session id>:<call id>`. Pass it to upstream APIs
     /// so a re-run after a crash does not repeat a side effect.
     pub fn idempotency_key(&self) -> String {
-        format!("{}:{}", self.0.session.id, self.0.call_id)
+        format!("{}:{}", self.session().id, self.call_id())
     }
 
     fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, ToolError> {
-        let any = self.0.host.state(TypeId::of::<T>()).ok_or_else(|| {
+        let any = self.host().state(TypeId::of::<T>()).ok_or_else(|| {
             ToolError::with_code(
                 ErrorCode::MissingState,
                 format!(
@@ -483,8 +539,8 @@ impl CallContext {
 
     fn partial(&self, snapshot: &impl Serialize) {
         match serde_json::to_value(snapshot) {
-            Ok(value) => self.0.host.partial(value),
-            Err(error) => self.0.host.log(
+            Ok(value) => self.host().partial(value),
+            Err(error) => self.host().log(
                 LogLevel::Warn,
                 &format!("partial result dropped: it is not JSON: {error}"),
             ),
@@ -495,7 +551,7 @@ impl CallContext {
     where
         T: DeserializeOwned,
     {
-        let recorded = self.0.host.step_in_store(name, work).await?;
+        let recorded = self.host().step_in_store(name, work).await?;
         serde_json::from_value(recorded).map_err(|error| {
             ToolError::with_code(
                 ErrorCode::Journal,
@@ -518,7 +574,7 @@ impl CallContext {
                 )
             })
         });
-        let recorded = self.0.host.step(name, run).await?;
+        let recorded = self.host().step(name, run).await?;
         serde_json::from_value(recorded).map_err(|error| {
             ToolError::with_code(
                 ErrorCode::Journal,
@@ -761,7 +817,7 @@ impl ToolContext {
     /// the runtime has none. (A `durable` tool reaches it too; a workflow body does not: run
     /// commands through a plain tool.)
     pub fn sandbox(&self) -> Result<Arc<dyn Sandbox>, ToolError> {
-        self.cx.0.host.sandbox().ok_or_else(|| {
+        self.cx.host().sandbox().ok_or_else(|| {
             ToolError::with_code(
                 ErrorCode::MissingState,
                 format!(

@@ -2,6 +2,8 @@
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
+use std::fmt::Write as _;
+
 use serde_json::{Map, Value};
 
 use crate::error::{InputError, InputProblem};
@@ -86,6 +88,11 @@ pub fn with_task_id(mut schema: Value) -> Value {
 pub struct InputValidator {
     validator: jsonschema::Validator,
     schema: Value,
+    // What the schema asks beyond the validator, found once: whether any number has a `format`
+    // naming a Rust type (else no number can misfit), and whether anything has a `default`
+    // (else there is nothing to fill). Most calls then skip those walks.
+    numbers: bool,
+    defaults: bool,
 }
 
 impl std::fmt::Debug for InputValidator {
@@ -112,10 +119,18 @@ impl InputValidator {
                     format!("{error} at {at}")
                 }
             })?;
-        Ok(InputValidator {
+        Ok(InputValidator::new(validator, schema.clone()))
+    }
+
+    fn new(validator: jsonschema::Validator, schema: Value) -> Self {
+        InputValidator {
+            numbers: mentions(&schema, 0, &|key, value| {
+                key == "format" && value.as_str().is_some_and(|f| NUMBER_FORMATS.contains(&f))
+            }),
+            defaults: mentions(&schema, 0, &|key, _| key == "default"),
             validator,
-            schema: schema.clone(),
-        })
+            schema,
+        }
     }
 
     /// Compiles a schema written elsewhere (a remote server's): in the dialect its `$schema`
@@ -153,7 +168,7 @@ impl InputValidator {
             .should_validate_formats(false)
             .build(&schema)
             .map_err(|error| error.to_string())?;
-        Ok(InputValidator { validator, schema })
+        Ok(InputValidator::new(validator, schema))
     }
 
     /// Validates `input` and applies the schema's defaults to absent fields. `null` counts as an
@@ -175,7 +190,9 @@ impl InputValidator {
             other => other,
         };
         self.check_hiding(tool, &input, sensitive)?;
-        apply_defaults(&self.schema, &self.schema, &mut input, 0);
+        if self.defaults {
+            apply_defaults(&self.schema, &self.schema, &mut input, 0);
+        }
         Ok(input)
     }
 
@@ -193,39 +210,48 @@ impl InputValidator {
         value: &Value,
         sensitive: &SensitivePaths,
     ) -> Result<(), InputError> {
+        // Valid input (most calls) is only checked; the problems, their pointers and messages
+        // are worked out when there is one.
+        let numbers_fit = || !self.numbers || numbers_fit(&self.schema, value);
+        if self.validator.is_valid(value) && numbers_fit() {
+            return Ok(());
+        }
+        self.problems(tool, value, sensitive)
+    }
+
+    /// Every problem of `value`, for [`InputValidator::check_hiding`] once it found one.
+    #[cold]
+    fn problems(
+        &self,
+        tool: &str,
+        value: &Value,
+        sensitive: &SensitivePaths,
+    ) -> Result<(), InputError> {
         let hidden = Hidden::of(sensitive, value);
         let mut problems: Vec<InputProblem> = Vec::new();
         let mut extra = 0usize;
-        if !self.validator.is_valid(value) {
-            for error in self.validator.iter_errors(value) {
-                if problems.len() == MAX_PROBLEMS {
-                    extra += 1;
-                    continue;
-                }
-                // A missing field is reported at the field, not at the object that lacks it.
-                let mut pointer = error.instance_path().to_string();
-                if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
-                    && let Some(name) = property.as_str()
-                {
-                    pointer.push('/');
-                    pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
-                }
-                let message = hidden.message(&pointer, error.kind().keyword(), error.to_string());
-                problems.push(InputProblem { pointer, message });
+        for error in self.validator.iter_errors(value) {
+            if problems.len() == MAX_PROBLEMS {
+                extra += 1;
+                continue;
             }
+            // A missing field is reported at the field, not at the object that lacks it.
+            let mut pointer = error.instance_path().to_string();
+            if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
+                && let Some(name) = property.as_str()
+            {
+                push_segment(&mut pointer, name);
+            }
+            let message = hidden.message(&pointer, error.kind().keyword(), error.to_string());
+            problems.push(InputProblem { pointer, message });
         }
         // Every failing pointer in one answer: numbers that do not fit their type too, unless
         // the schema already flagged that place.
-        let mut numbers = Vec::new();
-        let mut pointer = String::new();
-        number_problems(
-            &self.schema,
-            &self.schema,
-            value,
-            &mut pointer,
-            &mut numbers,
-            0,
-        );
+        let numbers = if self.numbers {
+            number_problems(&self.schema, value)
+        } else {
+            Vec::new()
+        };
         for mut problem in numbers {
             problem.message = hidden.message(&problem.pointer, "format", problem.message);
             if problems.len() == MAX_PROBLEMS {
@@ -247,6 +273,40 @@ impl InputValidator {
             tool: tool.to_owned(),
             problems,
         })
+    }
+}
+
+/// The `format`s that name a Rust number type (schemars writes them), checked by
+/// [`number_misfit`].
+const NUMBER_FORMATS: [&str; 12] = [
+    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "int", "uint64", "uint",
+    "float", "double",
+];
+
+/// Whether any object in `schema` has a key and value for which `hit` holds (or the schema
+/// nests too deep to tell: then the walks run, as they would without this answer).
+fn mentions(schema: &Value, depth: usize, hit: &dyn Fn(&str, &Value) -> bool) -> bool {
+    if depth > 256 {
+        return true;
+    }
+    match schema {
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, value)| hit(key, value) || mentions(value, depth + 1, hit)),
+        Value::Array(items) => items.iter().any(|item| mentions(item, depth + 1, hit)),
+        _ => false,
+    }
+}
+
+/// `pointer` with `key` appended as one more JSON Pointer segment (`~` and `/` escaped).
+fn push_segment(pointer: &mut String, key: &str) {
+    pointer.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            c => pointer.push(c),
+        }
     }
 }
 
@@ -290,7 +350,10 @@ impl Hidden {
 /// A problem's message, bounded: the validator's messages quote the failing value, which can be
 /// of any size.
 fn shorten(message: String) -> String {
-    crate::error::quoted_prefix(&message).into_owned()
+    if let std::borrow::Cow::Owned(short) = crate::error::quoted_prefix(&message) {
+        return short;
+    }
+    message
 }
 
 /// Closes every object that names its properties (`additionalProperties: false` where the
@@ -343,83 +406,137 @@ fn close(node: &mut Value, depth: usize) {
 /// Numbers that do not fit, exactly, the Rust type their schema's `format` names (schemars
 /// writes `uint32`, `int64`, `float`, `double`, ...). JSON Schema cannot say "fits a `u32`" or
 /// "is exactly an `f32`", and serde would otherwise round or fail without a pointer.
-fn number_problems(
-    root: &Value,
-    schema: &Value,
-    value: &Value,
-    pointer: &mut String,
-    problems: &mut Vec<InputProblem>,
-    depth: usize,
-) {
-    if depth > 64 || problems.len() >= MAX_PROBLEMS {
-        return;
+fn number_problems(root: &Value, value: &Value) -> Vec<InputProblem> {
+    let mut walk = NumberWalk {
+        root,
+        detailed: true,
+        pointer: String::new(),
+        problems: Vec::new(),
+        misfit: false,
+    };
+    walk.visit(root, value, 0);
+    walk.problems
+}
+
+/// Whether every number of `value` fits the type its `format` names: [`number_problems`]
+/// without pointers or messages, stopping at the first misfit.
+fn numbers_fit(root: &Value, value: &Value) -> bool {
+    let mut walk = NumberWalk {
+        root,
+        detailed: false,
+        pointer: String::new(),
+        problems: Vec::new(),
+        misfit: false,
+    };
+    walk.visit(root, value, 0);
+    !walk.misfit
+}
+
+/// One walk of a value beside its schema, looking for numbers that misfit; `detailed` walks
+/// note where and why, the others only whether.
+struct NumberWalk<'a> {
+    root: &'a Value,
+    detailed: bool,
+    pointer: String,
+    problems: Vec<InputProblem>,
+    misfit: bool,
+}
+
+impl NumberWalk<'_> {
+    fn done(&self) -> bool {
+        if self.detailed {
+            self.problems.len() >= MAX_PROBLEMS
+        } else {
+            self.misfit
+        }
     }
-    let schema = resolve(root, schema);
-    match value {
-        Value::Number(number) => {
-            if let Some(format) = schema.get("format").and_then(Value::as_str)
-                && let Some(message) = number_misfit(number, format)
-            {
-                problems.push(InputProblem {
-                    pointer: pointer.clone(),
-                    message,
-                });
+
+    /// Visits `value` below `key` (a property name or an array index).
+    fn child(&mut self, key: Segment<'_>, schema: &Value, value: &Value, depth: usize) {
+        let len = self.pointer.len();
+        if self.detailed {
+            match key {
+                Segment::Key(key) => push_segment(&mut self.pointer, key),
+                Segment::Index(i) => {
+                    let _ = write!(self.pointer, "/{i}");
+                }
             }
         }
-        Value::Object(object) => {
-            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-                for (key, child) in object {
-                    if let Some(property) = properties.get(key) {
-                        let len = pointer.len();
-                        pointer.push('/');
-                        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                        number_problems(root, property, child, pointer, problems, depth + 1);
-                        pointer.truncate(len);
+        self.visit(schema, value, depth + 1);
+        self.pointer.truncate(len);
+    }
+
+    fn visit(&mut self, schema: &Value, value: &Value, depth: usize) {
+        if depth > 64 || self.done() {
+            return;
+        }
+        let root = self.root;
+        let schema = resolve(root, schema);
+        match value {
+            Value::Number(number) => {
+                if let Some(format) = schema.get("format").and_then(Value::as_str)
+                    && let Some(message) = number_misfit(number, format)
+                {
+                    self.misfit = true;
+                    if self.detailed {
+                        self.problems.push(InputProblem {
+                            pointer: self.pointer.clone(),
+                            message,
+                        });
                     }
                 }
             }
-            if let Some(values) = schema.get("additionalProperties").filter(|s| s.is_object()) {
-                for (key, child) in object {
-                    if schema.pointer(&format!("/properties/{key}")).is_none() {
-                        let len = pointer.len();
-                        pointer.push('/');
-                        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                        number_problems(root, values, child, pointer, problems, depth + 1);
-                        pointer.truncate(len);
+            Value::Object(object) => {
+                let properties = schema.get("properties").and_then(Value::as_object);
+                if let Some(properties) = properties {
+                    for (key, child) in object {
+                        if let Some(property) = properties.get(key) {
+                            self.child(Segment::Key(key), property, child, depth);
+                        }
+                    }
+                }
+                if let Some(values) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+                    for (key, child) in object {
+                        if properties.is_none_or(|p| !p.contains_key(key)) {
+                            self.child(Segment::Key(key), values, child, depth);
+                        }
                     }
                 }
             }
+            Value::Array(items) => {
+                if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                    for (i, item) in items.iter().enumerate() {
+                        self.child(Segment::Index(i), item_schema, item, depth);
+                    }
+                }
+            }
+            _ => {}
         }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
-                for (i, item) in items.iter().enumerate() {
-                    let len = pointer.len();
-                    pointer.push('/');
-                    pointer.push_str(&i.to_string());
-                    number_problems(root, item_schema, item, pointer, problems, depth + 1);
-                    pointer.truncate(len);
+        if !matches!(value, Value::Number(_)) || schema.get("format").is_none() {
+            for keyword in ["anyOf", "oneOf"] {
+                if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+                    let mut candidates = branches
+                        .iter()
+                        .filter(|branch| may_hold(root, resolve(root, branch), value));
+                    if let (Some(only), None) = (candidates.next(), candidates.next()) {
+                        self.visit(only, value, depth + 1);
+                    }
+                }
+            }
+            if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+                for part in all {
+                    self.visit(part, value, depth + 1);
                 }
             }
         }
-        _ => {}
     }
-    if !matches!(value, Value::Number(_)) || schema.get("format").is_none() {
-        for keyword in ["anyOf", "oneOf"] {
-            if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
-                let mut candidates = branches
-                    .iter()
-                    .filter(|branch| may_hold(root, resolve(root, branch), value));
-                if let (Some(only), None) = (candidates.next(), candidates.next()) {
-                    number_problems(root, only, value, pointer, problems, depth + 1);
-                }
-            }
-        }
-        if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
-            for part in all {
-                number_problems(root, part, value, pointer, problems, depth + 1);
-            }
-        }
-    }
+}
+
+/// A step from a value into one of its children.
+#[derive(Clone, Copy)]
+enum Segment<'a> {
+    Key(&'a str),
+    Index(usize),
 }
 
 /// Why `number` does not fit the type `format` names exactly, if it does not.
@@ -703,6 +820,30 @@ mod tests {
             output_schema_of::<Out>(false).as_value()["required"],
             json!(["ok"])
         );
+    }
+
+    #[test]
+    fn numbers_that_misfit_their_format_fail_an_otherwise_valid_input() {
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "properties": {
+                "n": { "type": "integer", "format": "uint8" },
+                "m": { "type": "object", "additionalProperties": { "type": "number", "format": "float" } }
+            }
+        }))
+        .unwrap();
+        let err = validator.validate("t", json!({ "n": 300 })).unwrap_err();
+        assert_eq!(err.problems.len(), 1);
+        assert_eq!(err.problems[0].pointer, "/n");
+        assert!(err.problems[0].message.contains("8-bit"), "{err}");
+        let err = validator
+            .validate("t", json!({ "m": { "a/b": 0.1 } }))
+            .unwrap_err();
+        assert_eq!(err.problems[0].pointer, "/m/a~1b");
+        let out = validator
+            .validate("t", json!({ "n": 255, "m": { "x": 0.5 } }))
+            .unwrap();
+        assert_eq!(out, json!({ "n": 255, "m": { "x": 0.5 } }));
     }
 
     #[test]
