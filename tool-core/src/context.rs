@@ -302,6 +302,7 @@ impl CallScope for Scope {
 
 /// A call's session: the one its builder was given, or the detached default, shared by every
 /// detached call instead of built for each.
+#[allow(clippy::large_enum_variant)] // reason: one per context, inside its `Arc`; a box would be the allocation this saves
 enum SessionSlot {
     Given(SessionInfo),
     Detached,
@@ -336,6 +337,7 @@ impl CallId {
 
 /// A call's host: the one its builder was given, or a [`DetachedHost`] of its own, made the
 /// first time the call reaches for it (a direct call that logs nothing never does).
+#[allow(clippy::large_enum_variant)] // reason: one per context, inside its `Arc`; a box would be the allocation this saves
 enum HostSlot {
     Given(Arc<dyn CallHost>),
     Detached(std::sync::OnceLock<DetachedHost>),
@@ -439,7 +441,9 @@ impl CallContextBuilder {
             ),
         };
         CallContext(Arc::new(Scope {
-            session: self.session.map_or(SessionSlot::Detached, SessionSlot::Given),
+            session: self
+                .session
+                .map_or(SessionSlot::Detached, SessionSlot::Given),
             call_id,
             tool_name: self.tool_name,
             caller: self.caller,
