@@ -3,8 +3,9 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::Failure;
 use super::claims::{OwnedClaim, check_claim, now_ms, take_lease};
-use super::{Failure, index_requests, indexed_marker};
+use super::requests::{index_requests, indexed_marker};
 use crate::record::TurnRecord;
 use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
 use crate::store::{Appended, Claim, LeaseKind, Written};
