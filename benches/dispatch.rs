@@ -27,79 +27,17 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolRequestParams, ListToolsResult};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toolwright::Caller;
 use toolwright::prelude::*;
 use toolwright::registry::{Audience, Format, ToolDescriptor};
 use toolwright::runtime::{Runtime, SessionSpec, SqliteStore, ToolCall};
 
-#[derive(Deserialize, JsonSchema, ToolInput)]
-struct ReadLogs {
-    /// Service name, e.g. payment-api.
-    #[schemars(length(min = 1, max = 64))]
-    service: String,
-    /// How far back to read.
-    #[serde(default)]
-    window: Window,
-    /// The lowest level to include.
-    #[serde(default)]
-    level: Level,
-    /// How many lines at most.
-    #[serde(default = "default_limit")]
-    #[schemars(range(min = 1, max = 200))]
-    limit: u32,
-}
+#[path = "common/read_logs.rs"]
+mod common;
 
-fn default_limit() -> u32 {
-    50
-}
+use common::{INPUT, Level, ReadLogs, Window, default_limit, lines, read_logs};
 
-#[derive(Deserialize, Serialize, JsonSchema, Default, Clone, Copy)]
-enum Window {
-    #[serde(rename = "5m")]
-    FiveMinutes,
-    #[default]
-    #[serde(rename = "1h")]
-    OneHour,
-    #[serde(rename = "24h")]
-    OneDay,
-}
-
-#[derive(Deserialize, Serialize, JsonSchema, Default, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum Level {
-    #[default]
-    Error,
-    Warn,
-    All,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct Lines {
-    lines: Vec<String>,
-    truncated: bool,
-}
-
-fn lines(args: &ReadLogs) -> Lines {
-    let n = args.limit.min(3) as usize;
-    let line = format!(
-        "{} {:?} {:?}",
-        args.service, args.window as u8, args.level as u8
-    );
-    Lines {
-        lines: vec![line; n],
-        truncated: false,
-    }
-}
-
-/// Reads the latest error lines of one service.
-#[tool(effect = read)]
-async fn read_logs(args: ReadLogs) -> Result<Lines, ToolError> {
-    Ok(lines(&args))
-}
-
-const INPUT: &str = r#"{"service":"payment-api","window":"5m","limit":20}"#;
 const INVALID: &str = r#"{"service":"","limit":500}"#;
 
 // ---------------------------------------------------------------------------------------------

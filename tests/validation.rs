@@ -249,6 +249,45 @@ async fn report(_: NoInput) -> Report {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A recursive type, a map of numbers, keys a JSON pointer escapes.
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+#[allow(dead_code)]
+struct OutlineArgs {
+    /// The top section.
+    root: Section,
+    /// Weights by name.
+    #[serde(default)]
+    weights: std::collections::BTreeMap<String, u8>,
+    /// A key with a slash.
+    #[serde(rename = "path/to", default = "default_depth")]
+    path_to: u16,
+    /// A key with a tilde.
+    #[serde(rename = "~scale", default)]
+    scale: Vec<f32>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Section {
+    title: String,
+    #[serde(default = "default_depth")]
+    depth: u16,
+    #[serde(default)]
+    children: Vec<Section>,
+}
+
+fn default_depth() -> u16 {
+    1
+}
+
+/// Outlines a document.
+#[tool(effect = read)]
+async fn outline(args: OutlineArgs) -> usize {
+    args.root.children.len() + usize::from(args.root.depth) + usize::from(args.path_to)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Approval keys.
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
@@ -305,6 +344,7 @@ fn registry() -> Registry {
         report::TOOL,
         transfer::TOOL,
         transfer_once::TOOL,
+        outline::TOOL,
     ])
     .unwrap()
 }
@@ -412,6 +452,37 @@ fn defaults_reach_nested_structs_options_and_arrays() {
 }
 
 #[test]
+fn defaults_reach_every_level_of_a_recursive_type() {
+    let tool = get("outline");
+    let out = tool
+        .validate(json!({
+            "root": { "title": "a", "children": [
+                { "title": "b", "children": [{ "title": "c", "depth": 3 }] },
+                { "title": "d" }
+            ] }
+        }))
+        .unwrap();
+    // `children` has no default in the schema (schemars writes one only for a `Serialize`
+    // type): serde fills it in, the schema's defaults do not.
+    assert_eq!(
+        out,
+        json!({
+            "root": { "title": "a", "depth": 1, "children": [
+                { "title": "b", "depth": 1, "children": [{ "title": "c", "depth": 3 }] },
+                { "title": "d", "depth": 1 }
+            ] },
+            "weights": {},
+            "path/to": 1,
+            "~scale": []
+        })
+    );
+    assert_eq!(
+        call("outline", json!({ "root": { "title": "a" }, "path/to": 4 })).unwrap(),
+        json!(5)
+    );
+}
+
+#[test]
 fn format_is_an_annotation() {
     let tool = get("probe");
     assert_eq!(
@@ -492,6 +563,42 @@ fn nested_structs_are_checked_through_refs() {
     }
     assert!(message_at(&error.problems, "/target/host").contains("\"host\""));
     assert!(message_at(&error.problems, "/target/port").contains("65535"));
+}
+
+#[test]
+fn numbers_are_checked_through_recursion_maps_arrays_and_escaped_keys() {
+    let error = get("outline")
+        .validate(json!({
+            "root": { "title": "a", "children": [{ "title": "b", "depth": 70000 }] },
+            "weights": { "x/y": 300, "ok": 3 },
+            "path/to": 65536,
+            "~scale": [0.5, 0.1]
+        }))
+        .unwrap_err();
+    let mut found = pointers(&error.problems);
+    found.sort_unstable();
+    assert_eq!(
+        found,
+        [
+            "/path~1to",
+            "/root/children/0/depth",
+            "/weights/x~1y",
+            "/~0scale/1"
+        ],
+        "{error}"
+    );
+    assert!(
+        message_at(&error.problems, "/~0scale/1").contains("32-bit float"),
+        "{error}"
+    );
+    // Each number fits: the call goes through.
+    get("outline")
+        .validate(json!({
+            "root": { "title": "a", "children": [{ "title": "b", "depth": 65535 }] },
+            "weights": { "x/y": 255 },
+            "~scale": [0.5, 0.25]
+        }))
+        .unwrap();
 }
 
 #[test]
