@@ -276,7 +276,48 @@ impl std::error::Error for InputError {}
 impl InputError {
     /// This error as a [`ToolError`] with code `INVALID_INPUT` and the problems as details.
     pub fn into_tool_error(self) -> ToolError {
-        let details = serde_json::to_value(&self.problems).unwrap_or(Value::Null);
-        ToolError::with_code(ErrorCode::InvalidInput, self.to_string()).details(details)
+        let message = self.to_string();
+        // The problems as `InputProblem` serializes them, built from the owned strings instead
+        // of serialized again (this is the path of every call a model gets wrong).
+        let details = self
+            .problems
+            .into_iter()
+            .map(|problem| {
+                let mut entry = serde_json::Map::with_capacity(2);
+                entry.insert("pointer".to_owned(), Value::String(problem.pointer));
+                entry.insert("message".to_owned(), Value::String(problem.message));
+                Value::Object(entry)
+            })
+            .collect();
+        ToolError::with_code(ErrorCode::InvalidInput, message).details(Value::Array(details))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_error_details_are_the_problems_as_they_serialize() {
+        let problems = vec![
+            InputProblem {
+                pointer: "/limit".to_owned(),
+                message: "500 is greater than the maximum of 200".to_owned(),
+            },
+            InputProblem {
+                pointer: String::new(),
+                message: "\"service\" is a required property".to_owned(),
+            },
+        ];
+        let expected = serde_json::to_value(&problems).unwrap();
+        let error = InputError {
+            tool: "read_logs".to_owned(),
+            problems,
+        };
+        let message = error.to_string();
+        let tool_error = error.into_tool_error();
+        assert_eq!(tool_error.details, Some(expected));
+        assert_eq!(tool_error.message, message);
+        assert_eq!(tool_error.code, ErrorCode::InvalidInput);
     }
 }
