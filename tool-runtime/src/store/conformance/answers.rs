@@ -5,7 +5,7 @@ use super::part::Part;
 use crate::record::{
     Approver, CallState, Decision, RequestStatus, StepPatch, TurnRecord, TurnStatus,
 };
-use crate::store::Store;
+use crate::store::{Refreshed, Store};
 
 /// What answering request `n` of the fixture turn `record` changes: the request settled (with a
 /// note holding text a backend could mangle) and its call ready.
@@ -70,6 +70,14 @@ pub async fn answers(store: &dyn Store) {
         part.ok("reading an answered turn", read(id.clone()).await),
         Some((expected.clone(), 2)),
         "{part}: a turn reads back with its answer applied"
+    );
+    assert_eq!(
+        part.ok(
+            "reading an answered turn since its last write",
+            store.turn_since(&id, 1).await
+        ),
+        Refreshed::Changed(expected.clone(), 2),
+        "{part}: an answer changes the turn for a reader of the version before it"
     );
     let waiting = part.ok("listing waiting turns", store.waiting_turns().await);
     let mine: Vec<&String> = waiting

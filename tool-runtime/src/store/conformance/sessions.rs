@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::part::Part;
 use crate::record::SessionRecord;
-use crate::store::Store;
+use crate::store::{Refreshed, Store};
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
 pub async fn sessions(store: &dyn Store) {
@@ -56,7 +56,31 @@ pub async fn sessions(store: &dyn Store) {
             Some((record.clone(), expected + 1)),
             "{part}: reading an updated session"
         );
+        assert_eq!(
+            part.ok(
+                "reading the session since the version before",
+                store.session_since(&id, expected).await
+            ),
+            Refreshed::Changed(record.clone(), expected + 1),
+            "{part}: a session at a newer version than the reader holds"
+        );
+        assert_eq!(
+            part.ok(
+                "reading the session since its version",
+                store.session_since(&id, expected + 1).await
+            ),
+            Refreshed::Unchanged,
+            "{part}: a session still at the version the reader holds"
+        );
     }
+    assert_eq!(
+        part.ok(
+            "reading a missing session since a version",
+            store.session_since(&part.id("missing"), 1).await
+        ),
+        Refreshed::Missing,
+        "{part}: a session never written, read since a version"
+    );
 
     let mut stale = record.clone();
     stale.interactive = false;

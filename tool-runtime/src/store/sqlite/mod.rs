@@ -18,7 +18,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 
 use super::rows::{clamp, decode, decode_pins, encode, stored_versions, task_status_name, written};
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Refreshed, Store, StoreError, TurnRetention,
+    Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -289,6 +290,43 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.call(format!("reading turn `{id}`"), move |conn| {
             turns::read(conn, &id)
+        })
+    }
+
+    fn turn_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Refreshed<TurnRecord>, StoreError>> {
+        let id = id.to_owned();
+        self.call(format!("reading turn `{id}`"), move |conn| {
+            turns::read_since(conn, &id, known)
+        })
+    }
+
+    fn session_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Refreshed<SessionRecord>, StoreError>> {
+        let id = id.to_owned();
+        let stored = i64::try_from(known).unwrap_or(-1);
+        self.call(format!("reading session `{id}`"), move |conn| {
+            let row: Option<(Option<String>, i64)> = conn
+                .prepare_cached(
+                    "SELECT CASE WHEN version = ?2 THEN NULL ELSE json END, version \
+                     FROM sessions WHERE id = ?1",
+                )?
+                .query_row(params![id, stored], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            Ok(match row {
+                None => Refreshed::Missing,
+                Some((None, _)) => Refreshed::Unchanged,
+                Some((Some(json), version)) => {
+                    let (session, version) = decode(&id, &json, version)?;
+                    Refreshed::Changed(session, version)
+                }
+            })
         })
     }
 
