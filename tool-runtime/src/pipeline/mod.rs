@@ -276,6 +276,18 @@ async fn record_running(
             lease: None,
         });
     }
+    if !prepared.iter().any(|p| p.needs_record() || p.asks()) {
+        // Nothing is written before the write that closes the step (no call can park it),
+        // and that write replaces the step: its calls need no record, only the input they
+        // read (`ctx.messages()`).
+        scope
+            .turn
+            .begin_step(Vec::new(), Vec::new(), scope.input.clone());
+        return Ok(Claimed {
+            version,
+            lease: None,
+        });
+    }
     let sealing = &engine.options().sealing;
     let session = &scope.session.id;
     let calls = prepared
