@@ -78,8 +78,8 @@ pub use sandbox::LocalSandbox;
 pub use sealing::{Sealing, SealingKeyError};
 pub use session::{Session, SessionSpec};
 pub use store::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Refreshed, SqliteStore, Store, StoreError,
-    TurnRetention, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, SqliteStore, Store, StoreError, TurnRetention,
+    Written,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};

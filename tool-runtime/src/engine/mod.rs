@@ -23,7 +23,7 @@ use crate::options::Options;
 use crate::record::{InputRequest, Outcome, RequestKind, SessionRecord, TaskRecord, TurnRecord};
 use crate::remote::connections::Remote;
 use crate::services::States;
-use crate::store::{Claim, Lease, Refreshed, Store, requester_key};
+use crate::store::{Claim, Lease, Store, requester_key};
 use crate::toolset::Toolsets;
 use crate::transition::answer::TokenCheck;
 use cache::ResultCache;
@@ -354,16 +354,14 @@ impl Engine {
             self.store.session_since(session_id, copy.session_version)
         );
         let (turn, version) = match turn? {
-            Refreshed::Unchanged => (copy.turn, copy.version),
-            Refreshed::Changed(turn, version) => (turn, version),
-            Refreshed::Missing => return Err(RuntimeError::UnknownTurn(turn_id.to_owned())),
+            Some((None, _)) => (copy.turn, copy.version),
+            Some((Some(turn), version)) => (turn, version),
+            None => return Err(RuntimeError::UnknownTurn(turn_id.to_owned())),
         };
         let (session, session_version) = match session? {
-            Refreshed::Unchanged => (copy.session, copy.session_version),
-            Refreshed::Changed(session, version) => (session, version),
-            Refreshed::Missing => {
-                return Err(RuntimeError::UnknownSession(session_id.to_owned()));
-            }
+            Some((None, _)) => (copy.session, copy.session_version),
+            Some((Some(session), version)) => (session, version),
+            None => return Err(RuntimeError::UnknownSession(session_id.to_owned())),
         };
         Ok(KeptTurn {
             turn,

@@ -203,28 +203,11 @@ pub struct Appended<'a> {
     pub messages: &'a [serde_json::Value],
 }
 
-/// A record read only when it is no longer at the version the reader holds (see
+/// What a full read (`read`: a record with its version, or none) tells a reader holding
+/// version `known`: the version, with the record unless it is the known one (see
 /// [`Store::turn_since`]).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Refreshed<T> {
-    /// Still at the version the reader holds: its copy is the record.
-    Unchanged,
-    /// At another version: the record as stored now, with that version.
-    Changed(T, u64),
-    /// No such record.
-    Missing,
-}
-
-impl<T> Refreshed<T> {
-    /// What the full read `read` (a record with its version, or none) tells a reader holding
-    /// version `known`.
-    pub fn of(read: Option<(T, u64)>, known: u64) -> Refreshed<T> {
-        match read {
-            None => Refreshed::Missing,
-            Some((_, version)) if version == known => Refreshed::Unchanged,
-            Some((record, version)) => Refreshed::Changed(record, version),
-        }
-    }
+pub(crate) fn since<T>(read: Option<(T, u64)>, known: u64) -> Option<(Option<T>, u64)> {
+    read.map(|(record, version)| ((version != known).then_some(record), version))
 }
 
 /// What one call of [`Store::delete_session`] deleted.
@@ -286,17 +269,18 @@ pub trait Store: Send + Sync + 'static {
     /// The turn `id`, with its version.
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
 
-    /// The turn `id`, unless it is still at version `known` (the version of a copy the caller
-    /// holds): then [`Refreshed::Unchanged`], and a backend that can compare the version
-    /// without decoding the record should. The runtime keeps the turns it stepped and checks
-    /// its copy so at the start of the next step. The default reads the turn and compares.
+    /// The version of turn `id` and, unless it is `known` (the version of a copy the caller
+    /// holds, which is then the turn), the turn; `None` when there is no such turn. A backend
+    /// that can compare the version without decoding the record should. The runtime keeps the
+    /// turns it stepped and checks its copy so at the start of the next step. The default
+    /// reads the turn and compares.
     fn turn_since(
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Refreshed<TurnRecord>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
         let read = self.turn(id);
-        Box::pin(async move { Ok(Refreshed::of(read.await?, known)) })
+        Box::pin(async move { Ok(since(read.await?, known)) })
     }
 
     /// [`Store::turn_since`] for session `id`. The default reads the session and compares.
@@ -304,9 +288,9 @@ pub trait Store: Send + Sync + 'static {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Refreshed<SessionRecord>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
         let read = self.session(id);
-        Box::pin(async move { Ok(Refreshed::of(read.await?, known)) })
+        Box::pin(async move { Ok(since(read.await?, known)) })
     }
 
     /// Writes a turn and indexes the requests it adds by id, doing `claim` with its lease in the

@@ -33,6 +33,6 @@ pub use sqlite::SqliteStore;
 
 pub(crate) use contract::update_session;
 pub use contract::{
-    ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, LeaseKind, Refreshed, Store, StoreError,
+    ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError,
     TurnRetention, UNKNOWN_REQUESTER, Written, requester_key,
 };

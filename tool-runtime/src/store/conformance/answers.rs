@@ -5,7 +5,7 @@ use super::part::Part;
 use crate::record::{
     Approver, CallState, Decision, RequestStatus, StepPatch, TurnRecord, TurnStatus,
 };
-use crate::store::{Refreshed, Store};
+use crate::store::Store;
 
 /// What answering request `n` of the fixture turn `record` changes: the request settled (with a
 /// note holding text a backend could mangle) and its call ready.
@@ -76,7 +76,7 @@ pub async fn answers(store: &dyn Store) {
             "reading an answered turn since its last write",
             store.turn_since(&id, 1).await
         ),
-        Refreshed::Changed(expected.clone(), 2),
+        Some((Some(expected.clone()), 2)),
         "{part}: an answer changes the turn for a reader of the version before it"
     );
     let waiting = part.ok("listing waiting turns", store.waiting_turns().await);

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::part::Part;
 use crate::record::SessionRecord;
-use crate::store::{Refreshed, Store};
+use crate::store::Store;
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
 pub async fn sessions(store: &dyn Store) {
@@ -61,7 +61,7 @@ pub async fn sessions(store: &dyn Store) {
                 "reading the session since the version before",
                 store.session_since(&id, expected).await
             ),
-            Refreshed::Changed(record.clone(), expected + 1),
+            Some((Some(record.clone()), expected + 1)),
             "{part}: a session at a newer version than the reader holds"
         );
         assert_eq!(
@@ -69,7 +69,7 @@ pub async fn sessions(store: &dyn Store) {
                 "reading the session since its version",
                 store.session_since(&id, expected + 1).await
             ),
-            Refreshed::Unchanged,
+            Some((None, expected + 1)),
             "{part}: a session still at the version the reader holds"
         );
     }
@@ -78,7 +78,7 @@ pub async fn sessions(store: &dyn Store) {
             "reading a missing session since a version",
             store.session_since(&part.id("missing"), 1).await
         ),
-        Refreshed::Missing,
+        None,
         "{part}: a session never written, read since a version"
     );
 

@@ -3,7 +3,7 @@
 use super::fixtures::turn;
 use super::part::Part;
 use crate::record::TurnStatus;
-use crate::store::{Refreshed, Store};
+use crate::store::Store;
 
 /// Turns: insert, read, versioned updates (status changes included), refused writes.
 pub async fn turns(store: &dyn Store) {
@@ -97,12 +97,12 @@ pub async fn turns(store: &dyn Store) {
     };
     assert_eq!(
         since(4).await,
-        Refreshed::Unchanged,
+        Some((None, 4)),
         "{part}: a turn still at the version the reader holds"
     );
     assert_eq!(
         since(3).await,
-        Refreshed::Changed(record, 4),
+        Some((Some(record), 4)),
         "{part}: a turn at a newer version than the reader holds"
     );
     assert_eq!(
@@ -110,7 +110,7 @@ pub async fn turns(store: &dyn Store) {
             "reading a missing turn since a version",
             store.turn_since(&part.id("missing"), 1).await
         ),
-        Refreshed::Missing,
+        None,
         "{part}: a turn never written, read since a version"
     );
 }

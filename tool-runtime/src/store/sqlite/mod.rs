@@ -18,8 +18,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 
 use super::rows::{clamp, decode, decode_pins, encode, stored_versions, task_status_name, written};
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Refreshed, Store, StoreError, TurnRetention,
-    Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -297,7 +296,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Refreshed<TurnRecord>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading turn `{id}`"), move |conn| {
             turns::read_since(conn, &id, known)
@@ -308,7 +307,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Refreshed<SessionRecord>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
         let id = id.to_owned();
         let stored = i64::try_from(known).unwrap_or(-1);
         self.call(format!("reading session `{id}`"), move |conn| {
@@ -320,11 +319,11 @@ impl Store for SqliteStore {
                 .query_row(params![id, stored], |row| Ok((row.get(0)?, row.get(1)?)))
                 .optional()?;
             Ok(match row {
-                None => Refreshed::Missing,
-                Some((None, _)) => Refreshed::Unchanged,
+                None => None,
+                Some((None, _)) => Some((None, known)),
                 Some((Some(json), version)) => {
                     let (session, version) = decode(&id, &json, version)?;
-                    Refreshed::Changed(session, version)
+                    Some((Some(session), version))
                 }
             })
         })

@@ -8,7 +8,7 @@ use super::claims::{OwnedClaim, check_claim, claim_holds, next_lease, now_ms, ta
 use super::requests::index_requests;
 use crate::record::TurnRecord;
 use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
-use crate::store::{Appended, Claim, Lease, LeaseKind, Refreshed, StoreError, Written};
+use crate::store::{Appended, Claim, Lease, LeaseKind, StoreError, Written};
 use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
@@ -36,29 +36,26 @@ pub(super) fn read_since(
     conn: &mut Connection,
     id: &str,
     known: u64,
-) -> Result<Refreshed<TurnRecord>, Failure> {
-    let known = i64::try_from(known).unwrap_or(-1);
+) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+    let stored = i64::try_from(known).unwrap_or(-1);
     let row: Option<(Option<String>, i64, bool)> = conn
         .prepare_cached(
             "SELECT CASE WHEN version = ?2 THEN NULL ELSE json END, version, \
              version <> ?2 AND EXISTS (SELECT 1 FROM turn_patches WHERE turn_id = ?1) \
              FROM turns WHERE id = ?1",
         )?
-        .query_row(params![id, known], |row| {
+        .query_row(params![id, stored], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
         .optional()?;
     let read = match row {
-        None => return Ok(Refreshed::Missing),
-        Some((None, _, _)) => return Ok(Refreshed::Unchanged),
+        None => return Ok(None),
+        Some((None, _, _)) => return Ok(Some((None, known))),
         Some((Some(json), version, false)) => Some(decode_turn(id, &json, version, &[])?),
+        // Read again with its answers: it may have moved on, even to nothing.
         Some((Some(_), _, true)) => read_patched(conn, id)?,
     };
-    // Read again with its answers: it may have moved on, even back to nothing.
-    Ok(match read {
-        None => Refreshed::Missing,
-        Some((turn, version)) => Refreshed::Changed(turn, version),
-    })
+    Ok(read.map(|(turn, version)| (Some(turn), version)))
 }
 
 /// [`read`] of a turn with answers beside it: the record and its patches in one transaction.
