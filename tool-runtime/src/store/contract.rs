@@ -274,6 +274,8 @@ pub trait Store: Send + Sync + 'static {
     /// that can compare the version without decoding the record should. The runtime keeps the
     /// turns it stepped and checks its copy so at the start of the next step. The default
     /// reads the turn and compares.
+    // The answer is spelt with the types of `Store::turn`, so the public surface gains no type.
+    #[allow(clippy::type_complexity)]
     fn turn_since(
         &self,
         id: &str,
@@ -284,6 +286,7 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// [`Store::turn_since`] for session `id`. The default reads the session and compares.
+    #[allow(clippy::type_complexity)]
     fn session_since(
         &self,
         id: &str,
