@@ -3,12 +3,17 @@
 //! closes or parks it, with the conversation's messages), any other step at most two (recorded
 //! as running before its calls run, then closed or parked).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolwright::ErrorCode;
 use toolwright::prelude::*;
-use toolwright::runtime::{Runtime, SqliteStore, StepOptions, StepOutcome, Turn, TurnStatus};
+use toolwright::runtime::{
+    Permission, Runtime, SqliteStore, StepOptions, StepOutcome, Turn, TurnStatus,
+};
+use toolwright::{Effect, ErrorCode};
 
 use crate::support::{alice, builder, call, completed, turn_in};
 
@@ -200,4 +205,175 @@ async fn two_handles_stepping_reads_at_once_record_one_step() {
     let record = turn.record().await.unwrap();
     assert_eq!(record.steps, 1, "{record:?}");
     assert_eq!(record.status, TurnStatus::Active);
+}
+
+// A runtime keeps the turns its steps wrote, with their sessions, and checks their versions at
+// the next step instead of reading them: whatever another runtime (another process) or another
+// handle wrote meanwhile must be seen exactly as when the step read the store.
+
+/// Counts the calls it ran.
+#[tool(effect = read)]
+async fn counted(args: Query, ran: State<Arc<AtomicUsize>>) -> Result<String, ToolError> {
+    ran.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("counted {}", args.q))
+}
+
+/// What two runtimes sharing a store file (as two processes do) step, and what they share.
+struct Shared {
+    _dir: tempfile::TempDir,
+    ran: Arc<AtomicUsize>,
+    started: tokio::sync::mpsc::UnboundedReceiver<()>,
+    gate: Arc<tokio::sync::Semaphore>,
+    here: Runtime,
+    there: Runtime,
+    /// A turn `here` took a step of, so it keeps it.
+    turn: Turn,
+}
+
+/// Two runtimes on one store file, and a turn the first took a step of.
+async fn two_runtimes() -> Shared {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("steps.db");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (sender, started) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let runtime = || {
+        builder([counted::TOOL, gated::TOOL, note::TOOL])
+            .store(SqliteStore::open(&path).unwrap())
+            .state(Arc::clone(&ran))
+            .state(sender.clone())
+            .state(Arc::clone(&gate))
+            .build()
+            .unwrap()
+    };
+    let (here, there) = (runtime(), runtime());
+    let turn = turn_in(&here, "shared", Some(alice())).await;
+    let first = conversing(&turn, &["counted"], 0).await.unwrap();
+    assert_eq!(completed(first).len(), 1);
+    Shared {
+        _dir: dir,
+        ran,
+        started,
+        gate,
+        here,
+        there,
+        turn,
+    }
+}
+
+/// `turn`'s step of `names`, appending the model's message at position `at`.
+async fn conversing(
+    turn: &Turn,
+    names: &[&str],
+    at: u64,
+) -> Result<StepOutcome, toolwright::runtime::RuntimeError> {
+    let message = json!({"role": "assistant", "at": at});
+    let options = StepOptions::new().conversation(at, vec![message]);
+    turn.step_with(calls(names), options).await
+}
+
+/// The positions of the model's messages in session `shared`'s conversation.
+async fn conversation(rt: &Runtime) -> Vec<u64> {
+    let stored = rt.store().conversation("shared").await.unwrap();
+    stored
+        .iter()
+        .map(|m| m.message["at"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_step_after_another_runtime_stepped_the_turn_starts_from_its_write() {
+    let shared = two_runtimes().await;
+    let theirs = shared.there.turn(shared.turn.id()).await.unwrap();
+    conversing(&theirs, &["counted"], 1).await.unwrap();
+    // The copy `here` kept is a step behind: the step reads the turn again and goes on.
+    let outcome = conversing(&shared.turn, &["counted"], 2).await.unwrap();
+    assert_eq!(completed(outcome).len(), 1);
+    let record = shared.turn.record().await.unwrap();
+    assert_eq!((record.steps, record.status), (3, TurnStatus::Active));
+    assert_eq!(record.last_step.unwrap().index, 2);
+    assert_eq!(
+        conversation(&shared.here).await,
+        [0, 1, 2],
+        "no message lost"
+    );
+    assert_eq!(shared.ran.load(Ordering::SeqCst), 3, "each call ran once");
+}
+
+#[tokio::test]
+async fn a_cancel_by_another_runtime_between_steps_is_honoured() {
+    let shared = two_runtimes().await;
+    let theirs = shared.there.turn(shared.turn.id()).await.unwrap();
+    theirs.cancel().await.unwrap();
+    let refused = shared.turn.step(calls(&["counted"])).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            toolwright::runtime::RuntimeError::TurnState {
+                status: TurnStatus::Cancelled,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(shared.ran.load(Ordering::SeqCst), 1, "nothing ran again");
+    let record = shared.turn.record().await.unwrap();
+    assert_eq!((record.steps, record.status), (1, TurnStatus::Cancelled));
+}
+
+#[tokio::test]
+async fn a_turn_another_handle_completed_takes_no_step() {
+    let shared = two_runtimes().await;
+    let other = shared.here.turn(shared.turn.id()).await.unwrap();
+    other.complete().await.unwrap();
+    let refused = shared.turn.step(calls(&["counted"])).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            toolwright::runtime::RuntimeError::TurnState {
+                status: TurnStatus::Completed,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(shared.ran.load(Ordering::SeqCst), 1, "nothing ran again");
+}
+
+#[tokio::test]
+async fn a_session_another_runtime_changed_between_steps_is_read_again() {
+    let shared = two_runtimes().await;
+    let session = shared.there.session("shared").await.unwrap();
+    session
+        .set_permission(Effect::Write, Permission::Ask)
+        .await
+        .unwrap();
+    let outcome = shared.turn.step(calls(&["note"])).await.unwrap();
+    let StepOutcome::Waiting { requests, .. } = outcome else {
+        panic!("the session now asks before writes: {outcome:?}");
+    };
+    assert_eq!(requests.len(), 1);
+}
+
+#[tokio::test]
+async fn a_step_that_lost_to_another_runtimes_step_is_refused_then_the_next_reads_again() {
+    let mut shared = two_runtimes().await;
+    // This runtime's step checks its copy, then waits in its call while the other runtime
+    // steps the turn: its write is refused.
+    let stepping = {
+        let turn = shared.turn.clone();
+        tokio::spawn(async move { conversing(&turn, &["gated"], 1).await })
+    };
+    shared.started.recv().await.unwrap();
+    let theirs = shared.there.turn(shared.turn.id()).await.unwrap();
+    conversing(&theirs, &["counted"], 1).await.unwrap();
+    shared.gate.add_permits(1);
+    let refused = stepping.await.unwrap().unwrap_err();
+    assert!(refused.to_string().contains("another writer"), "{refused}");
+    // The next step starts from the store, not from a copy of the step that lost.
+    conversing(&shared.turn, &["counted"], 2).await.unwrap();
+    let record = shared.turn.record().await.unwrap();
+    assert_eq!((record.steps, record.status), (3, TurnStatus::Active));
+    assert_eq!(conversation(&shared.here).await, [0, 1, 2]);
+    assert_eq!(shared.ran.load(Ordering::SeqCst), 3);
 }

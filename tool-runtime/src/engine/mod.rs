@@ -3,6 +3,7 @@
 //! to this module, so the compiler shows which parts a fn uses.
 
 pub(crate) mod cache;
+pub(crate) mod kept;
 pub(crate) mod parked;
 pub(crate) mod work;
 
@@ -26,6 +27,7 @@ use crate::store::{Claim, Lease, Store, requester_key};
 use crate::toolset::Toolsets;
 use crate::transition::answer::TokenCheck;
 use cache::ResultCache;
+use kept::{KeptTurn, KeptTurns};
 use parked::ParkedTurns;
 use work::WorkTracker;
 
@@ -55,6 +57,8 @@ pub(crate) struct Engine {
     work: Arc<WorkTracker>,
     /// Parked turns as the answer path last wrote them.
     parked: ParkedTurns,
+    /// Active turns as their last step here left them, with their sessions.
+    kept: KeptTurns,
     /// How many calls run at once.
     calls: Arc<tokio::sync::Semaphore>,
     /// Whether some tool's policy (`once` or custom) reads the session's approvals; set again
@@ -110,6 +114,7 @@ impl Engine {
             cache: parts.cache,
             work,
             parked: ParkedTurns::default(),
+            kept: KeptTurns::default(),
             reads_approvals: std::sync::atomic::AtomicBool::new(parts.reads_approvals),
             runs_tasks: parts.runs_tasks,
         })
@@ -216,6 +221,10 @@ impl Engine {
         &self.parked
     }
 
+    pub(crate) fn kept(&self) -> &KeptTurns {
+        &self.kept
+    }
+
     pub(crate) fn work(&self) -> &Arc<WorkTracker> {
         &self.work
     }
@@ -315,6 +324,51 @@ impl Engine {
             .session(id)
             .await?
             .ok_or_else(|| RuntimeError::UnknownSession(id.to_owned()))
+    }
+
+    /// Turn `turn_id` and its session `session_id` as a step starts from them: the copy its
+    /// last step here kept (see [`kept`]) when the store says the turn and the session are
+    /// still at the copy's versions, else what the store holds now (both checks, or reads, at
+    /// once).
+    pub(crate) async fn step_records(
+        &self,
+        turn_id: &str,
+        session_id: &str,
+    ) -> Result<KeptTurn, RuntimeError> {
+        let copy = self
+            .kept
+            .take(turn_id)
+            .filter(|copy| copy.session.id == session_id);
+        let Some(copy) = copy else {
+            let (turn, session) = tokio::join!(self.turn(turn_id), self.session(session_id));
+            let ((turn, version), (session, session_version)) = (turn?, session?);
+            return Ok(KeptTurn {
+                turn,
+                version,
+                session,
+                session_version,
+            });
+        };
+        let (turn, session) = tokio::join!(
+            self.store.turn_since(turn_id, copy.version),
+            self.store.session_since(session_id, copy.session_version)
+        );
+        let (turn, version) = match turn? {
+            Some((None, _)) => (copy.turn, copy.version),
+            Some((Some(turn), version)) => (turn, version),
+            None => return Err(RuntimeError::UnknownTurn(turn_id.to_owned())),
+        };
+        let (session, session_version) = match session? {
+            Some((None, _)) => (copy.session, copy.session_version),
+            Some((Some(session), version)) => (session, version),
+            None => return Err(RuntimeError::UnknownSession(session_id.to_owned())),
+        };
+        Ok(KeptTurn {
+            turn,
+            version,
+            session,
+            session_version,
+        })
     }
 
     /// The task `id`.

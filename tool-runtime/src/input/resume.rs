@@ -165,7 +165,7 @@ pub(crate) async fn resume(
         steer: resumption.steer().filter(|_| !step.stops_at_limit()),
         delivered: None,
     };
-    finish(engine, &mut turn, results, closing).await
+    Ok(finish(engine, &mut turn, results, closing).await?.0)
 }
 
 /// One result per call of the resumed `step`, in the model's order: the calls that ran now

@@ -116,10 +116,14 @@ async fn park(
         appended,
     );
     match write.await {
-        Ok(_) => scope.conversation = None,
+        Ok(written) => {
+            scope.conversation = None;
+            scope.stored = Some(written.version);
+        }
         // Cancelled while the ready calls ran: `cancel` closed the turn, and the requests,
         // never announced, will not be; the calls that waited on them are cancelled.
         Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &scope.turn.id).await? => {
+            scope.stored = None;
             keep_messages(engine, &scope.turn, scope.appended()).await?;
             return Ok(StepOutcome::Completed {
                 results: cancelled_results(prepared, &parked, results),
@@ -202,7 +206,9 @@ async fn stop(
         steer: None,
         delivered: None,
     };
-    finish(engine, &mut scope.turn, results, closing).await
+    let (outcome, stored) = finish(engine, &mut scope.turn, results, closing).await?;
+    scope.stored = stored;
+    Ok(outcome)
 }
 
 /// Closes the step with every call's result; the turn ends when every call may end it, all
@@ -229,7 +235,9 @@ async fn close(
         steer: Some(steer),
         delivered: scope.delivered,
     };
-    finish(engine, &mut scope.turn, results, closing).await
+    let (outcome, stored) = finish(engine, &mut scope.turn, results, closing).await?;
+    scope.stored = stored;
+    Ok(outcome)
 }
 
 /// How a step closes: the version and lease its write goes under, whether the turn ends, and
@@ -249,14 +257,15 @@ pub(crate) struct Closing<'a> {
     pub(crate) delivered: Option<usize>,
 }
 
-/// Closes `turn`'s step with one result per call and writes it. A cancel that won the write
-/// closed the turn: the results are reported, and the turn does not end here.
+/// Closes `turn`'s step with one result per call and writes it; returns the outcome and the
+/// version the write gave `turn`. A cancel that won the write closed the turn: the results
+/// are reported, the turn does not end here, and `turn` is not what the store holds (`None`).
 pub(crate) async fn finish(
     engine: &Engine,
     turn: &mut TurnRecord,
     results: Vec<CallResult>,
     closing: Closing<'_>,
-) -> Result<StepOutcome, RuntimeError> {
+) -> Result<(StepOutcome, Option<u64>), RuntimeError> {
     let Closing {
         version,
         lease,
@@ -271,23 +280,24 @@ pub(crate) async fn finish(
     let stopped = super::guard::stopped(&results);
     let ends = ends || (stopped && turn.status != TurnStatus::Cancelled);
     turn.close_step(&results, ends);
-    match engine
+    let stored = match engine
         .store()
         .write_turn_appending(turn, Some(version), keeping(lease), appended)
         .await
     {
-        Ok(_) => {}
+        Ok(written) => written.version,
         // Cancelled while the calls ran: `cancel` closed the turn; report what the calls did.
         Err(StoreError::Conflict(_)) if cancelled_meanwhile(engine, &turn.id).await? => {
             keep_messages(engine, turn, appended).await?;
-            return Ok(StepOutcome::Completed {
+            let outcome = StepOutcome::Completed {
                 results,
                 ends_turn: false,
                 notices,
-            });
+            };
+            return Ok((outcome, None));
         }
         Err(error) => return Err(error.into()),
-    }
+    };
     if ends {
         let limited = turn.last_step.as_ref().and_then(|s| s.session_limit());
         engine.emit(Event::TurnCompleted {
@@ -302,11 +312,12 @@ pub(crate) async fn finish(
             },
         });
     }
-    Ok(StepOutcome::Completed {
+    let outcome = StepOutcome::Completed {
         results,
         ends_turn: ends,
         notices,
-    })
+    };
+    Ok((outcome, Some(stored)))
 }
 
 /// Whether a message steered into turn `turn_id` keeps it going, when its step could end it:

@@ -31,6 +31,7 @@ use tracing::Instrument;
 
 use crate::call::{StepOptions, StepOutcome, ToolCall};
 use crate::engine::Engine;
+use crate::engine::kept::KeptTurn;
 use crate::engine::work::TrackedTurn;
 use crate::error::RuntimeError;
 use crate::event::Event;
@@ -51,11 +52,13 @@ pub(crate) async fn run_step(
     calls: Vec<ToolCall>,
     options: StepOptions,
 ) -> Result<StepOutcome, RuntimeError> {
-    // Both at once: the store's round trips overlap.
-    let (turn, session) = tokio::join!(engine.turn(turn_id), engine.session(session_id));
-    let (turn, version) = turn?;
+    let KeptTurn {
+        turn,
+        version,
+        session,
+        session_version,
+    } = engine.step_records(turn_id, session_id).await?;
     takes_steps(&turn)?;
-    let (session, _) = session?;
     let running = engine.work().track_turn(turn_id, token);
     let mut scope = StepScope::load(engine, turn, session, token).await?;
     scope.model = options.model;
@@ -66,16 +69,27 @@ pub(crate) async fn run_step(
     };
     scope.conversation = options.conversation;
     scope.delivered = options.delivered;
-    if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
-        return Ok(refused);
+    let outcome = match refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
+        Some(refused) => refused,
+        None => {
+            let prepared = prepare_all(engine, &scope, &calls).await;
+            announce_calls(engine, &scope, &calls, &prepared);
+            let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
+            let lease = claimed.lease.as_ref();
+            let steer = running.steer_token();
+            let ran = execute::execute_all(engine, &scope, &prepared, token, steer, lease).await;
+            close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await?
+        }
+    };
+    if let Some(version) = scope.stored {
+        engine.kept().keep(KeptTurn {
+            turn: scope.turn,
+            version,
+            session: scope.session,
+            session_version,
+        });
     }
-    let prepared = prepare_all(engine, &scope, &calls).await;
-    announce_calls(engine, &scope, &calls, &prepared);
-    let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
-    let lease = claimed.lease.as_ref();
-    let steer = running.steer_token();
-    let ran = execute::execute_all(engine, &scope, &prepared, token, steer, lease).await;
-    close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await
+    Ok(outcome)
 }
 
 /// Only an active turn takes a step.
@@ -131,11 +145,12 @@ async fn refuse_repeated_ids(
     }
     scope.turn.refuse_step();
     let appended = scope.appended();
-    engine
+    let written = engine
         .store()
         .write_turn_appending(&scope.turn, Some(version), Claim::None, appended)
         .await?;
     scope.conversation = None;
+    scope.stored = Some(written.version);
     Ok(Some(StepOutcome::Completed {
         results,
         ends_turn: false,
@@ -256,6 +271,18 @@ async fn record_running(
     running: &TrackedTurn,
 ) -> Result<Claimed, RuntimeError> {
     if !prepared.iter().any(Prepared::runs) {
+        return Ok(Claimed {
+            version,
+            lease: None,
+        });
+    }
+    if !prepared.iter().any(|p| p.needs_record() || p.asks()) {
+        // Nothing is written before the write that closes the step (no call can park it),
+        // and that write replaces the step: its calls need no record, only the input they
+        // read (`ctx.messages()`).
+        scope
+            .turn
+            .begin_step(Vec::new(), Vec::new(), scope.input.clone());
         return Ok(Claimed {
             version,
             lease: None,

@@ -42,6 +42,10 @@ pub(crate) struct StepScope {
     /// Where the model input that made the step's calls is (see
     /// [`crate::StepOptions::messages`]); recorded with the step.
     pub(crate) input: Option<StepInput>,
+    /// The version the step's last write gave `turn`, once the step is over and `turn` is
+    /// what the store holds at it (what the runtime keeps for the next step); `None` when the
+    /// step's write lost (to a cancel) or has not happened.
+    pub(crate) stored: Option<u64>,
 }
 
 /// `conversation` (a [`StepScope`]'s) as a store write appends it.
@@ -95,6 +99,7 @@ impl StepScope {
             conversation: None,
             input: None,
             delivered: None,
+            stored: None,
         })
     }
 

@@ -203,6 +203,13 @@ pub struct Appended<'a> {
     pub messages: &'a [serde_json::Value],
 }
 
+/// What a full read (`read`: a record with its version, or none) tells a reader holding
+/// version `known`: the version, with the record unless it is the known one (see
+/// [`Store::turn_since`]).
+pub(crate) fn since<T>(read: Option<(T, u64)>, known: u64) -> Option<(Option<T>, u64)> {
+    read.map(|(record, version)| ((version != known).then_some(record), version))
+}
+
 /// What one call of [`Store::delete_session`] deleted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -261,6 +268,33 @@ pub trait Store: Send + Sync + 'static {
 
     /// The turn `id`, with its version.
     fn turn(&self, id: &str) -> BoxFuture<'_, Result<Option<(TurnRecord, u64)>, StoreError>>;
+
+    /// The version of turn `id` and, unless it is `known` (the version of a copy the caller
+    /// holds, which is then the turn), the turn; `None` when there is no such turn. A backend
+    /// that can compare the version without decoding the record should. The runtime keeps the
+    /// turns it stepped and checks its copy so at the start of the next step. The default
+    /// reads the turn and compares.
+    // The answer is spelt with the types of `Store::turn`, so the public surface gains no type.
+    #[allow(clippy::type_complexity)]
+    fn turn_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+        let read = self.turn(id);
+        Box::pin(async move { Ok(since(read.await?, known)) })
+    }
+
+    /// [`Store::turn_since`] for session `id`. The default reads the session and compares.
+    #[allow(clippy::type_complexity)]
+    fn session_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+        let read = self.session(id);
+        Box::pin(async move { Ok(since(read.await?, known)) })
+    }
 
     /// Writes a turn and indexes the requests it adds by id, doing `claim` with its lease in the
     /// same transaction. The index only grows: a request id stays resolvable to its turn after

@@ -154,6 +154,11 @@ pub(super) fn requests_to_index<'a>(
         })
     }
     const START: u64 = 0xcbf2_9ce4_8422_2325;
+    if ids.is_empty() {
+        // The marker of no requests (`format!` below would spell it so): the usual write of
+        // a step of reads holds none, and neither did the one before it.
+        return (Vec::new(), "0:cbf29ce484222325".to_owned());
+    }
     let known = stored.and_then(|marker| {
         let (count, digest) = marker.split_once(':')?;
         Some((
@@ -291,6 +296,7 @@ mod tests {
         assert_eq!(garbled, ["a"]);
         let (empty, marker) = requests_to_index(&[], Some(&first));
         assert!(empty.is_empty());
+        assert_eq!(marker, format!("0:{:016x}", 0xcbf2_9ce4_8422_2325_u64));
         assert_eq!(requests_to_index(&["a"], Some(&marker)).0, ["a"]);
     }
 

@@ -71,6 +71,14 @@ pub async fn answers(store: &dyn Store) {
         Some((expected.clone(), 2)),
         "{part}: a turn reads back with its answer applied"
     );
+    assert_eq!(
+        part.ok(
+            "reading an answered turn since its last write",
+            store.turn_since(&id, 1).await
+        ),
+        Some((Some(expected.clone()), 2)),
+        "{part}: an answer changes the turn for a reader of the version before it"
+    );
     let waiting = part.ok("listing waiting turns", store.waiting_turns().await);
     let mine: Vec<&String> = waiting
         .iter()

@@ -56,7 +56,31 @@ pub async fn sessions(store: &dyn Store) {
             Some((record.clone(), expected + 1)),
             "{part}: reading an updated session"
         );
+        assert_eq!(
+            part.ok(
+                "reading the session since the version before",
+                store.session_since(&id, expected).await
+            ),
+            Some((Some(record.clone()), expected + 1)),
+            "{part}: a session at a newer version than the reader holds"
+        );
+        assert_eq!(
+            part.ok(
+                "reading the session since its version",
+                store.session_since(&id, expected + 1).await
+            ),
+            Some((None, expected + 1)),
+            "{part}: a session still at the version the reader holds"
+        );
     }
+    assert_eq!(
+        part.ok(
+            "reading a missing session since a version",
+            store.session_since(&part.id("missing"), 1).await
+        ),
+        None,
+        "{part}: a session never written, read since a version"
+    );
 
     let mut stale = record.clone();
     stale.interactive = false;

@@ -82,7 +82,35 @@ pub async fn turns(store: &dyn Store) {
     );
     assert_eq!(
         read(id.clone()).await,
-        Some((record, 4)),
+        Some((record.clone(), 4)),
         "{part}: refused writes must leave the turn and its version unchanged"
+    );
+
+    let since = |known: u64| {
+        let id = id.clone();
+        async move {
+            p.ok(
+                "reading the turn since a version",
+                store.turn_since(&id, known).await,
+            )
+        }
+    };
+    assert_eq!(
+        since(4).await,
+        Some((None, 4)),
+        "{part}: a turn still at the version the reader holds"
+    );
+    assert_eq!(
+        since(3).await,
+        Some((Some(record), 4)),
+        "{part}: a turn at a newer version than the reader holds"
+    );
+    assert_eq!(
+        p.ok(
+            "reading a missing turn since a version",
+            store.turn_since(&part.id("missing"), 1).await
+        ),
+        None,
+        "{part}: a turn never written, read since a version"
     );
 }

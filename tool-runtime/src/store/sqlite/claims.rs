@@ -72,6 +72,47 @@ pub(super) fn check_claim(
     }
 }
 
+/// [`check_claim`] against the lease columns of the record (`token`, `expires`; `None` and
+/// 0 when there is no record), read by the write itself in one statement with what else it
+/// needs of the row.
+pub(super) fn claim_holds(
+    claim: &OwnedClaim,
+    id: &str,
+    token: Option<i64>,
+    expires: i64,
+    now: i64,
+) -> Result<(), Failure> {
+    match claim {
+        OwnedClaim::None | OwnedClaim::Take { .. } => Ok(()),
+        OwnedClaim::Keep(lease) => Ok(stale(lease, token)?),
+        OwnedClaim::TakeOver { .. } if token.is_some() && expires >= now => {
+            Err(Failure::Store(StoreError::Conflict(id.to_owned())))
+        }
+        OwnedClaim::TakeOver { .. } => Ok(()),
+    }
+}
+
+/// The lease a taking claim gives a record whose fencing token is `token` now, with its expiry
+/// (for the write to store with the record, as [`take_lease`] would); `None` for the others.
+pub(super) fn next_lease(
+    claim: &OwnedClaim,
+    kind: LeaseKind,
+    id: &str,
+    token: i64,
+    now: i64,
+) -> Option<(Lease, i64)> {
+    let (OwnedClaim::Take { owner, ttl } | OwnedClaim::TakeOver { owner, ttl }) = claim else {
+        return None;
+    };
+    let lease = Lease {
+        kind,
+        id: id.to_owned(),
+        owner: owner.clone(),
+        token: u64::try_from(token.saturating_add(1)).unwrap_or(0),
+    };
+    Some((lease, expiry(now, *ttl)))
+}
+
 /// Refuses with [`StoreError::Fenced`] unless the record's token is still `lease`'s.
 pub(super) fn check_token(tx: &rusqlite::Transaction<'_>, lease: &Lease) -> Result<(), Failure> {
     let token: Option<i64> = tx

@@ -292,6 +292,43 @@ impl Store for SqliteStore {
         })
     }
 
+    fn turn_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+        let id = id.to_owned();
+        self.call(format!("reading turn `{id}`"), move |conn| {
+            turns::read_since(conn, &id, known)
+        })
+    }
+
+    fn session_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+        let id = id.to_owned();
+        let stored = i64::try_from(known).unwrap_or(-1);
+        self.call(format!("reading session `{id}`"), move |conn| {
+            let row: Option<(Option<String>, i64)> = conn
+                .prepare_cached(
+                    "SELECT CASE WHEN version = ?2 THEN NULL ELSE json END, version \
+                     FROM sessions WHERE id = ?1",
+                )?
+                .query_row(params![id, stored], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            Ok(match row {
+                None => None,
+                Some((None, _)) => Some((None, known)),
+                Some((Some(json), version)) => {
+                    let (session, version) = decode(&id, &json, version)?;
+                    Some((Some(session), version))
+                }
+            })
+        })
+    }
+
     fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,

@@ -4,11 +4,11 @@
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Failure;
-use super::claims::{OwnedClaim, check_claim, now_ms, take_lease};
-use super::requests::{index_requests, indexed_marker};
+use super::claims::{OwnedClaim, check_claim, claim_holds, next_lease, now_ms, take_lease};
+use super::requests::index_requests;
 use crate::record::TurnRecord;
 use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
-use crate::store::{Appended, Claim, LeaseKind, Written};
+use crate::store::{Appended, Claim, Lease, LeaseKind, StoreError, Written};
 use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
@@ -27,6 +27,35 @@ pub(super) fn read(conn: &mut Connection, id: &str) -> Result<Option<(TurnRecord
         Some((json, version, false)) => Ok(Some(decode_turn(id, &json, version, &[])?)),
         Some((_, _, true)) => read_patched(conn, id),
     }
+}
+
+/// Turn `id` unless it is still at version `known` (see [`crate::Store::turn_since`]): one
+/// statement that compares the version and hands over the record only when it differs, so
+/// an unchanged turn costs an index lookup and nothing is decoded.
+pub(super) fn read_since(
+    conn: &mut Connection,
+    id: &str,
+    known: u64,
+) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+    let stored = i64::try_from(known).unwrap_or(-1);
+    let row: Option<(Option<String>, i64, bool)> = conn
+        .prepare_cached(
+            "SELECT CASE WHEN version = ?2 THEN NULL ELSE json END, version, \
+             version <> ?2 AND EXISTS (SELECT 1 FROM turn_patches WHERE turn_id = ?1) \
+             FROM turns WHERE id = ?1",
+        )?
+        .query_row(params![id, stored], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    let read = match row {
+        None => return Ok(None),
+        Some((None, _, _)) => return Ok(Some((None, known))),
+        Some((Some(json), version, false)) => Some(decode_turn(id, &json, version, &[])?),
+        // Read again with its answers: it may have moved on, even to nothing.
+        Some((Some(_), _, true)) => read_patched(conn, id)?,
+    };
+    Ok(read.map(|(turn, version)| (Some(turn), version)))
 }
 
 /// [`read`] of a turn with answers beside it: the record and its patches in one transaction.
@@ -69,7 +98,7 @@ impl TurnWrite {
         expected: Option<u64>,
         claim: Claim<'_>,
         appended: Appended<'_>,
-    ) -> Result<TurnWrite, crate::store::StoreError> {
+    ) -> Result<TurnWrite, StoreError> {
         Ok(TurnWrite {
             id: record.id.clone(),
             session_id: record.session_id.clone(),
@@ -97,59 +126,117 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
     let TurnWrite {
         id,
         session_id,
-        status,
-        json,
-        wake_at,
         requests,
         expected,
         claim,
         appended: (first, messages),
+        ..
     } = write;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let now = now_ms();
-    check_claim(&tx, LeaseKind::Turn, id, claim, now)?;
-    let stored_marker = indexed_marker(&tx, LeaseKind::Turn, id, *expected)?;
-    let sequence = next_sequence(&tx)?;
-    let version = match expected {
+    let (version, stored_marker, lease) = match expected {
         None => {
-            let inserted = tx
-                .prepare_cached(
-                    "INSERT INTO turns (id, session_id, status, version, json, updated, \
-                     wake_at, finished_ms) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, \
-                     CASE WHEN ?3 IN ('completed', 'cancelled') THEN ?7 END) \
-                     ON CONFLICT (id) DO NOTHING",
-                )?
-                .execute(params![
-                    id, session_id, status, json, sequence, wake_at, now
-                ])?;
-            written(inserted, id)?;
-            1
+            check_claim(&tx, LeaseKind::Turn, id, claim, now)?;
+            let version = insert(&tx, write, now)?;
+            (
+                version,
+                None,
+                take_lease(&tx, LeaseKind::Turn, id, claim, now)?,
+            )
         }
-        Some(expected) => {
-            let (stored, next) = stored_versions(id, *expected)?;
-            let updated = tx
-                .prepare_cached(
-                    "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
-                     json = ?5, updated = ?6, wake_at = ?8, finished_ms = CASE WHEN ?3 IN \
-                     ('completed', 'cancelled') THEN coalesce(finished_ms, ?9) END \
-                     WHERE id = ?1 AND version = ?7",
-                )?
-                .execute(params![
-                    id, session_id, status, next, json, sequence, stored, wake_at, now
-                ])?;
-            written(updated, id)?;
-            tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")?
-                .execute([id])?;
-            expected + 1
-        }
+        Some(expected) => update(&tx, write, *expected, now)?,
     };
-    let lease = take_lease(&tx, LeaseKind::Turn, id, claim, now)?;
     // The index only grows: a request of a closed step still resolves to its turn, so a late
     // answer is recognised as an answer to a settled request, not an unknown one.
     index_requests(&tx, LeaseKind::Turn, id, requests, stored_marker)?;
     super::conversation::insert(&tx, session_id, id, *first, messages)?;
     tx.commit()?;
     Ok(Written { version, lease })
+}
+
+/// Inserts the turn at version 1 (a conflict when it exists).
+fn insert(tx: &rusqlite::Transaction<'_>, write: &TurnWrite, now: i64) -> Result<u64, Failure> {
+    let sequence = next_sequence(tx)?;
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO turns (id, session_id, status, version, json, updated, \
+             wake_at, finished_ms) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, \
+             CASE WHEN ?3 IN ('completed', 'cancelled') THEN ?7 END) \
+             ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![
+            write.id,
+            write.session_id,
+            write.status,
+            write.json,
+            sequence,
+            write.wake_at,
+            now
+        ])?;
+    written(inserted, &write.id)?;
+    Ok(1)
+}
+
+/// Replaces the turn at version `expected` and drops the answers beside it; returns the new
+/// version, the request-index marker of the record replaced and the lease a taking claim
+/// took. What the write needs of the stored row (the lease columns its claim is checked
+/// against, the marker, and the next write sequence) is one statement, before the update;
+/// a taking claim's new lease goes with the update.
+fn update(
+    tx: &rusqlite::Transaction<'_>,
+    write: &TurnWrite,
+    expected: u64,
+    now: i64,
+) -> Result<(u64, Option<String>, Option<Lease>), Failure> {
+    /// The update, and the update of a taking claim (`?10`, `?11`: the lease's owner and
+    /// expiry).
+    const UPDATE: &str = "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
+        json = ?5, updated = ?6, wake_at = ?8, finished_ms = CASE WHEN ?3 IN \
+        ('completed', 'cancelled') THEN coalesce(finished_ms, ?9) END \
+        WHERE id = ?1 AND version = ?7";
+    const TAKING: &str = "UPDATE turns SET session_id = ?2, status = ?3, version = ?4, \
+        json = ?5, updated = ?6, wake_at = ?8, finished_ms = CASE WHEN ?3 IN \
+        ('completed', 'cancelled') THEN coalesce(finished_ms, ?9) END, lease_owner = ?10, \
+        lease_token = lease_token + 1, lease_expires = ?11 WHERE id = ?1 AND version = ?7";
+    let id = &write.id;
+    let (stored, next) = stored_versions(id, expected)?;
+    let row: Option<(Option<String>, i64, i64, i64)> = tx
+        .prepare_cached(
+            "SELECT indexed, lease_token, lease_expires, \
+             (SELECT coalesce(max(updated), 0) + 1 FROM turns) FROM turns WHERE id = ?1",
+        )?
+        .query_row([id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .optional()?;
+    // A turn that does not exist is refused by the update, as a stale version is.
+    let (marker, token, expires, sequence) =
+        row.map_or((None, None, 0, 0), |(m, t, e, s)| (m, Some(t), e, s));
+    claim_holds(&write.claim, id, token, expires, now)?;
+    let lease = next_lease(&write.claim, LeaseKind::Turn, id, token.unwrap_or(0), now);
+    let columns = params![
+        id,
+        write.session_id,
+        write.status,
+        next,
+        write.json,
+        sequence,
+        stored,
+        write.wake_at,
+        now
+    ];
+    let updated = match &lease {
+        None => tx.prepare_cached(UPDATE)?.execute(columns)?,
+        Some((lease, expires)) => {
+            let mut all = columns.to_vec();
+            all.extend([&lease.owner as &dyn rusqlite::ToSql, expires]);
+            tx.prepare_cached(TAKING)?.execute(all.as_slice())?
+        }
+    };
+    written(updated, id)?;
+    tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")?
+        .execute([id])?;
+    Ok((expected + 1, marker, lease.map(|(lease, _)| lease)))
 }
 
 /// Records an answer's patch beside turn `id` at version `expected` (see
