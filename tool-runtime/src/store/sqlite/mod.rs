@@ -32,6 +32,7 @@ mod delete;
 mod requests;
 mod retention;
 mod schema;
+mod sessions;
 mod turns;
 
 use claims::{OwnedClaim, check_claim, check_token, expiry, now_ms, take_lease};
@@ -235,13 +236,7 @@ impl Store for SqliteStore {
     fn session(&self, id: &str) -> BoxFuture<'_, Result<Option<(SessionRecord, u64)>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading session `{id}`"), move |conn| {
-            let row = conn
-                .prepare_cached("SELECT json, version FROM sessions WHERE id = ?1")?
-                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            Ok(row
-                .map(|(json, version): (String, i64)| decode(&id, &json, version))
-                .transpose()?)
+            sessions::read(conn, &id)
         })
     }
 
@@ -256,32 +251,7 @@ impl Store for SqliteStore {
         };
         let id = record.id.clone();
         self.call(format!("writing session `{id}`"), move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let version = match expected {
-                None => {
-                    let inserted = tx
-                        .prepare_cached(
-                            "INSERT INTO sessions (id, version, json, updated_ms) \
-                             VALUES (?1, 1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
-                        )?
-                        .execute(params![id, json, now_ms()])?;
-                    written(inserted, &id)?;
-                    1
-                }
-                Some(expected) => {
-                    let (stored, next) = stored_versions(&id, expected)?;
-                    let updated = tx
-                        .prepare_cached(
-                            "UPDATE sessions SET version = ?3, json = ?2, updated_ms = ?5 \
-                             WHERE id = ?1 AND version = ?4",
-                        )?
-                        .execute(params![id, json, next, stored, now_ms()])?;
-                    written(updated, &id)?;
-                    expected + 1
-                }
-            };
-            tx.commit()?;
-            Ok(version)
+            sessions::write(conn, &id, &json, expected)
         })
     }
 
@@ -309,23 +279,8 @@ impl Store for SqliteStore {
         known: u64,
     ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
         let id = id.to_owned();
-        let stored = i64::try_from(known).unwrap_or(-1);
         self.call(format!("reading session `{id}`"), move |conn| {
-            let row: Option<(Option<String>, i64)> = conn
-                .prepare_cached(
-                    "SELECT CASE WHEN version = ?2 THEN NULL ELSE json END, version \
-                     FROM sessions WHERE id = ?1",
-                )?
-                .query_row(params![id, stored], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            Ok(match row {
-                None => None,
-                Some((None, _)) => Some((None, known)),
-                Some((Some(json), version)) => {
-                    let (session, version) = decode(&id, &json, version)?;
-                    Some((Some(session), version))
-                }
-            })
+            sessions::read_since(conn, &id, known)
         })
     }
 
