@@ -7,105 +7,27 @@
 //! database to themselves make a throwaway one.
 #![cfg(feature = "postgres")]
 
-use std::panic::AssertUnwindSafe;
+#[path = "support/postgres.rs"]
+mod support;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
 use sqlx_core::Url;
 use sqlx_core::query::query;
 use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use toolwright_core::Caller;
 use toolwright_runtime::store::{Claim, conformance};
 use toolwright_runtime::{
-    Decision, InputRequest, PendingStep, PostgresStore, RequestKind, RequestStatus, StepPatch,
-    Store, StoreError, TurnRecord, TurnRetention, TurnStatus,
+    Decision, PostgresStore, RequestStatus, StepPatch, Store, StoreError, TurnRecord,
+    TurnRetention, TurnStatus,
 };
 
-/// The test server's URL. Without one the tests pass with a notice, except in CI (`CI` set),
-/// where a missing server must not pass unnoticed.
-fn server() -> Option<String> {
-    const START: &str = "start one with `export TOOLWRIGHT_TEST_POSTGRES_URL=\"$(scripts/postgres \
-                         start)\"` (scripts/test does this)";
-    match std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!(
-                "TOOLWRIGHT_TEST_POSTGRES_URL is not set, and the Postgres tests must run in CI: {START}"
-            )
-        }
-        _ => {
-            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set; {START}");
-            None
-        }
-    }
-}
-
-/// A small pool of its own, so that each store in a test is a separate "instance".
-async fn pool(url: &str) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(4)
-        .connect_with(PgConnectOptions::from_str(url).expect("a valid URL"))
-        .await
-        .expect("the test server accepts connections")
-}
-
-async fn store(url: &str) -> PostgresStore {
-    PostgresStore::from_pool(pool(url).await)
-        .await
-        .expect("a store on the test server")
-}
+use support::{parked, pool, server, store, turn, with_scratch_database};
 
 fn unique(what: &str) -> String {
     format!("pg-test-{what}-{}", uuid::Uuid::new_v4())
-}
-
-fn turn(id: &str, status: TurnStatus) -> TurnRecord {
-    TurnRecord {
-        id: id.to_owned(),
-        session_id: "s1".to_owned(),
-        current: None,
-        caller: Caller::Model,
-        structured_output: false,
-        tainted_by: None,
-        status,
-        steps: 0,
-        last_step: None,
-        pending: None,
-    }
-}
-
-/// A turn parked on one request, `request-of-<id>`.
-fn parked(id: &str) -> TurnRecord {
-    let request = InputRequest {
-        request_id: format!("request-of-{id}"),
-        kind: RequestKind::Question,
-        session_id: "s1".to_owned(),
-        turn_id: id.to_owned(),
-        call_id: None,
-        tool: None,
-        input: None,
-        prompt: "Which account?".to_owned(),
-        reasons: Vec::new(),
-        requester: None,
-        approval_key: None,
-        journal_position: None,
-        task_id: None,
-        deadline_ms: None,
-        definition_change: None,
-        status: RequestStatus::Pending,
-    };
-    TurnRecord {
-        pending: Some(PendingStep {
-            index: 0,
-            calls: Vec::new(),
-            requests: vec![request],
-            input: None,
-        }),
-        ..turn(id, TurnStatus::Waiting)
-    }
 }
 
 /// The answer to the request of [`parked`] turn `turn`.
@@ -120,36 +42,6 @@ fn answer(turn: &TurnRecord) -> StepPatch {
         step: 0,
         request,
         calls: Vec::new(),
-    }
-}
-
-/// A database of its own for one test, dropped afterwards (also when the test fails).
-async fn with_scratch_database<F, Fut>(url: &str, test: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let admin = pool(url).await;
-    let name = format!("toolwright_test_{}", uuid::Uuid::new_v4().simple());
-    query(sqlx_core::sql_str::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{name}\""
-    )))
-    .execute(&admin)
-    .await
-    .expect("the test user may create databases");
-    let mut scratch = Url::parse(url).expect("a valid URL");
-    scratch.set_path(&name);
-    let outcome = AssertUnwindSafe(test(scratch.to_string()))
-        .catch_unwind()
-        .await;
-    query(sqlx_core::sql_str::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await
-    .expect("dropping the scratch database");
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
     }
 }
 

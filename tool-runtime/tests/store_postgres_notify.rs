@@ -10,132 +10,29 @@
 //! forward).
 #![cfg(feature = "postgres")]
 
-use std::panic::AssertUnwindSafe;
-use std::str::FromStr;
+#[path = "support/postgres.rs"]
+mod support;
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::FutureExt;
-use sqlx_core::Url;
-use sqlx_core::query::query;
-use sqlx_core::sql_str::AssertSqlSafe;
-use sqlx_postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx_postgres::{PgListener, PgPool};
 use toolwright_core::{Caller, ToolError};
 use toolwright_runtime::store::Claim;
 use toolwright_runtime::{
-    CallResult, CallState, Decision, InputRequest, PendingCall, PendingStep, PostgresStore,
-    RequestKind, RequestStatus, StepPatch, Store, TaskCall, TaskRecord, TaskStatus, TurnRecord,
-    TurnStatus,
+    CallResult, CallState, Decision, PendingCall, PendingStep, RequestStatus, StepPatch, Store,
+    TaskCall, TaskRecord, TaskStatus, TurnRecord, TurnStatus,
 };
+
+use support::{parked, pool, server, store, turn, with_scratch_database};
 
 /// The channel the store notifies on.
 const CHANNEL: &str = "toolwright";
-
-fn server() -> Option<String> {
-    match std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("TOOLWRIGHT_TEST_POSTGRES_URL is not set, and the Postgres tests must run in CI")
-        }
-        _ => {
-            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set (scripts/postgres start)");
-            None
-        }
-    }
-}
-
-async fn pool(url: &str) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(4)
-        .connect_with(PgConnectOptions::from_str(url).expect("a valid URL"))
-        .await
-        .expect("the test server accepts connections")
-}
-
-async fn store(url: &str) -> PostgresStore {
-    PostgresStore::from_pool(pool(url).await)
-        .await
-        .expect("a store on the test server")
-}
-
-/// Runs `test` on a database of its own, dropped afterwards (also when the test fails).
-async fn with_scratch_database<F, Fut>(url: &str, test: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let admin = pool(url).await;
-    let name = format!("toolwright_test_{}", uuid::Uuid::new_v4().simple());
-    query(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&admin)
-        .await
-        .expect("the test user may create databases");
-    let mut scratch = Url::parse(url).expect("a valid URL");
-    scratch.set_path(&name);
-    let outcome = AssertUnwindSafe(test(scratch.to_string()))
-        .catch_unwind()
-        .await;
-    query(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await
-    .expect("dropping the scratch database");
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
-}
-
-fn turn(id: &str, status: TurnStatus) -> TurnRecord {
-    TurnRecord {
-        id: id.to_owned(),
-        session_id: "s1".to_owned(),
-        current: None,
-        caller: Caller::Model,
-        structured_output: false,
-        tainted_by: None,
-        status,
-        steps: 0,
-        last_step: None,
-        pending: None,
-    }
-}
-
-/// A turn parked on one question, `request-of-<id>`, with no deadline.
-fn parked(id: &str) -> TurnRecord {
-    let request = InputRequest {
-        request_id: format!("request-of-{id}"),
-        kind: RequestKind::Question,
-        session_id: "s1".to_owned(),
-        turn_id: id.to_owned(),
-        call_id: None,
-        tool: None,
-        input: None,
-        prompt: "Which account?".to_owned(),
-        reasons: Vec::new(),
-        requester: None,
-        approval_key: None,
-        journal_position: None,
-        task_id: None,
-        deadline_ms: None,
-        definition_change: None,
-        status: RequestStatus::Pending,
-    };
-    TurnRecord {
-        pending: Some(PendingStep {
-            index: 0,
-            calls: Vec::new(),
-            requests: vec![request],
-            input: None,
-        }),
-        ..turn(id, TurnStatus::Waiting)
-    }
 }
 
 /// A turn whose one workflow call sleeps until `until_ms`.
