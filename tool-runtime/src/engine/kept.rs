@@ -5,8 +5,9 @@
 //!
 //! A copy is only ever a starting point, and it is checked before it is used: the step asks
 //! the store whether the turn and the session are still at the copy's versions
-//! ([`crate::Store::turn_since`], [`crate::Store::session_since`]; on SQLite one indexed
-//! lookup each, nothing decoded) and reads whichever is not. So a write by anybody else, in
+//! ([`crate::Store::step_since`], both questions of [`crate::Store::turn_since`] and
+//! [`crate::Store::session_since`] at once; on SQLite one hop to the connection and one
+//! indexed lookup each, nothing decoded) and reads whichever is not. So a write by anybody else, in
 //! this process (a cancel, an answer, a `complete`) or another one sharing the store (several
 //! handles on one file, several instances on one Postgres), is seen by the next step exactly
 //! as without the copy: the check happens where the read happened, and decides the same. A

@@ -328,8 +328,8 @@ impl Engine {
 
     /// Turn `turn_id` and its session `session_id` as a step starts from them: the copy its
     /// last step here kept (see [`kept`]) when the store says the turn and the session are
-    /// still at the copy's versions, else what the store holds now (both checks, or reads, at
-    /// once).
+    /// still at the copy's versions, else what the store holds now (both checks in one
+    /// [`crate::Store::step_since`], or both reads at once).
     pub(crate) async fn step_records(
         &self,
         turn_id: &str,
@@ -349,16 +349,16 @@ impl Engine {
                 session_version,
             });
         };
-        let (turn, session) = tokio::join!(
-            self.store.turn_since(turn_id, copy.version),
-            self.store.session_since(session_id, copy.session_version)
-        );
-        let (turn, version) = match turn? {
+        let (turn, session) = self
+            .store
+            .step_since((turn_id, copy.version), (session_id, copy.session_version))
+            .await?;
+        let (turn, version) = match turn {
             Some((None, _)) => (copy.turn, copy.version),
             Some((Some(turn), version)) => (turn, version),
             None => return Err(RuntimeError::UnknownTurn(turn_id.to_owned())),
         };
-        let (session, session_version) = match session? {
+        let (session, session_version) = match session {
             Some((None, _)) => (copy.session, copy.session_version),
             Some((Some(session), version)) => (session, version),
             None => return Err(RuntimeError::UnknownSession(session_id.to_owned())),

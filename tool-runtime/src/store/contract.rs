@@ -296,6 +296,33 @@ pub trait Store: Send + Sync + 'static {
         Box::pin(async move { Ok(since(read.await?, known)) })
     }
 
+    /// [`Store::turn_since`] for turn `turn.0` at version `turn.1` and
+    /// [`Store::session_since`] for session `session.0` at version `session.1`, as a step
+    /// starts from the copies the runtime kept. A backend that can ask both in one round trip
+    /// (one hop to its connection, one query) should. The default asks both at once.
+    #[allow(clippy::type_complexity)]
+    fn step_since(
+        &self,
+        turn: (&str, u64),
+        session: (&str, u64),
+    ) -> BoxFuture<
+        '_,
+        Result<
+            (
+                Option<(Option<TurnRecord>, u64)>,
+                Option<(Option<SessionRecord>, u64)>,
+            ),
+            StoreError,
+        >,
+    > {
+        let turn = self.turn_since(turn.0, turn.1);
+        let session = self.session_since(session.0, session.1);
+        Box::pin(async move {
+            let (turn, session) = futures_util::future::join(turn, session).await;
+            Ok((turn?, session?))
+        })
+    }
+
     /// Writes a turn and indexes the requests it adds by id, doing `claim` with its lease in the
     /// same transaction. The index only grows: a request id stays resolvable to its turn after
     /// its step closes.

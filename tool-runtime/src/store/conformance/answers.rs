@@ -79,6 +79,17 @@ pub async fn answers(store: &dyn Store) {
         Some((Some(expected.clone()), 2)),
         "{part}: an answer changes the turn for a reader of the version before it"
     );
+    assert_eq!(
+        part.ok(
+            "reading an answered turn and a missing session since their versions",
+            store
+                .step_since((&id, 1), (&part.id("no-session"), 1))
+                .await
+        )
+        .0,
+        Some((Some(expected.clone()), 2)),
+        "{part}: an answer changes the turn for a step that holds the version before it"
+    );
     let waiting = part.ok("listing waiting turns", store.waiting_turns().await);
     let mine: Vec<&String> = waiting
         .iter()

@@ -2,8 +2,9 @@
 
 use serde_json::json;
 
+use super::fixtures::turn;
 use super::part::Part;
-use crate::record::SessionRecord;
+use crate::record::{SessionRecord, TurnRecord, TurnStatus};
 use crate::store::Store;
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
@@ -102,9 +103,10 @@ pub async fn sessions(store: &dyn Store) {
     );
     assert_eq!(
         read(id.clone()).await,
-        Some((record, 4)),
+        Some((record.clone(), 4)),
         "{part}: refused writes must leave the session and its version unchanged"
     );
+    step_since(store, &part, record).await;
 
     let other = part.id("other");
     part.ok(
@@ -116,4 +118,52 @@ pub async fn sessions(store: &dyn Store) {
         Some(1),
         "{part}: versions are per session"
     );
+}
+
+/// [`Store::step_since`] agrees with [`Store::turn_since`] and [`Store::session_since`]:
+/// `session` is stored at version 4; a turn of it is written here at versions 1 and 2.
+async fn step_since(store: &dyn Store, part: &Part, session: SessionRecord) {
+    let turn_id = part.id("stepped");
+    let mut record = turn(&turn_id, &session.id, TurnStatus::Active, &[]);
+    part.ok("inserting a turn", store.put_turn(&record, None).await);
+    let since = |turn, session| both_since(store, part, turn, session);
+    assert_eq!(
+        since((&turn_id, 1), (&session.id, 4)).await,
+        (Some((None, 1)), Some((None, 4))),
+        "{part}: a turn and session both still at the versions the reader holds"
+    );
+    record.status = TurnStatus::Waiting;
+    part.ok("updating the turn", store.put_turn(&record, Some(1)).await);
+    assert_eq!(
+        since((&turn_id, 1), (&session.id, 4)).await,
+        (Some((Some(record.clone()), 2)), Some((None, 4))),
+        "{part}: a turn that moved on beside a session that did not"
+    );
+    assert_eq!(
+        since((&turn_id, 2), (&session.id, 3)).await,
+        (Some((None, 2)), Some((Some(session.clone()), 4))),
+        "{part}: a session that moved on beside a turn that did not"
+    );
+    assert_eq!(
+        since((&part.id("missing"), 1), (&part.id("missing"), 1)).await,
+        (None, None),
+        "{part}: a turn and a session never written"
+    );
+}
+
+/// [`Store::step_since`] of `turn` and `session`, which must not fail.
+#[allow(clippy::type_complexity)]
+async fn both_since(
+    store: &dyn Store,
+    part: &Part,
+    turn: (&str, u64),
+    session: (&str, u64),
+) -> (
+    Option<(Option<TurnRecord>, u64)>,
+    Option<(Option<SessionRecord>, u64)>,
+) {
+    part.ok(
+        "reading a turn and its session since their versions",
+        store.step_since(turn, session).await,
+    )
 }

@@ -284,6 +284,30 @@ impl Store for SqliteStore {
         })
     }
 
+    fn step_since(
+        &self,
+        turn: (&str, u64),
+        session: (&str, u64),
+    ) -> BoxFuture<
+        '_,
+        Result<
+            (
+                Option<(Option<TurnRecord>, u64)>,
+                Option<(Option<SessionRecord>, u64)>,
+            ),
+            StoreError,
+        >,
+    > {
+        let ((turn, known), (session, session_known)) = (
+            (turn.0.to_owned(), turn.1),
+            (session.0.to_owned(), session.1),
+        );
+        self.call(
+            format!("reading turn `{turn}` and session `{session}`"),
+            move |conn| turns::step_since(conn, (&turn, known), (&session, session_known)),
+        )
+    }
+
     fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,

@@ -36,6 +36,15 @@ pub(super) fn read_since(
         )?
         .query_row(params![id, stored], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
+    since_row(id, known, row)
+}
+
+/// What [`read_since`] answers for the row its statement read (`None`: no such session).
+pub(super) fn since_row(
+    id: &str,
+    known: u64,
+    row: Option<(Option<String>, i64)>,
+) -> Result<Option<(Option<SessionRecord>, u64)>, Failure> {
     Ok(match row {
         None => None,
         Some((None, _)) => Some((None, known)),

@@ -48,6 +48,19 @@ pub(super) fn read_since(
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
         .optional()?;
+    since_row(conn, id, known, row)
+}
+
+/// What [`read_since`] answers for the row its statement read (`None`: no such turn): the
+/// record when it is not at version `known`, its version, whether answers are recorded beside
+/// it. Also used where the same columns come from a statement that reads more
+/// ([`super::SqliteStore`]'s `step_since`).
+pub(super) fn since_row(
+    conn: &mut Connection,
+    id: &str,
+    known: u64,
+    row: Option<(Option<String>, i64, bool)>,
+) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
     let read = match row {
         None => return Ok(None),
         Some((None, _, _)) => return Ok(Some((None, known))),
@@ -56,6 +69,56 @@ pub(super) fn read_since(
         Some((Some(_), _, true)) => read_patched(conn, id)?,
     };
     Ok(read.map(|(turn, version)| (Some(turn), version)))
+}
+
+/// Turn `turn.0` unless it is at version `turn.1` and session `session.0` unless it is at
+/// version `session.1` (see [`crate::Store::step_since`]): one statement for both, as
+/// [`read_since`] and [`super::sessions::read_since`] each read theirs.
+#[allow(clippy::type_complexity)]
+pub(super) fn step_since(
+    conn: &mut Connection,
+    turn: (&str, u64),
+    session: (&str, u64),
+) -> Result<
+    (
+        Option<(Option<TurnRecord>, u64)>,
+        Option<(Option<crate::record::SessionRecord>, u64)>,
+    ),
+    Failure,
+> {
+    let stored = |known: u64| i64::try_from(known).unwrap_or(-1);
+    type Row = (
+        Option<(Option<String>, i64, bool)>,
+        Option<(Option<String>, i64)>,
+    );
+    let (turn_row, session_row): Row = conn
+        .prepare_cached(
+            "SELECT CASE WHEN t.version = ?2 THEN NULL ELSE t.json END, t.version, \
+             t.version <> ?2 AND EXISTS (SELECT 1 FROM turn_patches WHERE turn_id = ?1), \
+             CASE WHEN s.version = ?4 THEN NULL ELSE s.json END, s.version \
+             FROM (SELECT 1) LEFT JOIN turns t ON t.id = ?1 LEFT JOIN sessions s ON s.id = ?3",
+        )?
+        .query_row(
+            params![turn.0, stored(turn.1), session.0, stored(session.1)],
+            |row| {
+                let turn: Option<(Option<String>, i64, bool)> = match row.get(1)? {
+                    None => None,
+                    Some(version) => Some((
+                        row.get(0)?,
+                        version,
+                        row.get::<_, Option<bool>>(2)?.unwrap_or(false),
+                    )),
+                };
+                let session: Option<(Option<String>, i64)> = match row.get(4)? {
+                    None => None,
+                    Some(version) => Some((row.get(3)?, version)),
+                };
+                Ok((turn, session))
+            },
+        )?;
+    let turn = since_row(conn, turn.0, turn.1, turn_row)?;
+    let session = super::sessions::since_row(session.0, session.1, session_row)?;
+    Ok((turn, session))
 }
 
 /// [`read`] of a turn with answers beside it: the record and its patches in one transaction.
