@@ -34,6 +34,31 @@ pub use inventory;
 pub use schemars::Schema;
 pub use serde_json::Value;
 
+/// What every tool's call adapter returns.
+pub type Invoked = BoxFuture<'static, Result<CallOutput, ToolError>>;
+
+/// The descriptor fields `#[tool]` leaves at their defaults. The expansion writes the fields
+/// every tool sets (names, description, effect, input, call adapter, location) and those its
+/// keys change, and takes the rest from here with struct update syntax: a tool without keys
+/// beyond `effect` is a third of the tokens it would be with every field written out, and rustc
+/// reads, resolves and lowers each of them on every build of the crate.
+pub const DEFAULTS: ToolDescriptor = ToolDescriptor {
+    projected: false,
+    ..ToolDescriptor::plain(
+        "",
+        "",
+        Effect::Read,
+        PROVIDER_INPUT,
+        provider_invoke,
+        Location {
+            file: "",
+            line: 0,
+            column: 0,
+            module_path: "",
+        },
+    )
+};
+
 /// An argument struct's JSON Schema side.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no JSON Schema, so it cannot be a tool's argument struct",

@@ -1,28 +1,35 @@
 //! Code generation, run only after every check passed.
 //!
-//! The user's fn is emitted untouched. Beside it: a braced struct with the fn's name (type
-//! namespace only, so it cannot clash with the fn) whose `TOOL` const is the descriptor, adapter
-//! fns in that struct's impl, assertions for rules that need other items, and the `inventory`
+//! The user's fn is emitted untouched (its tokens as they came in). Beside it: a braced struct
+//! with the fn's name (type namespace only, so it cannot clash with the fn) whose `TOOL` const is
+//! the descriptor (the fields the tool sets, the rest from `__private::DEFAULTS`), adapter fns in
+//! that struct's impl, assertions for rules that need other items, and the `inventory`
 //! submission. Every path is absolute through the facade's hidden `__private` module. A
 //! `provider` tool gets the same frame with a descriptor of its own (`expand_provider`): its fn
 //! builds a configuration and is never called by the runtime.
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Ident, ItemFn, LitStr, Path, Type};
+use syn::{Ident, LitStr, Path, Type};
 
 use crate::attrs::{ApprovalKey, Attrs, Description, Effect, EndsTurn, Entry, Policy, TextOrPath};
+use crate::item::ToolFn;
 use crate::sig::Sig;
 
 mod hooks;
+mod tw;
+
+pub(crate) use tw::Tw;
 
 pub(crate) struct Input<'a> {
-    pub(crate) item: &'a ItemFn,
+    /// The fn as written, emitted as it came in.
+    pub(crate) tokens: TokenStream,
+    pub(crate) item: &'a ToolFn,
     pub(crate) attrs: &'a Attrs,
     pub(crate) sig: &'a Sig,
     pub(crate) description: String,
-    pub(crate) krate: TokenStream,
+    pub(crate) tw: Tw,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -33,12 +40,9 @@ enum Kind {
 }
 
 pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
-    let Input {
-        attrs, sig, krate, ..
-    } = input;
-    let tw = quote!(#krate::__private);
+    let Input { attrs, sig, tw, .. } = input;
     if Attrs::flag(&attrs.provider) {
-        return expand_provider(input, &tw);
+        return expand_provider(input, tw);
     }
     let ident = &sig.ident;
     let first = sig
@@ -56,14 +60,16 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     // Every path to the facade inside an expression spanned at a user's token is respanned too:
     // rustc widens an expression whose tokens mix the attribute's span with the user's to the
     // whole attribute, which would move errors off the user's token.
-    let tw_first = respan(tw.clone(), first_span);
+    let tw_first = tw.at(first_span);
     // For `serve`: what each call replies with, the `Output` of `ServeCalls<Args, Output>`.
     let serve_output = quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Output);
     // The argument struct: the first parameter, or for `serve` the `Args` of its call stream.
-    let args_ty: TokenStream = if serve {
-        quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Args)
+    // Held as the type itself where it is the first parameter: interpolated, a type pushes its
+    // tokens one by one, where a `TokenStream` would be spliced in with a round trip to rustc.
+    let args_ty: Box<dyn ToTokens> = if serve {
+        Box::new(quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Args))
     } else {
-        quote!(#first)
+        Box::new(first.clone())
     };
     // Deserializes the argument struct in an adapter. Beside the call, the same `ToolInput`
     // projection the descriptor uses, at the same span: when the struct lacks its derives, each
@@ -98,11 +104,11 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         .map(|i| format_ident!("__p{}", i))
         .collect();
     let param_extracts = sig.rest.iter().zip(&param_names).map(|(ty, name)| {
-        let tw = respan(tw.clone(), ty.span());
+        let tw = tw.at(ty.span());
         quote_spanned!(ty.span()=> let #name = <#ty as #tw::#param_trait>::from_call(&__cx)?;)
     });
     let requirements = sig.rest.iter().map(|ty| {
-        let tw = respan(tw.clone(), ty.span());
+        let tw = tw.at(ty.span());
         quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::REQUIREMENT)
     });
 
@@ -120,41 +126,38 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let keep_input = complete_template.is_some() && !serve;
     let label_input =
         keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
+    // What the adapter hands `finish` beside the output: `None` for a default (written as the
+    // default value in the call, without a binding of its own).
     let ends_turn = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
-        None => quote!(false),
-        Some(EndsTurn::Always) => quote!(true),
+        None => None,
+        Some(EndsTurn::Always) => Some(quote!(true)),
         // Typed here, at the path, so a fn returning something else is reported at the path.
         Some(EndsTurn::ByOutput(path)) => {
             let called = call_user_fn(path, quote!(&__out));
-            quote_spanned!(path.span()=> {
+            Some(quote_spanned!(path.span()=> {
                 let __ends: bool = #called;
                 __ends
-            })
+            }))
         }
     };
-    let model = |out: &TokenStream| match &attrs.to_model_output {
-        Some(g) => {
-            let path = &g.value;
-            let tw = respan(tw.clone(), path.span());
-            let called = call_user_fn(path, quote!(&#out));
-            quote_spanned!(path.span()=> ::core::option::Option::Some(#tw::model_output(#called)))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let out_ident = quote!(__out);
+    let model = attrs.to_model_output.as_ref().map(|g| {
+        let path = &g.value;
+        let tw = tw.at(path.span());
+        let called = call_user_fn(path, quote!(&__out));
+        quote_spanned!(path.span()=> ::core::option::Option::Some(#tw::model_output(#called)))
+    });
     let (invoke_model, finish_fn) = if serve {
-        let serve_model = model(&out_ident);
+        let serve_model = model.unwrap_or_else(|| quote!(::core::option::Option::None));
         let finish = quote! {
             fn __finish(__out: #serve_output) -> ::core::result::Result<#tw::CallOutput, #tw::ToolError> {
                 let __model = #serve_model;
                 #tw::finish(&__out, false, __model, ::core::option::Option::None)
             }
         };
-        (quote!(::core::option::Option::None), finish)
+        (None, Some(finish))
     } else {
-        (model(&out_ident), TokenStream::new())
+        (model, None)
     };
-    let parse_label_input = parse("parse_ref", quote!(&__label_input));
     let complete = match complete_template {
         Some(text) if !serve => {
             let render = match text {
@@ -166,18 +169,32 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
             };
             // A label that fails (panics) falls back to the humanized name in the runtime; it
             // must never turn a successful call into a failed one.
-            quote! {
+            let parse_label_input = parse("parse_ref", quote!(&__label_input));
+            Some(quote! {
                 #tw::guard_label(|| #parse_label_input.ok().and_then(|__la| #tw::label(#render)))
-            }
+            })
         }
-        _ => quote!(::core::option::Option::None),
+        _ => None,
     };
     let into_output = quote_spanned!(ret_span=> .into_output(__ret));
     // At the same span as `into_output`, so rustc folds "`T: Serialize` is not satisfied" into the
     // `ToolOutput` error there instead of reporting it a second time at the attribute.
-    let finish = {
-        let tw = respan(tw.clone(), ret_span);
-        quote_spanned!(ret_span=> #tw::finish(&__out, __ends, __model, __complete))
+    let finish = if ends_turn.is_none() && invoke_model.is_none() && complete.is_none() {
+        let tw = tw.at(ret_span);
+        quote_spanned!(ret_span=> #tw::finish(&__out, false, ::core::option::Option::None, ::core::option::Option::None))
+    } else {
+        let tw = tw.at(ret_span);
+        let none = || quote!(::core::option::Option::None);
+        let (ends, model, complete) = (
+            finish_arg("__ends", ends_turn, || quote!(false)),
+            finish_arg("__model", invoke_model, none),
+            finish_arg("__complete", complete, none),
+        );
+        let (ends_let, ends) = ends;
+        let (model_let, model) = model;
+        let (complete_let, complete) = complete;
+        let call = quote_spanned!(ret_span=> #tw::finish(&__out, #ends, #model, #complete));
+        quote!(#ends_let #model_let #complete_let #call)
     };
 
     let parse_input = parse("parse_input", quote!(__input));
@@ -185,7 +202,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         fn __invoke(
             __input: #tw::Value,
             __cx: #tw::CallContext,
-        ) -> #tw::BoxFuture<'static, ::core::result::Result<#tw::CallOutput, #tw::ToolError>> {
+        ) -> #tw::Invoked {
             ::std::boxed::Box::pin(async move {
                 #label_input
                 let __args: #args_ty = #parse_input?;
@@ -196,9 +213,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     use #tw::{ViaResult as _, ViaValue as _};
                     (&#tw::Ret::of(&__ret)).tag()
                 }#into_output?;
-                let __ends = #ends_turn;
-                let __model = #invoke_model;
-                let __complete = #complete;
                 #finish
             })
         }
@@ -206,14 +220,15 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
 
     // Labels.
     let mut adapters = Vec::new();
-    let parse_ref_input = parse("parse_ref", quote!(__input));
-    let parse_call_input = parse("parse_ref", quote!(__call.input));
+    let parse_ref_input = || parse("parse_ref", quote!(__input));
+    let parse_call_input = || parse("parse_ref", quote!(__call.input));
     let label_start = match label.and_then(|l| l.start.as_ref()) {
         Some(text) => {
-            let render = render_text(text, &tw, |path| call_user_fn(path, quote!(&__la)));
+            let render = render_text(text, tw, |path| call_user_fn(path, quote!(&__la)));
+            let parse_ref = parse_ref_input();
             adapters.push(quote! {
                 fn __label_start(__input: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #parse_ref_input.ok()?;
+                    let __la: #args_ty = #parse_ref.ok()?;
                     #tw::label(#render)
                 }
             });
@@ -224,13 +239,14 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let label_delta = match label.and_then(|l| l.delta.as_ref()) {
         Some((path, _)) => {
             let delta = {
-                let tw = respan(tw.clone(), path.span());
+                let tw = tw.at(path.span());
                 let called = call_user_fn(path, quote!(&__la, __partial));
                 quote_spanned!(path.span()=> #tw::label(::core::convert::Into::<::std::string::String>::into(#called)))
             };
+            let parse_ref = parse_ref_input();
             adapters.push(quote! {
                 fn __label_delta(__input: &#tw::Value, __partial: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #parse_ref_input.ok()?;
+                    let __la: #args_ty = #parse_ref.ok()?;
                     #delta
                 }
             });
@@ -242,7 +258,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
 
     // Approval.
     let approval = match &attrs.approval {
-        None => quote!(::core::option::Option::None),
+        None => None,
         Some(approval) => {
             let (policy, _) = approval
                 .request
@@ -265,14 +281,15 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 }
                 Policy::Custom(path) => {
                     let call = {
-                        let tw = respan(tw.clone(), path.span());
+                        let tw = tw.at(path.span());
                         let called = call_user_fn(path, quote!(&__pcx));
                         quote_spanned!(path.span()=> #tw::IntoDecision::into_decision(#called))
                     };
+                    let parse_call = parse_call_input();
                     adapters.push(quote! {
                         fn __policy<'a>(__call: &'a #tw::ApprovalCall<'a>) -> #tw::BoxFuture<'a, #tw::ApprovalDecision> {
                             ::std::boxed::Box::pin(async move {
-                                let __args: #args_ty = match #parse_call_input {
+                                let __args: #args_ty = match #parse_call {
                                     ::core::result::Result::Ok(args) => args,
                                     ::core::result::Result::Err(error) => {
                                         return #tw::ApprovalDecision::denied(::std::string::ToString::to_string(&error));
@@ -289,13 +306,14 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
             let prompt = match &approval.prompt {
                 None => quote!(::core::option::Option::None),
                 Some(text) => {
-                    let render = render_text(text, &tw, |path| {
-                        let tw = respan(tw.clone(), path.span());
+                    let render = render_text(text, tw, |path| {
+                        let tw = tw.at(path.span());
                         call_user_fn(path, quote!(&#tw::PromptContext::new(__call, &__la)))
                     });
+                    let parse_call = parse_call_input();
                     adapters.push(quote! {
                         fn __prompt(__call: &#tw::ApprovalCall<'_>) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #parse_call_input?;
+                            let __la: #args_ty = #parse_call?;
                             ::core::result::Result::Ok(#render)
                         }
                     });
@@ -306,7 +324,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 None => quote!(::core::option::Option::None),
                 Some(path) => {
                     let call = {
-                        let tw = respan(tw.clone(), path.span());
+                        let tw = tw.at(path.span());
                         let called =
                             call_user_fn(path, quote!(&#tw::ResponseContext::new(__call, &__la)));
                         // Typed here so a fn returning something else is reported at the path.
@@ -315,9 +333,10 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                             __verdict
                         })
                     };
+                    let parse_call = parse_call_input();
                     adapters.push(quote! {
                         fn __response(__call: &#tw::ResponseCall<'_>) -> #tw::ResponseVerdict {
-                            match #parse_call_input {
+                            match #parse_call {
                                 ::core::result::Result::Ok(__la) => #call,
                                 ::core::result::Result::Err(error) => #tw::ResponseVerdict::rejected(::std::string::ToString::to_string(&error)),
                             }
@@ -332,9 +351,10 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 Some(ApprovalKey::Custom(path)) => {
                     let called = call_user_fn(path, quote!(&__la));
                     let call = quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called));
+                    let parse_ref = parse_ref_input();
                     adapters.push(quote! {
                         fn __approval_key(__input: &#tw::Value) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #parse_ref_input?;
+                            let __la: #args_ty = #parse_ref?;
                             ::core::result::Result::Ok(#call)
                         }
                     });
@@ -345,15 +365,15 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 None => quote!(::core::option::Option::None),
                 Some(provider) => quote!(::core::option::Option::Some(#provider)),
             };
-            quote! {
-                ::core::option::Option::Some(#tw::ApprovalSpec {
+            Some(quote! {
+                approval: ::core::option::Option::Some(#tw::ApprovalSpec {
                     request: #request,
                     prompt: #prompt,
                     response: #response,
                     key: #key,
                     require_auth: #require_auth,
-                })
-            }
+                }),
+            })
         }
     };
 
@@ -375,22 +395,18 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                     #body
                 }
             });
-            quote!(::core::option::Option::Some(Self::__output_schema))
+            Some(quote!(output_schema: ::core::option::Option::Some(Self::__output_schema),))
         }
-        _ => quote!(::core::option::Option::None),
+        _ => None,
     };
 
     let ends_turn_kind = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
-        None => quote!(#tw::EndsTurn::Never),
-        Some(EndsTurn::Always) => quote!(#tw::EndsTurn::Always),
-        Some(EndsTurn::ByOutput(_)) => quote!(#tw::EndsTurn::ByOutput),
+        None => None,
+        Some(EndsTurn::Always) => Some(quote!(ends_turn: #tw::EndsTurn::Always,)),
+        Some(EndsTurn::ByOutput(_)) => Some(quote!(ends_turn: #tw::EndsTurn::ByOutput,)),
     };
-    let annotations = {
-        let a = attrs
-            .annotations
-            .as_ref()
-            .map(|g| g.value.clone())
-            .unwrap_or_default();
+    let annotations = attrs.annotations.as_ref().map(|given| {
+        let a = &given.value;
         let hint = |v: Option<bool>| match v {
             Some(b) => quote!(::core::option::Option::Some(#b)),
             None => quote!(::core::option::Option::None),
@@ -401,15 +417,24 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
             hint(a.idempotent),
             hint(a.open_world),
         );
-        quote!(#tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o })
-    };
-    let projected = attrs.to_model_output.is_some();
+        quote!(annotations: #tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o },)
+    });
+    let projected = attrs
+        .to_model_output
+        .is_some()
+        .then(|| quote!(projected: true,));
     let kind_tokens = match kind {
-        Kind::Plain => quote!(#tw::ToolKind::Plain),
-        Kind::Durable => quote!(#tw::ToolKind::Durable),
-        Kind::Workflow(Entry::Execute) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Execute)),
-        Kind::Workflow(Entry::Task) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Task)),
-        Kind::Workflow(Entry::Serve) => quote!(#tw::ToolKind::Workflow(#tw::Entry::Serve)),
+        Kind::Plain => None,
+        Kind::Durable => Some(quote!(kind: #tw::ToolKind::Durable,)),
+        Kind::Workflow(Entry::Execute) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Execute),))
+        }
+        Kind::Workflow(Entry::Task) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Task),))
+        }
+        Kind::Workflow(Entry::Serve) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Serve),))
+        }
     };
     let type_name = args_type_name(first, serve);
     let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
@@ -424,7 +449,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     if serve {
         let args_span = serve_args_span(first).unwrap_or(first_span);
         let args_text = serve_args_text(first);
-        let tw_args = respan(tw.clone(), args_span);
+        let tw_args = tw.at(args_span);
         let message = LitStr::new(
             &format!(
                 "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
@@ -438,42 +463,49 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     // At the argument type like `FIELDS` in the descriptor, so a struct without `ToolInput` is
     // still one error there, not another at each template.
     let sensitive_fields =
-        quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE_FIELDS);
+        || quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE_FIELDS);
     assertions.extend(c25_templates_hide_sensitive(
         attrs,
-        &tw,
-        &sensitive_fields,
-        &args_text(first, serve),
+        tw,
+        sensitive_fields,
+        || args_text(first, serve),
     ));
     if serve && Attrs::flag(&attrs.output_schema) {
         // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
         let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
-        let tw = respan(tw.clone(), span);
+        let tw = tw.at(span);
         assertions.push(quote_spanned! {span=>
             const _: () = #tw::assert_output_schema::<#serve_output>();
         });
     }
 
+    let label = (label.is_some_and(|l| l.start.is_some() || l.delta.is_some()) || label_complete)
+        .then(|| {
+            quote! {
+                label: #tw::LabelSpec {
+                    start: #label_start,
+                    delta: #label_delta,
+                    complete: #label_complete,
+                },
+            }
+        });
+    let requirements = (!sig.rest.is_empty()).then(|| quote!(requirements: &[#(#requirements),*],));
+    // Only what differs from `__private::DEFAULTS`, which `emit` fills the rest from.
     let descriptor_fields = quote! {
-        approval: #approval,
-        ends_turn: #ends_turn_kind,
-        label: #tw::LabelSpec {
-            start: #label_start,
-            delta: #label_delta,
-            complete: #label_complete,
-        },
-        annotations: #annotations,
-        output_schema: #output_schema,
-        projected: #projected,
-        kind: #kind_tokens,
-        provider: ::core::option::Option::None,
+        #approval
+        #ends_turn_kind
+        #label
+        #annotations
+        #output_schema
+        #projected
+        #kind_tokens
         input: #tw::InputSpec {
             schema: #schema,
             fields: #fields,
             sensitive: #sensitive,
             type_name: #type_name,
         },
-        requirements: &[#(#requirements),*],
+        #requirements
         invoke: Self::__invoke,
     };
     let items = quote! {
@@ -481,13 +513,13 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         #finish_fn
         #(#adapters)*
     };
-    emit(input, &tw, descriptor_fields, items, assertions)
+    emit(input, tw, descriptor_fields, items, assertions)
 }
 
 /// A provider-native tool: the model provider runs it, so the descriptor carries no argument
 /// struct, no policy and no adapters beyond the fn that builds the configuration, and an
 /// `invoke` that only says the runtime cannot run it.
-fn expand_provider(input: &Input<'_>, tw: &TokenStream) -> TokenStream {
+fn expand_provider(input: &Input<'_>, tw: &Tw) -> TokenStream {
     let ident = &input.sig.ident;
     let ret = input
         .sig
@@ -497,26 +529,14 @@ fn expand_provider(input: &Input<'_>, tw: &TokenStream) -> TokenStream {
     // `__config` is spanned at the return type as written: when that type is not
     // `ProviderTool`, the `ProviderOutput` error lands there (an alias of it is accepted).
     let ret_span = ret.span();
-    let tw_ret = respan(tw.clone(), ret_span);
+    let tw_ret = tw.at(ret_span);
     let build = quote_spanned! {ret_span=>
         let __config: #ret = #ident();
         #tw_ret::provider_tool(__config)
     };
     let descriptor_fields = quote! {
-        approval: ::core::option::Option::None,
-        ends_turn: #tw::EndsTurn::Never,
-        label: #tw::LabelSpec {
-            start: ::core::option::Option::None,
-            delta: ::core::option::Option::None,
-            complete: false,
-        },
-        annotations: #tw::Annotations::NONE,
-        output_schema: ::core::option::Option::None,
-        projected: false,
-        kind: #tw::ToolKind::Plain,
         provider: ::core::option::Option::Some(Self::__provider),
         input: #tw::PROVIDER_INPUT,
-        requirements: &[],
         invoke: #tw::provider_invoke,
     };
     let items = quote! {
@@ -528,124 +548,36 @@ fn expand_provider(input: &Input<'_>, tw: &TokenStream) -> TokenStream {
 }
 
 /// The output every tool shares: the user's fn, the struct carrying `TOOL` (the descriptor:
-/// the fields every tool fills the same way, then `fields`), `items` in its impl, the
-/// assertions (`assertions` and the reserved-name one), and the `inventory` submission.
+/// the fields every tool fills the same way, then `fields`, the rest from `__private::DEFAULTS`),
+/// `items` in its impl, the assertions (`assertions` and the reserved-name one), and the
+/// `inventory` submission.
 fn emit(
     input: &Input<'_>,
-    tw: &TokenStream,
+    tw: &Tw,
     fields: TokenStream,
     items: TokenStream,
     mut assertions: Vec<TokenStream>,
 ) -> TokenStream {
     let Input {
+        tokens,
         item,
         attrs,
         sig,
-        description,
         ..
     } = input;
     let ident = &sig.ident;
     let vis = &item.vis;
-
-    // Coerced to the fn pointer type in a typed `let` spanned at the path: a fn of another
-    // signature is a "mismatched types" error there, showing the signature to write.
-    let describe = match attrs.description.as_ref().map(|g| &g.value) {
-        Some(Description::Fn(path)) => {
-            let span = path.span();
-            let tw = respan(tw.clone(), span);
-            quote_spanned!(span=> ::core::option::Option::Some({
-                let __describe: #tw::DescribeFn = #path;
-                __describe
-            }))
-        }
-        _ => quote!(::core::option::Option::None),
-    };
-    let enabled = match &attrs.enabled {
-        Some(g) => {
-            let path = &g.value;
-            quote_spanned!(path.span()=> ::core::option::Option::Some(#path))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let fn_name = ident.to_string().trim_start_matches("r#").to_owned();
-    let name = attrs
-        .name
-        .as_ref()
-        .map(|g| g.value.value())
-        .unwrap_or_else(|| fn_name.clone());
-    let toolset = attrs.toolset.as_ref().map(|g| g.value.value());
-    let model_name = match &toolset {
-        Some(set) => format!("{set}__{name}"),
-        None => name.clone(),
-    };
-    let name_span = attrs
-        .name
-        .as_ref()
-        .map(|g| g.value.span())
-        .unwrap_or_else(|| ident.span());
-    let toolset_tokens = option_string(toolset.as_deref());
-    let title = option_str(attrs.title.as_ref().map(|g| &g.value));
-    let summary = option_str(attrs.summary.as_ref().map(|g| &g.value));
-    let i18n = attrs
-        .i18n
-        .iter()
-        .flat_map(|g| g.value.iter())
-        .map(|locale| {
-            let code = locale.locale.to_string();
-            let title = option_str(locale.title.as_ref());
-            let summary = option_str(locale.summary.as_ref());
-            quote!(#tw::LocaleText { locale: #code, title: #title, summary: #summary })
-        });
-    let effect = match attrs
-        .effect
-        .as_ref()
-        .expect("checked: effect is present")
-        .value
-    {
-        Effect::Read => quote!(#tw::Effect::Read),
-        Effect::Write => quote!(#tw::Effect::Write),
-        Effect::Money => quote!(#tw::Effect::Money),
-        Effect::Public => quote!(#tw::Effect::Public),
-    };
-    let untrusted = Attrs::flag(&attrs.untrusted);
-    let user_only = Attrs::flag(&attrs.user_only);
-    let deferred = Attrs::flag(&attrs.deferred);
-    let subagents = attrs.subagents.as_ref().is_none_or(|g| g.value);
-    let input_retries = match attrs.input_retries() {
-        Some(n) => quote!(::core::option::Option::Some(#n)),
-        None => quote!(::core::option::Option::None),
-    };
-    let location = quote_spanned! {ident.span()=>
-        #tw::Location {
-            file: ::core::file!(),
-            line: ::core::line!(),
-            column: ::core::column!(),
-            module_path: ::core::module_path!(),
-        }
-    };
-
-    let reserved_message = if attrs.name.is_some() {
-        format!(
-            "`{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"
-        )
-    } else {
-        format!(
-            "the tool is named after the fn, and `{model_name}` is reserved for a meta-tool or built-in tool of the runtime; rename the fn or set `name = \"...\"`"
-        )
-    };
-    let reserved_message = LitStr::new(&reserved_message, name_span);
-    let tw_name = respan(tw.clone(), name_span);
-    assertions.push(quote_spanned! {name_span=>
-        const _: () = ::core::assert!(!#tw_name::is_reserved(#model_name), #reserved_message);
-    });
-
+    let names = Names::of(input);
+    assertions.push(reserved_name(input, tw, &names));
+    let common = common_fields(input, tw, &names);
     let (hook_fields, hook_items) = hooks::expand(attrs, tw);
-    let description = LitStr::new(description, Span::call_site());
-    let struct_doc =
-        format!("The registered descriptor of the tool `{model_name}`: `{fn_name}::TOOL`.");
+    let struct_doc = format!(
+        "The registered descriptor of the tool `{}`: `{}::TOOL`.",
+        names.model_name, names.fn_name
+    );
 
     quote! {
-        #item
+        #tokens
 
         #[doc = #struct_doc]
         #[doc(hidden)]
@@ -656,36 +588,192 @@ fn emit(
         impl #ident {
             /// The descriptor `#[tool]` registered for this fn.
             #vis const TOOL: &'static #tw::ToolDescriptor = &#tw::ToolDescriptor {
-                fn_name: #fn_name,
-                name: #name,
-                toolset: #toolset_tokens,
-                description: #description,
-                describe: #describe,
-                title: #title,
-                summary: #summary,
-                i18n: &[#(#i18n),*],
-                effect: #effect,
-                untrusted: #untrusted,
-                user_only: #user_only,
-                deferred: #deferred,
-                subagents: #subagents,
-                input_retries: #input_retries,
-                enabled: #enabled,
-                location: #location,
+                #common
                 #hook_fields
                 #fields
+                ..#tw::DEFAULTS
             };
 
             #items
             #hook_items
         }
 
-        #[allow(unused_qualifications, clippy::all)]
-        const _: () = {
-            #(#assertions)*
-        };
+        // Each a `const _` of its own: the first failing one would stop a shared evaluation.
+        #(
+            #[allow(unused_qualifications, clippy::all)]
+            #assertions
+        )*
 
         #tw::inventory::submit! { #tw::Registration(#ident::TOOL) }
+    }
+}
+
+/// The tool's names: the fn's, the one given (or the fn's), and the model-facing one.
+struct Names {
+    fn_name: String,
+    name: String,
+    model_name: String,
+}
+
+impl Names {
+    fn of(input: &Input<'_>) -> Names {
+        let attrs = input.attrs;
+        let fn_name = input
+            .sig
+            .ident
+            .to_string()
+            .trim_start_matches("r#")
+            .to_owned();
+        let name = attrs
+            .name
+            .as_ref()
+            .map(|g| g.value.value())
+            .unwrap_or_else(|| fn_name.clone());
+        let model_name = match &attrs.toolset {
+            Some(set) => format!("{}__{name}", set.value.value()),
+            None => name.clone(),
+        };
+        Names {
+            fn_name,
+            name,
+            model_name,
+        }
+    }
+}
+
+/// C13's reserved names: the list is the runtime's (`names::RESERVED_NAMES`), so the check is a
+/// constant evaluated by rustc, at the name.
+fn reserved_name(input: &Input<'_>, tw: &Tw, names: &Names) -> TokenStream {
+    let attrs = input.attrs;
+    let model_name = &names.model_name;
+    let name_span = attrs
+        .name
+        .as_ref()
+        .map(|g| g.value.span())
+        .unwrap_or_else(|| input.sig.ident.span());
+    let reserved_message = if attrs.name.is_some() {
+        format!(
+            "`{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"
+        )
+    } else {
+        format!(
+            "the tool is named after the fn, and `{model_name}` is reserved for a meta-tool or built-in tool of the runtime; rename the fn or set `name = \"...\"`"
+        )
+    };
+    let reserved_message = LitStr::new(&reserved_message, name_span);
+    let tw_name = tw.at(name_span);
+    quote_spanned! {name_span=>
+        const _: () = ::core::assert!(!#tw_name::is_reserved(#model_name), #reserved_message);
+    }
+}
+
+/// The descriptor fields of the attribute's keys that every kind of tool has; a field at its
+/// default is left out (`DEFAULTS` has it).
+fn common_fields(input: &Input<'_>, tw: &Tw, names: &Names) -> TokenStream {
+    let Input {
+        attrs,
+        sig,
+        description,
+        ..
+    } = input;
+    let some = |value: &dyn ToTokens| quote!(::core::option::Option::Some(#value));
+    // Coerced to the fn pointer type in a typed `let` spanned at the path: a fn of another
+    // signature is a "mismatched types" error there, showing the signature to write.
+    let describe = match attrs.description.as_ref().map(|g| &g.value) {
+        Some(Description::Fn(path)) => {
+            let span = path.span();
+            let tw = tw.at(span);
+            let value = quote_spanned!(span=> ::core::option::Option::Some({
+                let __describe: #tw::DescribeFn = #path;
+                __describe
+            }));
+            Some(quote!(describe: #value,))
+        }
+        _ => None,
+    };
+    let enabled = attrs.enabled.as_ref().map(|g| {
+        let path = &g.value;
+        let value = quote_spanned!(path.span()=> ::core::option::Option::Some(#path));
+        quote!(enabled: #value,)
+    });
+    let toolset = attrs.toolset.as_ref().map(|g| {
+        let set = some(&g.value.value());
+        quote!(toolset: #set,)
+    });
+    let title = attrs.title.as_ref().map(|g| {
+        let title = some(&g.value);
+        quote!(title: #title,)
+    });
+    let summary = attrs.summary.as_ref().map(|g| {
+        let summary = some(&g.value);
+        quote!(summary: #summary,)
+    });
+    let i18n = attrs.i18n.as_ref().map(|g| {
+        let locales = g.value.iter().map(|locale| {
+            let code = locale.locale.to_string();
+            let title = option_str(locale.title.as_ref());
+            let summary = option_str(locale.summary.as_ref());
+            quote!(#tw::LocaleText { locale: #code, title: #title, summary: #summary })
+        });
+        quote!(i18n: &[#(#locales),*],)
+    });
+    let effect = Ident::new(
+        match attrs
+            .effect
+            .as_ref()
+            .expect("checked: effect is present")
+            .value
+        {
+            Effect::Read => "Read",
+            Effect::Write => "Write",
+            Effect::Money => "Money",
+            Effect::Public => "Public",
+        },
+        Span::call_site(),
+    );
+    let flag = |given: bool, field: &str| {
+        let field = Ident::new(field, Span::call_site());
+        given.then(|| quote!(#field: true,))
+    };
+    let untrusted = flag(Attrs::flag(&attrs.untrusted), "untrusted");
+    let user_only = flag(Attrs::flag(&attrs.user_only), "user_only");
+    let deferred = flag(Attrs::flag(&attrs.deferred), "deferred");
+    let subagents = attrs
+        .subagents
+        .as_ref()
+        .is_some_and(|g| !g.value)
+        .then(|| quote!(subagents: false,));
+    let input_retries = attrs.input_retries().map(|n| {
+        let n = some(&n);
+        quote!(input_retries: #n,)
+    });
+    let location = quote_spanned! {sig.ident.span()=>
+        #tw::Location {
+            file: ::core::file!(),
+            line: ::core::line!(),
+            column: ::core::column!(),
+            module_path: ::core::module_path!(),
+        }
+    };
+    let Names { fn_name, name, .. } = names;
+    let description = LitStr::new(description, Span::call_site());
+    quote! {
+        fn_name: #fn_name,
+        name: #name,
+        #toolset
+        description: #description,
+        #describe
+        #title
+        #summary
+        #i18n
+        effect: #tw::Effect::#effect,
+        #untrusted
+        #user_only
+        #deferred
+        #subagents
+        #input_retries
+        #enabled
+        location: #location,
     }
 }
 
@@ -694,9 +782,9 @@ fn emit(
 /// template already formatted into text. One assertion per placeholder, at the template.
 fn c25_templates_hide_sensitive(
     attrs: &Attrs,
-    tw: &TokenStream,
-    sensitive_fields: &TokenStream,
-    args_text: &str,
+    tw: &Tw,
+    sensitive_fields: impl Fn() -> TokenStream,
+    args_text: impl Fn() -> String,
 ) -> Vec<TokenStream> {
     let label = attrs.label.as_ref().map(|l| &l.value);
     let labels = label
@@ -713,13 +801,15 @@ fn c25_templates_hide_sensitive(
             continue;
         };
         let span = template.span();
-        let tw = respan(tw.clone(), span);
+        let tw = tw.at(span);
         let mut seen: Vec<&str> = Vec::new();
         for name in &template.fields {
             if seen.contains(&name.as_str()) {
                 continue;
             }
             seen.push(name);
+            let args_text = args_text();
+            let sensitive_fields = sensitive_fields();
             // Braces doubled: the message is the format string of `assert!`.
             let message = LitStr::new(
                 &format!(
@@ -745,11 +835,23 @@ fn args_text(first: &Type, serve: bool) -> String {
     }
 }
 
-fn render_text(
-    text: &TextOrPath,
-    _tw: &TokenStream,
-    call: impl Fn(&Path) -> TokenStream,
-) -> TokenStream {
+/// One of `finish`'s values beside the output: a binding named `name` and the name when the tool
+/// computes it, else no binding and the default value.
+fn finish_arg(
+    name: &str,
+    value: Option<TokenStream>,
+    default: impl FnOnce() -> TokenStream,
+) -> (Option<TokenStream>, TokenStream) {
+    match value {
+        Some(value) => {
+            let name = Ident::new(name, Span::call_site());
+            (Some(quote!(let #name = #value;)), quote!(#name))
+        }
+        None => (None, default()),
+    }
+}
+
+fn render_text(text: &TextOrPath, _tw: &Tw, call: impl Fn(&Path) -> TokenStream) -> TokenStream {
     match text {
         TextOrPath::Template(template) => template.render(&format_ident!("__la")),
         TextOrPath::Path(path) => {
@@ -762,13 +864,6 @@ fn render_text(
 fn option_str(lit: Option<&LitStr>) -> TokenStream {
     match lit {
         Some(lit) => quote!(::core::option::Option::Some(#lit)),
-        None => quote!(::core::option::Option::None),
-    }
-}
-
-fn option_string(text: Option<&str>) -> TokenStream {
-    match text {
-        Some(text) => quote!(::core::option::Option::Some(#text)),
         None => quote!(::core::option::Option::None),
     }
 }

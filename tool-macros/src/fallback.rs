@@ -4,9 +4,13 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{FnArg, ItemFn};
+use syn::FnArg;
 
-pub(crate) fn emit(item: &ItemFn, krate: &TokenStream, errors: syn::Error) -> TokenStream {
+use crate::expand::Tw;
+use crate::item::ToolFn;
+
+/// `tokens` is the fn as written, `item` what the macro read of it.
+pub(crate) fn emit(tokens: TokenStream, item: &ToolFn, tw: &Tw, errors: syn::Error) -> TokenStream {
     let errors = errors.to_compile_error();
     // A fn taking `self` sits in an `impl` block, where a struct cannot be declared: emitting one
     // would bury the real error under "struct is not supported in `impl`s".
@@ -16,16 +20,15 @@ pub(crate) fn emit(item: &ItemFn, krate: &TokenStream, errors: syn::Error) -> To
         .iter()
         .any(|input| matches!(input, FnArg::Receiver(_)))
     {
-        return quote!(#item #errors);
+        return quote!(#tokens #errors);
     }
     let ident = &item.sig.ident;
     let vis = &item.vis;
-    let tw = quote!(#krate::__private);
     // The placeholder is a valid constant, not a `panic!`: a panicking const would add an
     // "evaluation panicked" error at every use of `name::TOOL`. Nothing can run it, since the
     // crate does not compile.
     quote! {
-        #item
+        #tokens
 
         #[doc(hidden)]
         #[allow(non_camel_case_types, dead_code)]

@@ -12,12 +12,12 @@ mod ctxt;
 mod derive;
 mod expand;
 mod fallback;
+mod item;
 mod rules;
 mod sig;
 mod template;
 
 use proc_macro::TokenStream;
-use quote::quote;
 
 /// Turns an `async fn` (or `fn`) into a registered tool. See the `toolwright` crate docs.
 #[proc_macro_attribute]
@@ -29,21 +29,15 @@ fn tool_impl(
     args: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> proc_macro2::TokenStream {
-    let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
+    let item_fn = match item::ToolFn::read(&item) {
         Ok(item_fn) => item_fn,
         Err(_) => return fallback::not_a_fn(item),
     };
 
     let mut cx = ctxt::Ctxt::default();
     let attrs = attrs::parse(args, &mut cx);
-    let krate = match &attrs.krate {
-        Some(given) => {
-            let path = &given.value;
-            quote!(#path)
-        }
-        None => quote!(::toolwright),
-    };
-    let sig = sig::analyze(&item_fn, attrs::Attrs::flag(&attrs.provider), &mut cx);
+    let tw = expand::Tw::new(attrs.krate.as_ref().map(|given| &given.value));
+    let sig = sig::analyze(&item_fn.sig, attrs::Attrs::flag(&attrs.provider), &mut cx);
     let doc = attrs::doc_comment(&item_fn.attrs);
     rules::check(
         &rules::Tool {
@@ -54,7 +48,7 @@ fn tool_impl(
         &mut cx,
     );
     if let Err(errors) = cx.into_result() {
-        return fallback::emit(&item_fn, &krate, errors);
+        return fallback::emit(item, &item_fn, &tw, errors);
     }
 
     // With a description fn, the doc comment (if any) stays in the descriptor for readers of
@@ -64,11 +58,12 @@ fn tool_impl(
         Some(attrs::Description::Fn(_)) | None => doc.map(|(text, _)| text).unwrap_or_default(),
     };
     expand::expand(&expand::Input {
+        tokens: item,
         item: &item_fn,
         attrs: &attrs,
         sig: &sig,
         description,
-        krate,
+        tw,
     })
 }
 

@@ -2,7 +2,7 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, PatType, ReturnType, Type};
+use syn::{FnArg, Ident, PatType, ReturnType, Signature, Type};
 
 use crate::ctxt::Ctxt;
 
@@ -22,8 +22,7 @@ pub(crate) struct Sig {
 
 /// `provider` says the fn is a provider-native tool's, which takes no argument struct: its
 /// parameters are reported by the rules (C19), not here.
-pub(crate) fn analyze(item: &ItemFn, provider: bool, cx: &mut Ctxt) -> Sig {
-    let sig = &item.sig;
+pub(crate) fn analyze(sig: &Signature, provider: bool, cx: &mut Ctxt) -> Sig {
     if let Some(unsafety) = &sig.unsafety {
         cx.error_spanned(
             unsafety,

@@ -10,12 +10,16 @@ use quote::{quote, quote_spanned};
 use syn::Path;
 use syn::spanned::Spanned;
 
-use super::{call_user_fn, respan};
+use super::{Tw, call_user_fn};
 use crate::attrs::Attrs;
 
-/// The `guardrails` and `prepare` fields of the descriptor, and the adapters they name.
-pub(super) fn expand(attrs: &Attrs, tw: &TokenStream) -> (TokenStream, TokenStream) {
+/// The `guardrails` and `prepare` fields of the descriptor (none for a tool without either key:
+/// the defaults have neither), and the adapters they name.
+pub(super) fn expand(attrs: &Attrs, tw: &Tw) -> (Option<TokenStream>, TokenStream) {
     let mut items = TokenStream::new();
+    if attrs.guardrails.is_none() && attrs.prepare.is_none() {
+        return (None, items);
+    }
     let guardrails = attrs.guardrails.as_ref().map(|g| &g.value);
     let input = match guardrails.and_then(|g| g.input.as_ref()) {
         Some(path) => {
@@ -43,30 +47,27 @@ pub(super) fn expand(attrs: &Attrs, tw: &TokenStream) -> (TokenStream, TokenStre
         }
         None => quote!(::core::option::Option::None),
     };
-    let prepare = match &attrs.prepare {
-        Some(given) => {
-            let path = &given.value;
-            let span = path.span();
-            let tw = respan(tw.clone(), span);
-            quote_spanned!(span=> ::core::option::Option::Some({
-                let __prepare: #tw::PrepareFn = #path;
-                __prepare
-            }))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let fields = quote! {
-        guardrails: #tw::GuardrailSpec { input: #input, output: #output },
-        prepare: #prepare,
-    };
-    (fields, items)
+    let prepare = attrs.prepare.as_ref().map(|given| {
+        let path = &given.value;
+        let span = path.span();
+        let tw = tw.at(span);
+        let value = quote_spanned!(span=> ::core::option::Option::Some({
+            let __prepare: #tw::PrepareFn = #path;
+            __prepare
+        }));
+        quote!(prepare: #value,)
+    });
+    let guardrails = guardrails
+        .is_some()
+        .then(|| quote!(guardrails: #tw::GuardrailSpec { input: #input, output: #output },));
+    (Some(quote!(#guardrails #prepare)), items)
 }
 
 /// `helper(path(__check))`, spanned at `path`: the helper boxes the verdict or its future, and
 /// its bound reports another return type there.
-fn verdict(path: &Path, tw: &TokenStream, helper: &str) -> TokenStream {
+fn verdict(path: &Path, tw: &Tw, helper: &str) -> TokenStream {
     let span = path.span();
-    let tw = respan(tw.clone(), span);
+    let tw = tw.at(span);
     let helper = syn::Ident::new(helper, span);
     let called = call_user_fn(path, quote!(__check));
     quote_spanned!(span=> #tw::#helper(#called))

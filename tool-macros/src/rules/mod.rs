@@ -543,8 +543,8 @@ mod tests {
 
     fn run(attr: &str, item: &str) -> Vec<String> {
         let (attrs, mut cx) = parse_str(attr);
-        let item: syn::ItemFn = syn::parse_str(item).unwrap();
-        let sig = crate::sig::analyze(&item, Attrs::flag(&attrs.provider), &mut cx);
+        let item = crate::item::ToolFn::read(&item.parse().unwrap()).unwrap();
+        let sig = crate::sig::analyze(&item.sig, Attrs::flag(&attrs.provider), &mut cx);
         let doc = crate::attrs::doc_comment(&item.attrs).is_some();
         check(
             &Tool {
