@@ -121,11 +121,15 @@ impl InputValidator {
                     format!("{error} at {at}")
                 }
             })?;
-        Ok(InputValidator::new(validator, schema))
+        Ok(InputValidator::new(
+            validator,
+            schema,
+            jsonschema::Draft::Draft202012,
+        ))
     }
 
-    fn new(validator: jsonschema::Validator, schema: &Value) -> Self {
-        let plan = Plan::compile(schema);
+    fn new(validator: jsonschema::Validator, schema: &Value, draft: jsonschema::Draft) -> Self {
+        let plan = Plan::compile(schema, draft);
         InputValidator {
             numbers: plan.has_numbers(),
             defaults: plan.has_defaults(),
@@ -169,7 +173,7 @@ impl InputValidator {
             .should_validate_formats(false)
             .build(&schema)
             .map_err(|error| error.to_string())?;
-        Ok(InputValidator::new(validator, &schema))
+        Ok(InputValidator::new(validator, &schema, draft))
     }
 
     /// Validates `input` and applies the schema's defaults to absent fields. `null` counts as an
@@ -661,6 +665,55 @@ mod tests {
         // Two branches may hold a whole number: which one is meant is unknown, so neither
         // format is imposed.
         validator.validate("t", json!({ "either": 300 })).unwrap();
+    }
+
+    #[test]
+    fn numbers_under_pattern_properties_are_checked_against_their_format() {
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "properties": { "n_fixed": { "type": "integer", "format": "int8" } },
+            "patternProperties": {
+                "^n_": { "type": "integer", "format": "uint8" },
+                "^q_": { "type": "array", "items": { "type": "number", "format": "float" } }
+            },
+            "additionalProperties": { "type": "integer", "format": "int8" }
+        }))
+        .unwrap();
+        let err = validator
+            .validate("t", json!({ "n_a": 300, "q_b": [0.5, 0.1], "z": 200 }))
+            .unwrap_err();
+        let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/n_a", "/q_b/1", "/z"], "{err}");
+        assert!(err.problems[0].message.contains("8-bit unsigned"), "{err}");
+        // A key a pattern matches is not an additional one: 200 fits `uint8`, not `int8`.
+        let out = validator
+            .validate("t", json!({ "n_b": 200, "q_c": [0.5], "z": -1 }))
+            .unwrap();
+        assert_eq!(out, json!({ "n_b": 200, "q_c": [0.5], "z": -1 }));
+        // A named property that a pattern matches too meets both formats.
+        for misfit in [200, -1] {
+            let err = validator
+                .validate("t", json!({ "n_fixed": misfit }))
+                .unwrap_err();
+            assert_eq!(err.problems.len(), 1, "{err}");
+            assert_eq!(err.problems[0].pointer, "/n_fixed");
+        }
+        validator.validate("t", json!({ "n_fixed": 100 })).unwrap();
+    }
+
+    #[test]
+    fn pattern_properties_match_keys_in_the_validators_dialect() {
+        // ECMA 262 `\d` and an unanchored pattern, as jsonschema matches them.
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "patternProperties": { "\\d": { "type": "integer", "format": "uint8" } }
+        }))
+        .unwrap();
+        let err = validator
+            .validate("t", json!({ "a1b": 256, "ab": 256 }))
+            .unwrap_err();
+        let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/a1b"], "{err}");
     }
 
     #[test]
