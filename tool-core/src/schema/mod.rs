@@ -7,8 +7,10 @@ use serde_json::{Map, Value};
 use crate::error::{InputError, InputProblem};
 use crate::sensitive::{SensitivePaths, is_within, scrub};
 
+mod fan;
 mod plan;
 
+use fan::Fan;
 use plan::Plan;
 
 /// Most problems reported for one input; the rest are summarised.
@@ -95,6 +97,8 @@ pub struct InputValidator {
     plan: Plan,
     numbers: bool,
     defaults: bool,
+    // How much listing the validator's errors can cost, for schemas where it can explode.
+    fan: Fan,
 }
 
 impl std::fmt::Debug for InputValidator {
@@ -135,6 +139,7 @@ impl InputValidator {
             defaults: plan.has_defaults(),
             validator,
             plan,
+            fan: Fan::compile(schema),
         }
     }
 
@@ -235,7 +240,15 @@ impl InputValidator {
         let hidden = Hidden::of(sensitive, value);
         let mut problems: Vec<InputProblem> = Vec::new();
         let mut extra = 0usize;
-        for error in self.validator.iter_errors(value) {
+        // Every error, unless listing them could take longer than anyone waits (see `fan`):
+        // then the first.
+        let listed = self.fan.within(value);
+        let (all, first) = if listed {
+            (Some(self.validator.iter_errors(value)), None)
+        } else {
+            (None, self.validator.validate(value).err())
+        };
+        for error in all.into_iter().flatten().chain(first) {
             if problems.len() == MAX_PROBLEMS {
                 extra += 1;
                 continue;
@@ -267,6 +280,15 @@ impl InputValidator {
         }
         if problems.is_empty() && extra == 0 {
             return Ok(());
+        }
+        if !listed {
+            problems.push(InputProblem {
+                pointer: String::new(),
+                message: format!(
+                    "only the first problem the schema finds is listed: this tool's schema reaches the input by too many paths to list them all (over {} checks)",
+                    fan::BUDGET
+                ),
+            });
         }
         if extra > 0 {
             problems.push(InputProblem {
@@ -714,6 +736,40 @@ mod tests {
             .unwrap_err();
         let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
         assert_eq!(pointers, ["/a1b"], "{err}");
+    }
+
+    #[test]
+    fn a_schema_whose_paths_multiply_lists_the_first_error_only() {
+        // jsonschema's error listing follows each of the 3^depth paths to the deepest value:
+        // at depth 40, past any wait. Its first error stays cheap.
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "allOf": [{ "$ref": "#/$defs/B" }, { "$ref": "#/$defs/C" }],
+            "properties": { "x": { "$ref": "#" }, "n": { "type": "integer" } },
+            "$defs": {
+                "B": { "type": "object", "properties": { "x": { "$ref": "#" } } },
+                "C": { "type": "object", "properties": { "x": { "$ref": "#" } } }
+            }
+        }))
+        .unwrap();
+        let deep = (0..40).fold(json!({ "n": "one" }), |value, _| json!({ "x": value }));
+        let err = validator.validate("t", deep).unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+        assert_eq!(err.problems[0].pointer, format!("{}/n", "/x".repeat(40)));
+        assert!(
+            err.problems[1].message.contains("only the first problem"),
+            "{err}"
+        );
+        // Shallow values are listed in full.
+        let err = validator
+            .validate("t", json!({ "x": { "n": "one" }, "n": "two" }))
+            .unwrap_err();
+        assert!(
+            err.problems
+                .iter()
+                .all(|p| !p.message.contains("only the first")),
+            "{err}"
+        );
     }
 
     #[test]
