@@ -1,5 +1,7 @@
 //! JSON Schema: generation through schemars, the model-facing form, defaults and validation.
 
+use std::fmt::Write as _;
+
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
@@ -254,18 +256,27 @@ impl InputValidator {
                 continue;
             }
             // A missing field is reported at the field, not at the object that lacks it.
-            let mut pointer = error.instance_path().to_string();
-            if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
-                && let Some(name) = property.as_str()
-            {
+            let path = error.instance_path().as_str();
+            let missing = match error.kind() {
+                jsonschema::error::ValidationErrorKind::Required { property } => property.as_str(),
+                _ => None,
+            };
+            let mut pointer =
+                String::with_capacity(path.len() + missing.map_or(0, |name| name.len() + 1));
+            pointer.push_str(path);
+            if let Some(name) = missing {
                 push_segment(&mut pointer, name);
             }
-            let message = hidden.message(&pointer, error.kind().keyword(), error.to_string());
+            // Written once, into a buffer that usually fits it.
+            let mut message = String::with_capacity(64);
+            let _ = write!(message, "{error}");
+            let message = hidden.message(&pointer, error.kind().keyword(), message);
             problems.push(InputProblem { pointer, message });
         }
         // Every failing pointer in one answer: numbers that do not fit their type too, unless
         // the schema already flagged that place.
-        let numbers = if self.numbers {
+        // The quick walk first: the detailed one builds pointers as it goes.
+        let numbers = if self.numbers && !self.plan.numbers_fit(value) {
             self.plan.number_problems(value)
         } else {
             Vec::new()
