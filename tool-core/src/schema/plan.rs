@@ -586,7 +586,7 @@ impl Plan {
         let mut walk = FillWalk {
             plan: self,
             seen: Seen::default(),
-            places: HashMap::new(),
+            places: None,
         };
         walk.fill(0, value, 0, 0);
     }
@@ -629,14 +629,15 @@ impl Plan {
 /// what was done (or, for the number walk, find a subset of it, the depth bound cutting it
 /// shorter). Seen again shallower, it is walked again (at most [`MAX_DEPTH`] times a pair).
 #[derive(Default)]
-struct Seen(HashMap<(usize, usize), usize>);
+struct Seen(Option<HashMap<(usize, usize), usize>>);
 
 impl Seen {
     /// Whether the walk should go on at `node` and the value at `place` (a value's address for
     /// the number walk, which does not change the value; a place number for the defaults walk,
     /// which does), noting the visit.
     fn first(&mut self, node: usize, place: usize, depth: usize) -> bool {
-        match self.0.entry((node, place)) {
+        // Made on first use: a new map reads a thread-local seed, which most walks need not.
+        match self.0.get_or_insert_with(HashMap::new).entry((node, place)) {
             Entry::Occupied(seen) if *seen.get() <= depth => false,
             Entry::Occupied(mut seen) => {
                 *seen.get_mut() = depth;
@@ -677,7 +678,7 @@ struct FillWalk<'a> {
     /// it. The defaults walk inserts into objects, which can move their values in memory, so
     /// it cannot tell places apart by address. Numbered only for walks that visit a shared
     /// node; the others use place 0 throughout.
-    places: HashMap<(usize, Step<'a>), usize>,
+    places: Option<HashMap<(usize, Step<'a>), usize>>,
 }
 
 /// A step from a value into one of its children (a key as the plan names it).
@@ -690,8 +691,9 @@ enum Step<'a> {
 impl<'a> FillWalk<'a> {
     /// The number of the place `step` below `place`.
     fn place(&mut self, place: usize, step: Step<'a>) -> usize {
-        let next = self.places.len() + 1;
-        *self.places.entry((place, step)).or_insert(next)
+        let places = self.places.get_or_insert_with(HashMap::new);
+        let next = places.len() + 1;
+        *places.entry((place, step)).or_insert(next)
     }
 
     fn fill(&mut self, id: usize, value: &mut Value, depth: usize, place: usize) {
