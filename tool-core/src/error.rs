@@ -2,9 +2,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
 /// The most characters of model-supplied text (a path, a tool name, a key, a value) an error
 /// message quotes: see [`quoted_prefix`].
@@ -26,6 +28,10 @@ pub const QUOTED_CHARS: usize = 200;
 /// );
 /// ```
 pub fn quoted_prefix(text: &str) -> Cow<'_, str> {
+    if text.len() <= QUOTED_CHARS {
+        // No more characters than bytes.
+        return Cow::Borrowed(text);
+    }
     match text.char_indices().nth(QUOTED_CHARS) {
         None => Cow::Borrowed(text),
         Some((cut, _)) => {
@@ -133,7 +139,7 @@ pub struct ToolError {
     code: ErrorCode,
     message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    details: Option<Value>,
+    details: Option<Details>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     fatal: bool,
 }
@@ -164,7 +170,7 @@ impl ToolError {
 
     /// `self` with structured `details` (shown to programs, summarised to the model).
     pub fn details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Details::Value(details));
         self
     }
 
@@ -189,7 +195,7 @@ impl ToolError {
 
     /// Structured details, if any.
     pub fn details_value(&self) -> Option<&Value> {
-        self.details.as_ref()
+        self.details.as_ref().map(Details::value)
     }
 
     /// Whether retries must be skipped.
@@ -208,7 +214,7 @@ impl fmt::Debug for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("ToolError");
         s.field("code", &self.code).field("message", &self.message);
-        if let Some(details) = &self.details {
+        if let Some(details) = self.details_value() {
             s.field("details", details);
         }
         if self.fatal {
@@ -216,6 +222,91 @@ impl fmt::Debug for ToolError {
         }
         s.finish()
     }
+}
+
+/// A [`ToolError`]'s details: a value, or an input error's problems, made a value only when
+/// one is asked for. Serializing writes the problems straight from their strings, as the value
+/// would serialize; an invalid call (the path of every call a model gets wrong) builds no
+/// objects for them.
+#[derive(Clone)]
+enum Details {
+    Value(Value),
+    Problems {
+        problems: Vec<InputProblem>,
+        value: OnceLock<Value>,
+    },
+}
+
+impl Details {
+    fn value(&self) -> &Value {
+        match self {
+            Details::Value(value) => value,
+            Details::Problems { problems, value } => value.get_or_init(|| {
+                let entries = problems.iter().map(|problem| {
+                    let mut entry = Map::with_capacity(2);
+                    entry.insert("pointer".to_owned(), problem.pointer.clone().into());
+                    entry.insert("message".to_owned(), problem.message.clone().into());
+                    Value::Object(entry)
+                });
+                Value::Array(entries.collect())
+            }),
+        }
+    }
+}
+
+impl PartialEq for Details {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl Serialize for Details {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Details::Problems { problems, .. } = self else {
+            return self.value().serialize(serializer);
+        };
+        let mut seq = serializer.serialize_seq(Some(problems.len()))?;
+        for problem in problems {
+            seq.serialize_element(&ProblemEntry(problem))?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Details {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Details::Value)
+    }
+}
+
+/// One problem as its object in the details value serializes: the keys in the order a
+/// `serde_json::Map` keeps them.
+struct ProblemEntry<'a>(&'a InputProblem);
+
+impl Serialize for ProblemEntry<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        if map_keeps_insertion_order() {
+            map.serialize_entry("pointer", &self.0.pointer)?;
+            map.serialize_entry("message", &self.0.message)?;
+        } else {
+            map.serialize_entry("message", &self.0.message)?;
+            map.serialize_entry("pointer", &self.0.pointer)?;
+        }
+        map.end()
+    }
+}
+
+/// Whether `serde_json::Map` keeps its keys in insertion order (its `preserve_order` feature,
+/// which any crate of the build may turn on) rather than sorted.
+fn map_keeps_insertion_order() -> bool {
+    static ORDER: OnceLock<bool> = OnceLock::new();
+    *ORDER.get_or_init(|| {
+        let mut map = Map::new();
+        map.insert("pointer".to_owned(), Value::Null);
+        map.insert("message".to_owned(), Value::Null);
+        map.keys().next().is_some_and(|first| first == "pointer")
+    })
 }
 
 impl<E> From<E> for ToolError
@@ -276,20 +367,52 @@ impl std::error::Error for InputError {}
 impl InputError {
     /// This error as a [`ToolError`] with code `INVALID_INPUT` and the problems as details.
     pub fn into_tool_error(self) -> ToolError {
-        let message = self.to_string();
-        // The problems as `InputProblem` serializes them, built from the owned strings instead
-        // of serialized again (this is the path of every call a model gets wrong).
-        let details = self
+        let message = self.message();
+        ToolError {
+            code: ErrorCode::InvalidInput,
+            message,
+            // Moved, not serialized again: a value is made of them only when one is asked for.
+            details: Some(Details::Problems {
+                problems: self.problems,
+                value: OnceLock::new(),
+            }),
+            fatal: false,
+        }
+    }
+
+    /// What [`fmt::Display`] writes, in one allocation of the right size.
+    fn message(&self) -> String {
+        const HEAD: &str = "invalid input for `";
+        const ROOT: &str = "(root)";
+        const TAIL: (&str, &str) = ("\nfix these fields and call `", "` again");
+        fn at(problem: &InputProblem) -> Cow<'_, str> {
+            if problem.pointer.is_empty() {
+                Cow::Borrowed(ROOT)
+            } else {
+                quoted_prefix(&problem.pointer)
+            }
+        }
+        let listed: usize = self
             .problems
-            .into_iter()
-            .map(|problem| {
-                let mut entry = serde_json::Map::with_capacity(2);
-                entry.insert("pointer".to_owned(), Value::String(problem.pointer));
-                entry.insert("message".to_owned(), Value::String(problem.message));
-                Value::Object(entry)
-            })
-            .collect();
-        ToolError::with_code(ErrorCode::InvalidInput, message).details(Value::Array(details))
+            .iter()
+            .map(|problem| 5 + at(problem).len() + problem.message.len())
+            .sum();
+        let mut out = String::with_capacity(
+            HEAD.len() + 2 * self.tool.len() + 2 + listed + TAIL.0.len() + TAIL.1.len(),
+        );
+        out.push_str(HEAD);
+        out.push_str(&self.tool);
+        out.push_str("`:");
+        for problem in &self.problems {
+            out.push_str("\n- ");
+            out.push_str(&at(problem));
+            out.push_str(": ");
+            out.push_str(&problem.message);
+        }
+        out.push_str(TAIL.0);
+        out.push_str(&self.tool);
+        out.push_str(TAIL.1);
+        out
     }
 }
 
@@ -316,8 +439,49 @@ mod tests {
         };
         let message = error.to_string();
         let tool_error = error.into_tool_error();
-        assert_eq!(tool_error.details, Some(expected));
+        assert_eq!(tool_error.details_value(), Some(&expected));
         assert_eq!(tool_error.message, message);
         assert_eq!(tool_error.code, ErrorCode::InvalidInput);
+    }
+
+    #[test]
+    fn an_input_errors_tool_error_serializes_as_with_its_details_as_a_value() {
+        let problems = vec![
+            InputProblem {
+                pointer: "/service".to_owned(),
+                message: "\"\" is shorter than 1 character".to_owned(),
+            },
+            InputProblem {
+                pointer: format!("/{}", "k".repeat(300)),
+                message: "500 is greater than the maximum of 200".to_owned(),
+            },
+            InputProblem {
+                pointer: String::new(),
+                message: "1 more problems not listed".to_owned(),
+            },
+        ];
+        let error = InputError {
+            tool: "read_logs".to_owned(),
+            problems: problems.clone(),
+        };
+        let message = error.to_string();
+        // The error as it was built before: its details a value made of the problems.
+        let expected = ToolError::with_code(ErrorCode::InvalidInput, message.clone())
+            .details(serde_json::to_value(&problems).unwrap());
+        let expected_text = serde_json::to_string(&expected).unwrap();
+        let tool_error = error.into_tool_error();
+        assert_eq!(tool_error.message(), message);
+        // Written straight from the problems, and again once the value was asked for.
+        assert_eq!(serde_json::to_string(&tool_error).unwrap(), expected_text);
+        assert_eq!(
+            serde_json::to_value(&tool_error).unwrap(),
+            serde_json::to_value(&expected).unwrap()
+        );
+        assert_eq!(tool_error, expected);
+        assert_eq!(format!("{tool_error:?}"), format!("{expected:?}"));
+        assert_eq!(serde_json::to_string(&tool_error).unwrap(), expected_text);
+        let back: ToolError = serde_json::from_str(&expected_text).unwrap();
+        assert_eq!(back, tool_error);
+        assert_eq!(back.clone().details_value(), expected.details_value());
     }
 }

@@ -1,5 +1,7 @@
 //! JSON Schema: generation through schemars, the model-facing form, defaults and validation.
 
+use std::fmt::Write as _;
+
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
@@ -7,8 +9,10 @@ use serde_json::{Map, Value};
 use crate::error::{InputError, InputProblem};
 use crate::sensitive::{SensitivePaths, is_within, scrub};
 
+mod fan;
 mod plan;
 
+use fan::Fan;
 use plan::Plan;
 
 /// Most problems reported for one input; the rest are summarised.
@@ -95,6 +99,8 @@ pub struct InputValidator {
     plan: Plan,
     numbers: bool,
     defaults: bool,
+    // How much listing the validator's errors can cost, for schemas where it can explode.
+    fan: Fan,
 }
 
 impl std::fmt::Debug for InputValidator {
@@ -121,16 +127,21 @@ impl InputValidator {
                     format!("{error} at {at}")
                 }
             })?;
-        Ok(InputValidator::new(validator, schema))
+        Ok(InputValidator::new(
+            validator,
+            schema,
+            jsonschema::Draft::Draft202012,
+        ))
     }
 
-    fn new(validator: jsonschema::Validator, schema: &Value) -> Self {
-        let plan = Plan::compile(schema);
+    fn new(validator: jsonschema::Validator, schema: &Value, draft: jsonschema::Draft) -> Self {
+        let plan = Plan::compile(schema, draft);
         InputValidator {
             numbers: plan.has_numbers(),
             defaults: plan.has_defaults(),
             validator,
             plan,
+            fan: Fan::compile(schema),
         }
     }
 
@@ -169,7 +180,7 @@ impl InputValidator {
             .should_validate_formats(false)
             .build(&schema)
             .map_err(|error| error.to_string())?;
-        Ok(InputValidator::new(validator, &schema))
+        Ok(InputValidator::new(validator, &schema, draft))
     }
 
     /// Validates `input` and applies the schema's defaults to absent fields. `null` counts as an
@@ -231,24 +242,41 @@ impl InputValidator {
         let hidden = Hidden::of(sensitive, value);
         let mut problems: Vec<InputProblem> = Vec::new();
         let mut extra = 0usize;
-        for error in self.validator.iter_errors(value) {
+        // Every error, unless listing them could take longer than anyone waits (see `fan`):
+        // then the first.
+        let listed = self.fan.within(value);
+        let (all, first) = if listed {
+            (Some(self.validator.iter_errors(value)), None)
+        } else {
+            (None, self.validator.validate(value).err())
+        };
+        for error in all.into_iter().flatten().chain(first) {
             if problems.len() == MAX_PROBLEMS {
                 extra += 1;
                 continue;
             }
             // A missing field is reported at the field, not at the object that lacks it.
-            let mut pointer = error.instance_path().to_string();
-            if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
-                && let Some(name) = property.as_str()
-            {
+            let path = error.instance_path().as_str();
+            let missing = match error.kind() {
+                jsonschema::error::ValidationErrorKind::Required { property } => property.as_str(),
+                _ => None,
+            };
+            let mut pointer =
+                String::with_capacity(path.len() + missing.map_or(0, |name| name.len() + 1));
+            pointer.push_str(path);
+            if let Some(name) = missing {
                 push_segment(&mut pointer, name);
             }
-            let message = hidden.message(&pointer, error.kind().keyword(), error.to_string());
+            // Written once, into a buffer that usually fits it.
+            let mut message = String::with_capacity(64);
+            let _ = write!(message, "{error}");
+            let message = hidden.message(&pointer, error.kind().keyword(), message);
             problems.push(InputProblem { pointer, message });
         }
         // Every failing pointer in one answer: numbers that do not fit their type too, unless
         // the schema already flagged that place.
-        let numbers = if self.numbers {
+        // The quick walk first: the detailed one builds pointers as it goes.
+        let numbers = if self.numbers && !self.plan.numbers_fit(value) {
             self.plan.number_problems(value)
         } else {
             Vec::new()
@@ -263,6 +291,15 @@ impl InputValidator {
         }
         if problems.is_empty() && extra == 0 {
             return Ok(());
+        }
+        if !listed {
+            problems.push(InputProblem {
+                pointer: String::new(),
+                message: format!(
+                    "only the first problem the schema finds is listed: this tool's schema reaches the input by too many paths to list them all (over {} checks)",
+                    fan::BUDGET
+                ),
+            });
         }
         if extra > 0 {
             problems.push(InputProblem {
@@ -661,6 +698,89 @@ mod tests {
         // Two branches may hold a whole number: which one is meant is unknown, so neither
         // format is imposed.
         validator.validate("t", json!({ "either": 300 })).unwrap();
+    }
+
+    #[test]
+    fn numbers_under_pattern_properties_are_checked_against_their_format() {
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "properties": { "n_fixed": { "type": "integer", "format": "int8" } },
+            "patternProperties": {
+                "^n_": { "type": "integer", "format": "uint8" },
+                "^q_": { "type": "array", "items": { "type": "number", "format": "float" } }
+            },
+            "additionalProperties": { "type": "integer", "format": "int8" }
+        }))
+        .unwrap();
+        let err = validator
+            .validate("t", json!({ "n_a": 300, "q_b": [0.5, 0.1], "z": 200 }))
+            .unwrap_err();
+        let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/n_a", "/q_b/1", "/z"], "{err}");
+        assert!(err.problems[0].message.contains("8-bit unsigned"), "{err}");
+        // A key a pattern matches is not an additional one: 200 fits `uint8`, not `int8`.
+        let out = validator
+            .validate("t", json!({ "n_b": 200, "q_c": [0.5], "z": -1 }))
+            .unwrap();
+        assert_eq!(out, json!({ "n_b": 200, "q_c": [0.5], "z": -1 }));
+        // A named property that a pattern matches too meets both formats.
+        for misfit in [200, -1] {
+            let err = validator
+                .validate("t", json!({ "n_fixed": misfit }))
+                .unwrap_err();
+            assert_eq!(err.problems.len(), 1, "{err}");
+            assert_eq!(err.problems[0].pointer, "/n_fixed");
+        }
+        validator.validate("t", json!({ "n_fixed": 100 })).unwrap();
+    }
+
+    #[test]
+    fn pattern_properties_match_keys_in_the_validators_dialect() {
+        // ECMA 262 `\d` and an unanchored pattern, as jsonschema matches them.
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "patternProperties": { "\\d": { "type": "integer", "format": "uint8" } }
+        }))
+        .unwrap();
+        let err = validator
+            .validate("t", json!({ "a1b": 256, "ab": 256 }))
+            .unwrap_err();
+        let pointers: Vec<&str> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/a1b"], "{err}");
+    }
+
+    #[test]
+    fn a_schema_whose_paths_multiply_lists_the_first_error_only() {
+        // jsonschema's error listing follows each of the 3^depth paths to the deepest value:
+        // at depth 40, past any wait. Its first error stays cheap.
+        let validator = InputValidator::compile(&json!({
+            "type": "object",
+            "allOf": [{ "$ref": "#/$defs/B" }, { "$ref": "#/$defs/C" }],
+            "properties": { "x": { "$ref": "#" }, "n": { "type": "integer" } },
+            "$defs": {
+                "B": { "type": "object", "properties": { "x": { "$ref": "#" } } },
+                "C": { "type": "object", "properties": { "x": { "$ref": "#" } } }
+            }
+        }))
+        .unwrap();
+        let deep = (0..40).fold(json!({ "n": "one" }), |value, _| json!({ "x": value }));
+        let err = validator.validate("t", deep).unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+        assert_eq!(err.problems[0].pointer, format!("{}/n", "/x".repeat(40)));
+        assert!(
+            err.problems[1].message.contains("only the first problem"),
+            "{err}"
+        );
+        // Shallow values are listed in full.
+        let err = validator
+            .validate("t", json!({ "x": { "n": "one" }, "n": "two" }))
+            .unwrap_err();
+        assert!(
+            err.problems
+                .iter()
+                .all(|p| !p.message.contains("only the first")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! only for what it finds (a problem, a default).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
 use super::{MAX_PROBLEMS, push_segment};
 use crate::error::InputProblem;
@@ -26,6 +27,9 @@ const MAX_HOPS: usize = 16;
 /// The walks' view of a schema: its nodes, the root's first.
 pub(super) struct Plan {
     nodes: Vec<Node>,
+    /// Whether the defaults walk can reach a node by more than one path (then it numbers the
+    /// places of the value it visits).
+    has_shared_defaults: bool,
 }
 
 /// One subschema, as the walks read it.
@@ -42,6 +46,8 @@ struct Node {
     default_properties: Box<[usize]>,
     /// `additionalProperties`, when that is a schema object.
     additional: Option<usize>,
+    /// `patternProperties`, in the schema's order.
+    patterns: Box<[Pattern]>,
     /// `items`, when that is a schema object.
     items: Option<usize>,
     any_of: Box<[usize]>,
@@ -57,6 +63,48 @@ struct Node {
     numbers: bool,
     /// Whether a default can be filled in at or below this node.
     defaults: bool,
+    /// Whether the number walk (`numbers`) or the defaults walk (`defaults`) can reach this node
+    /// by more than one path: then the walk notes which values it visited here, and a value
+    /// reached here again is not walked again. Without that, a schema whose `allOf` names the
+    /// same node twice (or whose branches lead to one node by several paths) is walked a number
+    /// of times exponential in its depth.
+    shared: Shared,
+}
+
+/// Which walks can reach a node by more than one path.
+#[derive(Clone, Copy, Default)]
+struct Shared {
+    numbers: bool,
+    defaults: bool,
+}
+
+/// One entry of `patternProperties`: the keys it matches, and their schema's node.
+struct Pattern {
+    /// The pattern as jsonschema compiles it (the regex dialect and engine the validator
+    /// matched the keys with), as the validator of `{"pattern": ...}`; `None` when it does not
+    /// compile alone, and then it counts as matching every key (so that no key is taken for an
+    /// additional one by mistake) without its schema being applied.
+    matcher: Option<jsonschema::Validator>,
+    node: usize,
+}
+
+impl Pattern {
+    fn compile(pattern: &str, draft: jsonschema::Draft) -> Option<jsonschema::Validator> {
+        jsonschema::options()
+            .with_draft(draft)
+            .build(&serde_json::json!({ "pattern": pattern }))
+            .ok()
+    }
+
+    /// Whether `key` (a string value) matches.
+    fn matches(&self, key: &Value) -> bool {
+        self.matcher.as_ref().is_none_or(|m| m.is_valid(key))
+    }
+
+    /// Whether the walks apply this entry's schema to a matching key.
+    fn applies(&self) -> bool {
+        self.matcher.is_some()
+    }
 }
 
 /// A property of an object node.
@@ -208,6 +256,7 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
 /// first reached; nodes are filled from a work list, so a deep schema costs no stack.
 struct Builder<'a> {
     root: &'a Value,
+    draft: jsonschema::Draft,
     nodes: Vec<Node>,
     ids: HashMap<*const Value, usize>,
     pending: Vec<(usize, &'a Value)>,
@@ -311,6 +360,16 @@ impl<'a> Builder<'a> {
             .get("items")
             .filter(|s| s.is_object())
             .map(|s| self.node_of(s));
+        let patterns = match schema.get("patternProperties").and_then(Value::as_object) {
+            Some(patterns) => patterns
+                .iter()
+                .map(|(pattern, schema)| Pattern {
+                    matcher: Pattern::compile(pattern, self.draft),
+                    node: self.node_of(schema),
+                })
+                .collect(),
+            None => Box::default(),
+        };
         Node {
             format,
             properties,
@@ -318,6 +377,7 @@ impl<'a> Builder<'a> {
             number_properties: Box::default(),
             default_properties: Box::default(),
             additional,
+            patterns,
             items,
             any_of: self.nodes_of(schema, "anyOf"),
             one_of: self.nodes_of(schema, "oneOf"),
@@ -327,6 +387,7 @@ impl<'a> Builder<'a> {
             admits,
             numbers: false,
             defaults: false,
+            shared: Shared::default(),
         }
     }
 
@@ -345,8 +406,10 @@ impl<'a> Builder<'a> {
                 number_parents[child].push(id);
                 default_parents[child].push(id);
             }
-            if let Some(child) = node.additional {
-                // Defaults are not filled in through `additionalProperties`.
+            let others = node.patterns.iter().filter(|p| p.applies()).map(|p| p.node);
+            for child in others.chain(node.additional) {
+                // Defaults are not filled in through `additionalProperties` or
+                // `patternProperties`.
                 number_parents[child].push(id);
             }
             if matches!(node.format, Format::Number(_)) {
@@ -383,6 +446,40 @@ impl<'a> Builder<'a> {
                 .filter(|&i| properties[i].default.is_some() || flags[properties[i].node].1)
                 .collect();
         }
+        self.mark_shared();
+    }
+
+    /// Marks the nodes each walk can reach by more than one path: those with two or more edges
+    /// into them from nodes the walk visits (the root has one from outside). Where every node
+    /// has one, the walk's nodes form a tree and no node is visited twice at one value.
+    fn mark_shared(&mut self) {
+        let count = self.nodes.len();
+        let mut into_numbers = vec![0usize; count];
+        let mut into_defaults = vec![0usize; count];
+        into_numbers[0] = 1;
+        into_defaults[0] = 1;
+        for node in &self.nodes {
+            let branches = node.any_of.iter().chain(&node.one_of).chain(&node.all_of);
+            let properties = node.properties.iter().flatten().map(|p| p.node);
+            if node.numbers {
+                let others = node.patterns.iter().filter(|p| p.applies()).map(|p| p.node);
+                let children = properties.clone().chain(others).chain(node.additional);
+                for child in children.chain(node.items).chain(branches.clone().copied()) {
+                    into_numbers[child] += 1;
+                }
+            }
+            if node.defaults {
+                for child in properties.chain(node.items).chain(branches.copied()) {
+                    into_defaults[child] += 1;
+                }
+            }
+        }
+        for (id, node) in self.nodes.iter_mut().enumerate() {
+            node.shared = Shared {
+                numbers: node.numbers && into_numbers[id] > 1,
+                defaults: node.defaults && into_defaults[id] > 1,
+            };
+        }
     }
 }
 
@@ -410,6 +507,7 @@ impl Node {
             number_properties: Box::default(),
             default_properties: Box::default(),
             additional: None,
+            patterns: Box::default(),
             items: None,
             any_of: Box::default(),
             one_of: Box::default(),
@@ -419,6 +517,7 @@ impl Node {
             admits: Kinds::ALL,
             numbers: false,
             defaults: false,
+            shared: Shared::default(),
         }
     }
 
@@ -434,10 +533,11 @@ impl Node {
 }
 
 impl Plan {
-    /// The plan of `root`, a whole schema.
-    pub(super) fn compile(root: &Value) -> Plan {
+    /// The plan of `root`, a whole schema in `draft`.
+    pub(super) fn compile(root: &Value, draft: jsonschema::Draft) -> Plan {
         let mut builder = Builder {
             root,
+            draft,
             nodes: Vec::new(),
             ids: HashMap::new(),
             pending: Vec::new(),
@@ -448,6 +548,7 @@ impl Plan {
         }
         builder.mark();
         Plan {
+            has_shared_defaults: builder.nodes.iter().any(|n| n.shared.defaults),
             nodes: builder.nodes,
         }
     }
@@ -466,13 +567,7 @@ impl Plan {
     /// Schema cannot say "fits a `u32`" or "is exactly an `f32`", and serde would otherwise
     /// round or fail without a pointer.
     pub(super) fn number_problems(&self, value: &Value) -> Vec<InputProblem> {
-        let mut walk = NumberWalk {
-            plan: self,
-            detailed: true,
-            pointer: String::new(),
-            problems: Vec::new(),
-            misfit: false,
-        };
+        let mut walk = NumberWalk::new(self, true);
         walk.visit(0, value, 0);
         walk.problems
     }
@@ -480,13 +575,7 @@ impl Plan {
     /// Whether every number of `value` fits the type its `format` names:
     /// [`Plan::number_problems`] without pointers or messages, stopping at the first misfit.
     pub(super) fn numbers_fit(&self, value: &Value) -> bool {
-        let mut walk = NumberWalk {
-            plan: self,
-            detailed: false,
-            pointer: String::new(),
-            problems: Vec::new(),
-            misfit: false,
-        };
+        let mut walk = NumberWalk::new(self, false);
         walk.visit(0, value, 0);
         !walk.misfit
     }
@@ -494,54 +583,12 @@ impl Plan {
     /// Fills absent properties that have a `default`, recursively through present objects,
     /// arrays, `allOf`, and the one `anyOf`/`oneOf` branch that can hold the value.
     pub(super) fn apply_defaults(&self, value: &mut Value) {
-        self.fill(0, value, 0);
-    }
-
-    fn fill(&self, id: usize, value: &mut Value, depth: usize) {
-        let node = &self.nodes[id];
-        if depth > MAX_DEPTH || !node.defaults {
-            return;
-        }
-        for &part in &node.all_of {
-            self.fill(part, value, depth + 1);
-        }
-        // `Option<Struct>` is `anyOf: [{$ref}, {type: null}]` and a tagged enum is `oneOf`
-        // objects told apart by a `const` tag: the defaults of the one branch that can hold the
-        // value apply. With several candidates (untagged enums) which one matched is unknown,
-        // and defaults of the wrong one would add fields, so none apply.
-        for branches in [&node.any_of, &node.one_of] {
-            if branches.iter().any(|&b| self.nodes[b].defaults)
-                && let Some(only) = self.only_candidate(branches, value)
-            {
-                self.fill(only, value, depth + 1);
-            }
-        }
-        match value {
-            Value::Object(object) => {
-                let Some(properties) = &node.properties else {
-                    return;
-                };
-                for &i in &node.default_properties {
-                    let property = &properties[i];
-                    match object.get_mut(&property.name) {
-                        Some(present) => self.fill(property.node, present, depth + 1),
-                        None => {
-                            if let Some(default) = &property.default {
-                                object.insert(property.name.clone(), default.clone());
-                            }
-                        }
-                    }
-                }
-            }
-            Value::Array(items) => {
-                if let Some(item) = node.items {
-                    for value in items {
-                        self.fill(item, value, depth + 1);
-                    }
-                }
-            }
-            _ => {}
-        }
+        let mut walk = FillWalk {
+            plan: self,
+            seen: Seen::default(),
+            places: None,
+        };
+        walk.fill(0, value, 0, 0);
     }
 
     /// The one branch of `branches` that may hold `value`, if exactly one may.
@@ -577,6 +624,145 @@ impl Plan {
     }
 }
 
+/// Which (shared node, value) pairs a walk has visited, with the least depth each was visited
+/// at. A pair seen again at that depth or deeper is skipped: the walk below it would repeat
+/// what was done (or, for the number walk, find a subset of it, the depth bound cutting it
+/// shorter). Seen again shallower, it is walked again (at most [`MAX_DEPTH`] times a pair).
+#[derive(Default)]
+struct Seen(Option<HashMap<(usize, usize), usize>>);
+
+impl Seen {
+    /// Whether the walk should go on at `node` and the value at `place` (a value's address for
+    /// the number walk, which does not change the value; a place number for the defaults walk,
+    /// which does), noting the visit.
+    fn first(&mut self, node: usize, place: usize, depth: usize) -> bool {
+        // Made on first use: a new map reads a thread-local seed, which most walks need not.
+        match self.0.get_or_insert_with(HashMap::new).entry((node, place)) {
+            Entry::Occupied(seen) if *seen.get() <= depth => false,
+            Entry::Occupied(mut seen) => {
+                *seen.get_mut() = depth;
+                true
+            }
+            Entry::Vacant(seen) => {
+                seen.insert(depth);
+                true
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many nodes the walks of this thread visited, for the tests that bound it.
+    pub(super) static VISITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one visit (tests only; a walk of over a million visits fails the test that made
+/// it, rather than running for as long as an exponential walk would).
+fn counted() {
+    #[cfg(test)]
+    VISITS.with(|visits| {
+        assert!(
+            visits.get() < 1_000_000,
+            "the walk has visited a million nodes"
+        );
+        visits.set(visits.get() + 1);
+    });
+}
+
+/// One walk of a value beside the plan, filling in defaults.
+struct FillWalk<'a> {
+    plan: &'a Plan,
+    seen: Seen,
+    /// The places of the value, numbered: a place is the place of its parent and a step from
+    /// it. The defaults walk inserts into objects, which can move their values in memory, so
+    /// it cannot tell places apart by address. Numbered only for walks that visit a shared
+    /// node; the others use place 0 throughout.
+    places: Option<HashMap<(usize, Step<'a>), usize>>,
+}
+
+/// A step from a value into one of its children (a key as the plan names it).
+#[derive(PartialEq, Eq, Hash)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> FillWalk<'a> {
+    /// The number of the place `step` below `place`.
+    fn place(&mut self, place: usize, step: Step<'a>) -> usize {
+        let places = self.places.get_or_insert_with(HashMap::new);
+        let next = places.len() + 1;
+        *places.entry((place, step)).or_insert(next)
+    }
+
+    fn fill(&mut self, id: usize, value: &mut Value, depth: usize, place: usize) {
+        let plan = self.plan;
+        let node = &plan.nodes[id];
+        if depth > MAX_DEPTH || !node.defaults {
+            return;
+        }
+        if node.shared.defaults && !self.seen.first(id, place, depth) {
+            return;
+        }
+        counted();
+        for &part in &node.all_of {
+            self.fill(part, value, depth + 1, place);
+        }
+        // `Option<Struct>` is `anyOf: [{$ref}, {type: null}]` and a tagged enum is `oneOf`
+        // objects told apart by a `const` tag: the defaults of the one branch that can hold the
+        // value apply. With several candidates (untagged enums) which one matched is unknown,
+        // and defaults of the wrong one would add fields, so none apply.
+        for branches in [&node.any_of, &node.one_of] {
+            if branches.iter().any(|&b| plan.nodes[b].defaults)
+                && let Some(only) = plan.only_candidate(branches, value)
+            {
+                self.fill(only, value, depth + 1, place);
+            }
+        }
+        // Places are numbered only when a shared node can be below.
+        let numbered = plan.has_shared_defaults;
+        match value {
+            Value::Object(object) => {
+                let Some(properties) = &node.properties else {
+                    return;
+                };
+                for &i in &node.default_properties {
+                    let property = &properties[i];
+                    match object.get_mut(&property.name) {
+                        Some(present) => {
+                            let below = if numbered {
+                                self.place(place, Step::Key(&property.name))
+                            } else {
+                                0
+                            };
+                            self.fill(property.node, present, depth + 1, below);
+                        }
+                        None => {
+                            if let Some(default) = &property.default {
+                                object.insert(property.name.clone(), default.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item) = node.items {
+                    for (i, value) in items.iter_mut().enumerate() {
+                        let below = if numbered {
+                            self.place(place, Step::Index(i))
+                        } else {
+                            0
+                        };
+                        self.fill(item, value, depth + 1, below);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// One walk of a value beside the plan, looking for numbers that misfit; `detailed` walks note
 /// where and why, the others only whether.
 struct NumberWalk<'a> {
@@ -585,6 +771,7 @@ struct NumberWalk<'a> {
     pointer: String,
     problems: Vec<InputProblem>,
     misfit: bool,
+    seen: Seen,
 }
 
 /// A step from a value into one of its children.
@@ -594,7 +781,18 @@ enum Segment<'a> {
     Index(usize),
 }
 
-impl NumberWalk<'_> {
+impl<'a> NumberWalk<'a> {
+    fn new(plan: &'a Plan, detailed: bool) -> Self {
+        NumberWalk {
+            plan,
+            detailed,
+            pointer: String::new(),
+            problems: Vec::new(),
+            misfit: false,
+            seen: Seen::default(),
+        }
+    }
+
     fn done(&self) -> bool {
         if self.detailed {
             self.problems.len() >= MAX_PROBLEMS
@@ -624,6 +822,15 @@ impl NumberWalk<'_> {
         if depth > MAX_DEPTH || !node.numbers || self.done() {
             return;
         }
+        // The value is not changed while the walk lasts: its address tells places apart.
+        if node.shared.numbers
+            && !self
+                .seen
+                .first(id, std::ptr::from_ref(value) as usize, depth)
+        {
+            return;
+        }
+        counted();
         match value {
             Value::Number(number) => {
                 if let Format::Number(format) = node.format
@@ -664,15 +871,7 @@ impl NumberWalk<'_> {
                         }
                     }
                 }
-                if let Some(values) = node.additional
-                    && plan.nodes[values].numbers
-                {
-                    for (key, child) in object {
-                        if node.property(key).is_none() {
-                            self.child(Segment::Key(key), values, child, depth);
-                        }
-                    }
-                }
+                self.others(node, object, depth);
             }
             Value::Array(items) => {
                 if let Some(item) = node.items {
@@ -695,5 +894,163 @@ impl NumberWalk<'_> {
                 self.visit(part, value, depth + 1);
             }
         }
+    }
+
+    /// Visits the values of `object` that `node`'s `patternProperties` (every pattern that
+    /// matches the key) and `additionalProperties` (keys neither named nor matched) apply to,
+    /// in the value's order.
+    fn others(&mut self, node: &Node, object: &Map<String, Value>, depth: usize) {
+        let plan = self.plan;
+        let additional = node.additional.filter(|&n| plan.nodes[n].numbers);
+        let patterns = node
+            .patterns
+            .iter()
+            .any(|p| p.applies() && plan.nodes[p.node].numbers);
+        if additional.is_none() && !patterns {
+            return;
+        }
+        for (key, child) in object {
+            let named = node.property(key).is_some();
+            let mut matched = false;
+            if !node.patterns.is_empty() && (patterns || !named) {
+                let probe = Value::String(key.clone());
+                for pattern in &node.patterns {
+                    if pattern.matches(&probe) {
+                        matched = true;
+                        if pattern.applies() && plan.nodes[pattern.node].numbers {
+                            self.child(Segment::Key(key), pattern.node, child, depth);
+                        }
+                    }
+                }
+            }
+            if let Some(values) = additional
+                && !named
+                && !matched
+            {
+                self.child(Segment::Key(key), values, child, depth);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plan(schema: &Value) -> Plan {
+        Plan::compile(schema, jsonschema::Draft::Draft202012)
+    }
+
+    /// The visits of the walks `walk` makes.
+    fn visits(walk: impl FnOnce()) -> usize {
+        VISITS.with(|visits| visits.set(0));
+        walk();
+        VISITS.with(std::cell::Cell::get)
+    }
+
+    /// `inner` nested `depth` times under `key`.
+    fn nested(key: &str, depth: usize, inner: Value) -> Value {
+        (0..depth).fold(inner, |value, _| json!({ key: value }))
+    }
+
+    #[test]
+    fn an_all_of_naming_one_node_twice_is_walked_once_a_value() {
+        // Without noting what was visited, each value is walked 2^64 times (the depth bound).
+        let plan = plan(&json!({
+            "type": "object",
+            "allOf": [{ "$ref": "#" }, { "$ref": "#" }],
+            "properties": {
+                "n": { "type": "integer", "format": "uint8", "default": 1 },
+                "next": { "$ref": "#" }
+            }
+        }));
+        let value = json!({ "next": { "next": { "n": 300 } } });
+        let mut fit = true;
+        let seen = visits(|| fit = plan.numbers_fit(&value));
+        assert!(!fit);
+        assert!(seen < 20, "{seen} visits");
+        let mut problems = Vec::new();
+        let seen = visits(|| problems = plan.number_problems(&value));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].pointer, "/next/next/n");
+        assert!(seen < 20, "{seen} visits");
+        let mut value = json!({ "next": { "next": {} } });
+        let seen = visits(|| plan.apply_defaults(&mut value));
+        assert_eq!(
+            value,
+            json!({ "n": 1, "next": { "n": 1, "next": { "n": 1 } } })
+        );
+        assert!(seen < 20, "{seen} visits");
+    }
+
+    #[test]
+    fn branches_leading_to_one_node_by_several_paths_walk_each_value_a_bounded_number_of_times() {
+        // Each level's `x` is reached from the node itself and through both `allOf` branches:
+        // without noting what was visited, 3^60 walks of the deepest value.
+        let plan = plan(&json!({
+            "type": "object",
+            "allOf": [{ "$ref": "#/$defs/B" }, { "$ref": "#/$defs/C" }],
+            "properties": {
+                "x": { "$ref": "#" },
+                "n": { "type": "integer", "format": "uint8", "default": 0 }
+            },
+            "$defs": {
+                "B": { "type": "object", "properties": { "x": { "$ref": "#" } } },
+                "C": { "type": "object", "properties": { "x": { "$ref": "#" } } }
+            }
+        }));
+        let deep = nested("x", 60, json!({ "n": 256 }));
+        let seen = visits(|| assert!(!plan.numbers_fit(&deep)));
+        assert!(seen < 100_000, "{seen} visits");
+        let mut problems = Vec::new();
+        let seen = visits(|| problems = plan.number_problems(&deep));
+        assert!(seen < 100_000, "{seen} visits");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].pointer, format!("{}/n", "/x".repeat(60)));
+        let mut value = nested("x", 60, json!({}));
+        let seen = visits(|| plan.apply_defaults(&mut value));
+        assert!(seen < 100_000, "{seen} visits");
+        let mut at = &value;
+        for level in 0..=60 {
+            assert_eq!(at["n"], 0, "level {level}");
+            at = &at["x"];
+        }
+    }
+
+    #[test]
+    fn a_tree_shaped_schema_notes_nothing() {
+        // Shared nodes are the exception: the usual schema (no node reached twice) walks as
+        // before, without noting places.
+        let plan = plan(&json!({
+            "type": "object",
+            "properties": {
+                "a": { "$ref": "#/$defs/Level" },
+                "b": { "$ref": "#/$defs/Level" },
+                "n": { "type": "integer", "format": "uint8", "default": 0 }
+            },
+            "$defs": { "Level": { "enum": ["x", "y"] } }
+        }));
+        assert!(
+            plan.nodes
+                .iter()
+                .all(|n| !n.shared.numbers && !n.shared.defaults)
+        );
+        assert!(!plan.has_shared_defaults);
+        // A recursive schema's node is shared: two paths lead to it.
+        let recursive = super::tests::plan(&json!({
+            "type": "object",
+            "properties": {
+                "n": { "type": "integer", "format": "uint8", "default": 0 },
+                "children": { "type": "array", "items": { "$ref": "#" } }
+            }
+        }));
+        assert!(recursive.nodes[0].shared.numbers && recursive.nodes[0].shared.defaults);
+        let mut value = json!({ "children": [{}, { "children": [{}] }] });
+        recursive.apply_defaults(&mut value);
+        assert_eq!(
+            value,
+            json!({ "n": 0, "children": [{ "n": 0 }, { "n": 0, "children": [{ "n": 0 }] }] })
+        );
     }
 }
