@@ -64,6 +64,7 @@ mod migrate;
 mod pg_step;
 mod records;
 mod retention;
+mod since;
 mod tables;
 
 pub use pg_step::PgStep;
@@ -281,6 +282,30 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let result = self.read_turn(&id).await;
             self.finish(result, || format!("reading turn `{id}`"))
+        })
+    }
+
+    fn turn_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let result = self.read_turn_since(&id, known).await;
+            self.finish(result, || format!("reading turn `{id}`"))
+        })
+    }
+
+    fn session_since(
+        &self,
+        id: &str,
+        known: u64,
+    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let result = self.read_session_since(&id, known).await;
+            self.finish(result, || format!("reading session `{id}`"))
         })
     }
 
