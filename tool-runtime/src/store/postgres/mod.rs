@@ -309,6 +309,34 @@ impl Store for PostgresStore {
         })
     }
 
+    fn step_since(
+        &self,
+        turn: (&str, u64),
+        session: (&str, u64),
+    ) -> BoxFuture<
+        '_,
+        Result<
+            (
+                Option<(Option<TurnRecord>, u64)>,
+                Option<(Option<SessionRecord>, u64)>,
+            ),
+            StoreError,
+        >,
+    > {
+        let ((turn, known), (session, session_known)) = (
+            (turn.0.to_owned(), turn.1),
+            (session.0.to_owned(), session.1),
+        );
+        Box::pin(async move {
+            let result = self
+                .read_step_since((&turn, known), (&session, session_known))
+                .await;
+            self.finish(result, || {
+                format!("reading turn `{turn}` and session `{session}`")
+            })
+        })
+    }
+
     fn write_turn<'a>(
         &'a self,
         record: &'a TurnRecord,
