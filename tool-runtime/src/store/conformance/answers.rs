@@ -71,25 +71,7 @@ pub async fn answers(store: &dyn Store) {
         Some((expected.clone(), 2)),
         "{part}: a turn reads back with its answer applied"
     );
-    assert_eq!(
-        part.ok(
-            "reading an answered turn since its last write",
-            store.turn_since(&id, 1).await
-        ),
-        Some((Some(expected.clone()), 2)),
-        "{part}: an answer changes the turn for a reader of the version before it"
-    );
-    assert_eq!(
-        part.ok(
-            "reading an answered turn and a missing session since their versions",
-            store
-                .step_since((&id, 1), (&part.id("no-session"), 1))
-                .await
-        )
-        .0,
-        Some((Some(expected.clone()), 2)),
-        "{part}: an answer changes the turn for a step that holds the version before it"
-    );
+    answered_since(store, &part, &id, &expected).await;
     let waiting = part.ok("listing waiting turns", store.waiting_turns().await);
     let mine: Vec<&String> = waiting
         .iter()
@@ -160,5 +142,27 @@ pub async fn answers(store: &dyn Store) {
         part.ok("reading the turn at last", read(id).await),
         Some((rewritten, last)),
         "{part}: an answer after a whole write applies to that write"
+    );
+}
+
+/// Turn `id`, written at version 1 and answered since (`expected`, version 2), reads as changed
+/// for a reader of version 1: through [`Store::turn_since`] and [`Store::step_since`].
+async fn answered_since(store: &dyn Store, part: &Part, id: &str, expected: &TurnRecord) {
+    assert_eq!(
+        part.ok(
+            "reading an answered turn since its last write",
+            store.turn_since(id, 1).await
+        ),
+        Some((Some(expected.clone()), 2)),
+        "{part}: an answer changes the turn for a reader of the version before it"
+    );
+    assert_eq!(
+        part.ok(
+            "reading an answered turn and a missing session since their versions",
+            store.step_since((id, 1), (&part.id("no-session"), 1)).await
+        )
+        .0,
+        Some((Some(expected.clone()), 2)),
+        "{part}: an answer changes the turn for a step that holds the version before it"
     );
 }
