@@ -377,3 +377,151 @@ async fn a_step_that_lost_to_another_runtimes_step_is_refused_then_the_next_read
     assert_eq!(conversation(&shared.here).await, [0, 1, 2]);
     assert_eq!(shared.ran.load(Ordering::SeqCst), 3);
 }
+
+// Where a step runs: a step of plain reads on the caller's task, without a hand-off (stopped
+// before its close, it leaves the turn as it was); any other step on a task of its own, which
+// runs to its close whoever waits for it.
+
+/// The thread it ran on.
+#[tool(effect = read)]
+async fn thread_of_read(_args: Query) -> Result<String, ToolError> {
+    Ok(format!("{:?}", std::thread::current().id()))
+}
+
+/// The thread it ran on, as a write.
+#[tool(effect = write)]
+async fn thread_of_write(_args: Query) -> Result<String, ToolError> {
+    Ok(format!("{:?}", std::thread::current().id()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_of_reads_runs_on_the_callers_task_any_other_on_a_task_of_its_own() {
+    let rt = builder([thread_of_read::TOOL, thread_of_write::TOOL])
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "where", Some(alice())).await;
+    // The test's body runs on the test's thread, none of the runtime's workers.
+    let here = json!(format!("{:?}", std::thread::current().id()));
+    let read = completed(turn.step(calls(&["thread_of_read"])).await.unwrap());
+    assert_eq!(read[0].output, here, "{read:?}");
+    let write = completed(turn.step(calls(&["thread_of_write"])).await.unwrap());
+    assert!(!write[0].is_error, "{write:?}");
+    assert_ne!(write[0].output, here, "{write:?}");
+}
+
+/// Tells when it starts and when it is dropped; waits on the gate, then returns.
+async fn held(
+    said: &tokio::sync::mpsc::UnboundedSender<&'static str>,
+    gate: &tokio::sync::Semaphore,
+) -> Result<String, ToolError> {
+    struct Dropped(tokio::sync::mpsc::UnboundedSender<&'static str>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            let _ = self.0.send("dropped");
+        }
+    }
+    let _dropped = Dropped(said.clone());
+    let _ = said.send("started");
+    let _permit = gate.acquire().await.unwrap();
+    let _ = said.send("returned");
+    Ok("held".into())
+}
+
+/// A read held at the gate.
+#[tool(effect = read)]
+async fn held_read(
+    _args: Query,
+    said: State<tokio::sync::mpsc::UnboundedSender<&'static str>>,
+    gate: State<Arc<tokio::sync::Semaphore>>,
+) -> Result<String, ToolError> {
+    held(&said, &gate).await
+}
+
+/// A write held at the gate.
+#[tool(effect = write)]
+async fn held_write(
+    _args: Query,
+    said: State<tokio::sync::mpsc::UnboundedSender<&'static str>>,
+    gate: State<Arc<tokio::sync::Semaphore>>,
+) -> Result<String, ToolError> {
+    held(&said, &gate).await
+}
+
+/// A runtime on a store file with the held tools, a turn in it, and what they say.
+async fn holding() -> (
+    tempfile::TempDir,
+    SqliteStore,
+    Turn,
+    tokio::sync::mpsc::UnboundedReceiver<&'static str>,
+    Arc<tokio::sync::Semaphore>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("steps.db")).unwrap();
+    let (said, heard) = tokio::sync::mpsc::unbounded_channel();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let rt = builder([held_read::TOOL, held_write::TOOL, lookup::TOOL])
+        .store(store.clone())
+        .state(said)
+        .state(Arc::clone(&gate))
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "held", Some(alice())).await;
+    (dir, store, turn, heard, gate)
+}
+
+/// Steps `turn` with `names` until the first call says it started, then stops waiting.
+async fn stop_waiting(
+    turn: &Turn,
+    names: &[&str],
+    heard: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
+) {
+    let step = turn.step(calls(names));
+    tokio::select! {
+        outcome = step => panic!("the gate is closed, yet the step ended: {outcome:?}"),
+        said = heard.recv() => assert_eq!(said, Some("started")),
+    }
+}
+
+#[tokio::test]
+async fn a_step_of_reads_whose_caller_stops_waiting_leaves_the_turn_as_it_was() {
+    let (_dir, store, turn, mut heard, gate) = holding().await;
+    // (A session's first step also records which tools it was shown: a step before.)
+    completed(turn.step(calls(&["lookup"])).await.unwrap());
+    let before = (store.commits(), turn.record().await.unwrap());
+    stop_waiting(&turn, &["held_read"], &mut heard).await;
+    // The call stopped with its step: dropped at once, nothing written.
+    assert_eq!(heard.try_recv(), Ok("dropped"));
+    gate.add_permits(1);
+    assert_eq!((store.commits(), turn.record().await.unwrap()), before);
+    // The turn takes the next step as if the stopped one had never been sent.
+    let results = completed(turn.step(calls(&["lookup"])).await.unwrap());
+    assert_eq!(results[0].output, json!("found q0"));
+    let record = turn.record().await.unwrap();
+    assert_eq!((record.steps, record.status), (2, TurnStatus::Active));
+}
+
+#[tokio::test]
+async fn a_step_with_a_write_whose_caller_stops_waiting_runs_to_its_close() {
+    let (_dir, _store, turn, mut heard, gate) = holding().await;
+    stop_waiting(&turn, &["held_write"], &mut heard).await;
+    assert!(heard.try_recv().is_err(), "the call goes on");
+    assert_eq!(turn.record().await.unwrap().status, TurnStatus::Running);
+    gate.add_permits(1);
+    assert_eq!(heard.recv().await, Some("returned"));
+    assert_eq!(heard.recv().await, Some("dropped"));
+    // The close follows the body's return on the step's own task.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let record = turn.record().await.unwrap();
+            if record.status != TurnStatus::Running {
+                return record;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the step closes");
+    assert_eq!((closed.steps, closed.status), (1, TurnStatus::Active));
+    let step = closed.last_step.unwrap();
+    assert_eq!(step.results[0].output, json!("held"), "{step:?}");
+}

@@ -352,12 +352,19 @@ impl McpServer {
             principal.clone(),
             &binding,
         );
+        let mut step = Box::pin({
+            let turn = turn.clone();
+            async move { turn.step_with(vec![call], options).await }
+        });
         let stepped = tokio::select! {
-            outcome = turn.step_with(vec![call], options) => outcome,
+            outcome = &mut step => outcome,
             () = cx.ct.cancelled() => {
-                // `notifications/cancelled`: the call's token fires with its turn.
+                // `notifications/cancelled`: the call's token fires with its turn, and the
+                // step goes on to close as cancelled (a step of reads runs on this task, so it
+                // is handed one of its own rather than dropped with the request).
                 // The next call replaces the cancelled turn, keeping its taint.
                 let _ = turn.cancel().await;
+                tokio::spawn(step);
                 if let Some(forwarding) = progress { forwarding.abort(); }
                 return Err(cancelled());
             }

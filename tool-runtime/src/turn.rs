@@ -129,6 +129,14 @@ impl Turn {
     ///
     /// Calls that need a person park the turn in the store (the returned
     /// [`StepOutcome::Waiting`] lists the requests); calls that may run, run now.
+    ///
+    /// Dropping the returned future stops waiting, and what happens to the step depends on
+    /// what it had to record: a step with a call that is not a plain `read` (or one that
+    /// waits for a person) is recorded before its calls run and runs to its close on a task of
+    /// its own, however long nobody waits. A step of plain `read` calls records nothing until
+    /// it closes, and runs on the caller's task: stopped before its close is written, it leaves
+    /// the turn as it was (its `action.requested` events may have been emitted), and the same
+    /// calls can be sent again — reads may run twice, as after a crash.
     pub async fn step(&self, calls: Vec<ToolCall>) -> Result<StepOutcome, RuntimeError> {
         self.step_with(calls, StepOptions::new()).await
     }
@@ -140,21 +148,31 @@ impl Turn {
         calls: Vec<ToolCall>,
         options: StepOptions,
     ) -> Result<StepOutcome, RuntimeError> {
+        let begun = crate::pipeline::begin_step(
+            &self.engine,
+            (&self.id, &self.session_id),
+            &self.token,
+            calls,
+            options,
+        )
+        .await?;
+        let ready = match begun {
+            crate::pipeline::Begun::Refused(outcome) => return Ok(outcome),
+            crate::pipeline::Begun::Ready(ready) => ready,
+        };
+        if !ready.must_finish() {
+            // Plain reads: nothing is written before the close, so a caller that stops
+            // waiting leaves the turn as it was, and the step runs here, without a hand-off.
+            return ready.finish().await;
+        }
         // On its own task: once the step is recorded as running, a caller that stops waiting (a
         // client that disconnects) must not abandon its calls halfway and leave the turn stuck.
-        let turn = self.clone();
+        let engine = Arc::clone(&self.engine);
         // The step's spans stay inside the caller's (a model loop's run).
         let step = async move {
-            let outcome = crate::pipeline::run_step(
-                &turn.engine,
-                (&turn.id, &turn.session_id),
-                &turn.token,
-                calls,
-                options,
-            )
-            .await;
+            let outcome = ready.finish().await;
             if let Ok(StepOutcome::Waiting { requests, .. }) = &outcome {
-                crate::input::settle::recheck(&turn.engine, requests);
+                crate::input::settle::recheck(&engine, requests);
             }
             outcome
         };

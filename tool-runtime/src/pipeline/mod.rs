@@ -43,15 +43,39 @@ use prepared::Prepared;
 use resolve::Routed;
 use scope::StepScope;
 
-/// Runs one step of turn `turn_id`: the batch of calls from one model response, concurrently.
-/// Calls that need a person park the turn in the store; calls that may run, run now.
-pub(crate) async fn run_step(
+/// How a step begins: refused whole (its call ids repeat; the refusal is written), or
+/// prepared, every call resolved, validated and decided, nothing run yet.
+pub(crate) enum Begun {
+    /// The step's outcome: none of its calls ran.
+    Refused(StepOutcome),
+    /// The calls, ready to run (boxed: a step's scope is large, and it moves to a task when
+    /// the step must finish).
+    Ready(Box<Ready>),
+}
+
+/// A step whose calls are prepared and announced and have not run: [`Ready::finish`] records
+/// what must be durable before they run, runs them and closes or parks the step.
+pub(crate) struct Ready {
+    engine: Arc<Engine>,
+    scope: StepScope,
+    prepared: Vec<Prepared>,
+    /// The turn's version the step started from.
+    version: u64,
+    session_version: u64,
+    running: TrackedTurn,
+    token: CancellationToken,
+}
+
+/// Begins one step of turn `turn_id`, the batch of calls from one model response: reads what
+/// it works with and prepares every call (stages 1 to 4). Nothing runs and nothing is written,
+/// except a step refused whole.
+pub(crate) async fn begin_step(
     engine: &Arc<Engine>,
     (turn_id, session_id): (&str, &str),
     token: &CancellationToken,
     calls: Vec<ToolCall>,
     options: StepOptions,
-) -> Result<StepOutcome, RuntimeError> {
+) -> Result<Begun, RuntimeError> {
     let KeptTurn {
         turn,
         version,
@@ -69,18 +93,59 @@ pub(crate) async fn run_step(
     };
     scope.conversation = options.conversation;
     scope.delivered = options.delivered;
-    let outcome = match refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
-        Some(refused) => refused,
-        None => {
-            let prepared = prepare_all(engine, &scope, &calls).await;
-            announce_calls(engine, &scope, &calls, &prepared);
-            let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
-            let lease = claimed.lease.as_ref();
-            let steer = running.steer_token();
-            let ran = execute::execute_all(engine, &scope, &prepared, token, steer, lease).await;
-            close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await?
-        }
-    };
+    if let Some(refused) = refuse_repeated_ids(engine, &mut scope, version, &calls).await? {
+        keep(engine, scope, session_version);
+        return Ok(Begun::Refused(refused));
+    }
+    let prepared = prepare_all(engine, &scope, &calls).await;
+    announce_calls(engine, &scope, &calls, &prepared);
+    Ok(Begun::Ready(Box::new(Ready {
+        engine: Arc::clone(engine),
+        scope,
+        prepared,
+        version,
+        session_version,
+        running,
+        token: token.clone(),
+    })))
+}
+
+impl Ready {
+    /// Whether the step writes before its calls run, or may park: then it must finish once
+    /// begun, whoever waits for it (see [`Prepared::needs_record`]), so the caller runs it on a
+    /// task of its own. A step of plain `read` calls (and calls settled before they ran) writes
+    /// only when it closes: stopped before, it leaves the turn as it was, and it may run again.
+    pub(crate) fn must_finish(&self) -> bool {
+        self.prepared.iter().any(|p| p.needs_record() || p.asks())
+    }
+
+    /// Records the step as running where a call needs it, runs what may run, concurrently,
+    /// and closes or parks the step.
+    pub(crate) async fn finish(self: Box<Self>) -> Result<StepOutcome, RuntimeError> {
+        let Ready {
+            engine,
+            mut scope,
+            prepared,
+            version,
+            session_version,
+            running,
+            token,
+        } = *self;
+        let engine = &engine;
+        let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
+        let lease = claimed.lease.as_ref();
+        let steer = running.steer_token();
+        let ran = execute::execute_all(engine, &scope, &prepared, &token, steer, lease).await;
+        let outcome =
+            close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await?;
+        keep(engine, scope, session_version);
+        Ok(outcome)
+    }
+}
+
+/// Keeps the turn and session as the step's last write left them, for the next step (when
+/// that write succeeded).
+fn keep(engine: &Engine, scope: StepScope, session_version: u64) {
     if let Some(version) = scope.stored {
         engine.kept().keep(KeptTurn {
             turn: scope.turn,
@@ -89,7 +154,6 @@ pub(crate) async fn run_step(
             session_version,
         });
     }
-    Ok(outcome)
 }
 
 /// Only an active turn takes a step.
