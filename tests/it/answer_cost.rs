@@ -18,7 +18,7 @@ use toolwright::runtime::{
     TaskRecord, TurnRecord, Written,
 };
 
-use crate::support::{alice, builder, call, turn_in, waiting};
+use crate::support::{alice, builder, call, completed, turn_in, waiting};
 
 /// Store calls per method name.
 type Counts = BTreeMap<&'static str, u64>;
@@ -77,6 +77,21 @@ macro_rules! delegate_counting {
             self.count("write_turn");
             self.wrote(serde_json::to_vec(record).unwrap().len());
             self.inner.write_turn(record, expected, claim)
+        }
+        #[allow(clippy::type_complexity)]
+        fn step_since(
+            &self,
+            turn: (&str, u64),
+            session: (&str, u64),
+        ) -> Fut<
+            '_,
+            (
+                Option<(Option<TurnRecord>, u64)>,
+                Option<(Option<SessionRecord>, u64)>,
+            ),
+        > {
+            self.count("step_since");
+            self.inner.step_since(turn, session)
         }
         fn turn_of_request(&self, request_id: &str) -> Fut<'_, Option<String>> {
             self.count("turn_of_request");
@@ -457,4 +472,33 @@ async fn answers_from_two_runtimes_on_one_store_all_count() {
         .await
         .unwrap();
     assert_eq!(grants.len(), 6, "every answer's grant: {grants:?}");
+}
+
+#[tokio::test]
+async fn a_step_after_an_answer_resumed_the_turn_starts_from_what_the_resume_wrote() {
+    let counts = Arc::new(Mutex::new(Counts::new()));
+    let rt = builder([cost_pay::TOOL])
+        .store(Counting::new(&counts))
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "s-resumed", Some(alice())).await;
+    let pay = |id: &str| vec![call(id, "cost_pay", json!({ "cents": 7 }))];
+    let (_, requests) = waiting(turn.step(pay("c0")).await.unwrap());
+    let answer = InputResponse::approve(&requests[0].request_id, Some(alice()));
+    let outcome = rt.respond(answer).await.unwrap();
+    let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(results[0].output, json!(7));
+    counts.lock().unwrap().clear();
+    // The amount was approved `once`: the next step pays it again without asking, starting
+    // from the turn and session the resume wrote, checked by their versions, not read again.
+    let results = completed(turn.step(pay("c1")).await.unwrap());
+    assert_eq!(results[0].output, json!(7), "{results:?}");
+    let counted = std::mem::take(&mut *counts.lock().unwrap());
+    assert_eq!(counted.get("step_since"), Some(&1), "{counted:?}");
+    assert_eq!(counted.get("turn"), None, "{counted:?}");
+    assert_eq!(counted.get("session"), None, "{counted:?}");
+    let record = turn.record().await.unwrap();
+    assert_eq!(record.steps, 2, "{record:?}");
 }

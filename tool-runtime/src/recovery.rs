@@ -45,7 +45,8 @@ pub(crate) async fn take_over_expired(
 
 /// A turn claimed for recovery, ready to resume.
 struct Claimed {
-    session: SessionRecord,
+    /// The turn's session, with the version it was read at.
+    session: (SessionRecord, u64),
     turn: TurnRecord,
     durable: Vec<(String, Option<Approver>)>,
     resumption: Resumption,
@@ -132,7 +133,7 @@ async fn claim(
     if turn.status != TurnStatus::Running {
         return Ok(None);
     }
-    let Some((session, _)) = engine.store().session(&turn.session_id).await? else {
+    let Some(session) = engine.store().session(&turn.session_id).await? else {
         if take_over {
             // One broken record must not stop the take-over of the rest.
             tracing::warn!(
@@ -261,7 +262,7 @@ async fn wake_turn(
         if turn.status != TurnStatus::Running {
             return Ok(None);
         }
-        let (session, _) = engine.session(&turn.session_id).await?;
+        let session = engine.session(&turn.session_id).await?;
         let outcome = resume(engine, session, turn, claimed, resumption).await?;
         recheck(engine, &outcome);
         return Ok(Some(outcome));

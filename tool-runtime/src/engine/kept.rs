@@ -1,4 +1,5 @@
-//! Active turns as this runtime's last step of each left them, with their sessions, so that
+//! Active turns as this runtime's last step of each left them (closed by the step itself or by
+//! the resume that ran its approved calls), with their sessions, so that
 //! the next step starts from memory: reading and decoding the turn (with the previous step's
 //! results, ten calls' worth for a step of ten) and its session costs more than the rest of a
 //! step of reads.

@@ -10,6 +10,7 @@ use toolwright_core::{
 };
 
 use crate::call::StepOutcome;
+use crate::engine::kept::KeptTurn;
 use crate::engine::work::TrackedTurn;
 use crate::engine::{Engine, find_tool, keeping};
 use crate::error::RuntimeError;
@@ -78,10 +79,13 @@ pub(crate) async fn write(
 }
 
 /// Runs the `claimed` calls of `turn`'s step (claimed by the write that gave `resumption`)
-/// and closes the step.
+/// and closes the step. `session` is the turn's session with the version it was read at: a
+/// turn the close leaves active is kept with it for its next step (see
+/// [`crate::engine::kept`]), which then asks the store whether both are still at those
+/// versions instead of reading them.
 pub(crate) async fn resume(
     engine: &Arc<Engine>,
-    session: SessionRecord,
+    (session, session_version): (SessionRecord, u64),
     mut turn: TurnRecord,
     claimed: Vec<(String, Option<Approver>)>,
     resumption: Resumption,
@@ -165,7 +169,16 @@ pub(crate) async fn resume(
         steer: resumption.steer().filter(|_| !step.stops_at_limit()),
         delivered: None,
     };
-    Ok(finish(engine, &mut turn, results, closing).await?.0)
+    let (outcome, stored) = finish(engine, &mut turn, results, closing).await?;
+    if let Some(version) = stored {
+        engine.kept().keep(KeptTurn {
+            turn,
+            version,
+            session,
+            session_version,
+        });
+    }
+    Ok(outcome)
 }
 
 /// One result per call of the resumed `step`, in the model's order: the calls that ran now

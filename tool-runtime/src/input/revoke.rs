@@ -23,7 +23,7 @@ pub(crate) async fn revoke(
         if turn.status != TurnStatus::Waiting {
             return Ok(RespondOutcome::Dropped);
         }
-        let (session, _) = engine.session(&turn.session_id).await?;
+        let (session, session_version) = engine.session(&turn.session_id).await?;
         let Some(step) = turn.pending.as_mut() else {
             return Err(RuntimeError::Store(StoreError::Corrupt {
                 id: turn_id.to_owned(),
@@ -59,6 +59,7 @@ pub(crate) async fn revoke(
                 pending: Vec::new(),
             });
         }
+        let session = (session, session_version);
         let outcome = resume(engine, session, turn, claimed, resumption).await?;
         if let crate::call::StepOutcome::Waiting { requests, .. } = &outcome {
             super::settle::recheck(engine, requests);

@@ -98,7 +98,7 @@ async fn settle(
             engine.parked().keep(turn, version);
             return Ok(RespondOutcome::Rejected { reason });
         }
-        let (session, _) = engine.session(&turn.session_id).await?;
+        let (session, session_version) = engine.session(&turn.session_id).await?;
         let info = session_info(&session, &turn.id, turn.current.as_ref(), turn.caller);
         let registry = engine.registry();
         let tool = request.tool.as_deref().and_then(|name| registry.get(name));
@@ -177,6 +177,7 @@ async fn settle(
             }
             Recorded::Claimed(claimed, mut resumption) => {
                 resumption.model = options.model;
+                let session = (session, session_version);
                 let outcome = resume(engine, session, turn, claimed, resumption).await?;
                 if let StepOutcome::Waiting { requests, .. } = &outcome {
                     recheck(engine, requests);
