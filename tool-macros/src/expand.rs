@@ -13,15 +13,18 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Path, Type};
 
-use crate::attrs::{ApprovalKey, Attrs, Description, Effect, EndsTurn, Entry, Policy, TextOrPath};
+use crate::attrs::{Attrs, Description, Effect, EndsTurn, Entry, TextOrPath};
 use crate::item::ToolFn;
 use crate::sig::Sig;
 
+mod adapters;
 mod fields;
 mod hooks;
+mod invoke;
 mod tw;
 
-use fields::{c25_templates_hide_sensitive, common_fields};
+use fields::common_fields;
+use invoke::Invoke;
 pub(crate) use tw::Tw;
 
 pub(crate) struct Input<'a> {
@@ -46,7 +49,6 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     if Attrs::flag(&attrs.provider) {
         return expand_provider(input, tw);
     }
-    let ident = &sig.ident;
     let first = sig
         .first
         .as_ref()
@@ -66,27 +68,17 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     // For `serve`: what each call replies with, the `Output` of `ServeCalls<Args, Output>`.
     let serve_output = quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Output);
     // The argument struct: the first parameter, or for `serve` the `Args` of its call stream.
-    // Held as the type itself where it is the first parameter: interpolated, a type pushes its
-    // tokens one by one, where a `TokenStream` would be spliced in with a round trip to rustc.
-    let args_ty: Box<dyn ToTokens> = if serve {
-        Box::new(quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Args))
-    } else {
-        Box::new(first.clone())
+    let args = adapters::Args {
+        ty: if serve {
+            Box::new(quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::Args))
+        } else {
+            Box::new(first.clone())
+        },
+        span: first_span,
+        tw: tw_first.clone(),
+        serve_output: serve.then(|| serve_output.clone()),
     };
-    // Deserializes the argument struct in an adapter. Beside the call, the same `ToolInput`
-    // projection the descriptor uses, at the same span: when the struct lacks its derives, each
-    // adapter then reports the one "is not a tool argument struct" error (identical errors are
-    // merged) and rustc drops the `DeserializeOwned` error it implies, instead of adding one per
-    // adapter at the attribute.
-    let parse = |function: &str, input: TokenStream| {
-        let function = Ident::new(function, first_span);
-        quote_spanned! {first_span=>
-            {
-                let _ = <#args_ty as #tw_first::ToolInput>::FIELDS;
-                #tw_first::#function::<#args_ty>(#input)
-            }
-        }
-    };
+    let args_ty = &args.ty;
     let ret_ty: TokenStream = match &sig.output {
         Some(ty) => quote!(#ty),
         None => quote!(()),
@@ -97,389 +89,28 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         .map(Spanned::span)
         .unwrap_or_else(|| sig.ident.span());
 
-    let param_trait = match kind {
-        Kind::Plain => quote!(PlainParam),
-        Kind::Durable => quote!(DurableParam),
-        Kind::Workflow(_) => quote!(WorkflowParam),
-    };
-    let param_names: Vec<Ident> = (0..sig.rest.len())
-        .map(|i| format_ident!("__p{}", i))
-        .collect();
-    let param_extracts = sig.rest.iter().zip(&param_names).map(|(ty, name)| {
-        let tw = tw.at(ty.span());
-        quote_spanned!(ty.span()=> let #name = <#ty as #tw::#param_trait>::from_call(&__cx)?;)
-    });
-    let requirements = sig.rest.iter().map(|ty| {
-        let tw = tw.at(ty.span());
-        quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::REQUIREMENT)
-    });
-
-    let awaited = sig.asyncness.map(|span| quote_spanned!(span=> .await));
-    let first_value = if serve {
-        quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::start(__args, ::core::clone::Clone::clone(&__cx), Self::__finish))
-    } else {
-        quote!(__args)
-    };
-    let call = quote!(#ident(#first_value #(, #param_names)*) #awaited);
-
-    // What the adapter computes from the typed output.
+    let Invoke {
+        item: invoke,
+        finish_fn,
+        requirements,
+        keep_input,
+    } = invoke::invoke(input, kind, &args, ret_span);
     let label = attrs.label.as_ref().map(|l| &l.value);
-    let complete_template = label.and_then(|l| l.complete.as_ref());
-    let keep_input = complete_template.is_some() && !serve;
-    let label_input =
-        keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
-    // What the adapter hands `finish` beside the output: `None` for a default (written as the
-    // default value in the call, without a binding of its own).
-    let ends_turn = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
-        None => None,
-        Some(EndsTurn::Always) => Some(quote!(true)),
-        // Typed here, at the path, so a fn returning something else is reported at the path.
-        Some(EndsTurn::ByOutput(path)) => {
-            let called = call_user_fn(path, quote!(&__out));
-            Some(quote_spanned!(path.span()=> {
-                let __ends: bool = #called;
-                __ends
-            }))
-        }
-    };
-    let model = attrs.to_model_output.as_ref().map(|g| {
-        let path = &g.value;
-        let tw = tw.at(path.span());
-        let called = call_user_fn(path, quote!(&__out));
-        quote_spanned!(path.span()=> ::core::option::Option::Some(#tw::model_output(#called)))
-    });
-    let (invoke_model, finish_fn) = if serve {
-        let serve_model = model.unwrap_or_else(|| quote!(::core::option::Option::None));
-        let finish = quote! {
-            fn __finish(__out: #serve_output) -> ::core::result::Result<#tw::CallOutput, #tw::ToolError> {
-                let __model = #serve_model;
-                #tw::finish(&__out, false, __model, ::core::option::Option::None)
-            }
-        };
-        (None, Some(finish))
-    } else {
-        (model, None)
-    };
-    let complete = match complete_template {
-        Some(text) if !serve => {
-            let render = match text {
-                TextOrPath::Template(t) => t.render(&format_ident!("__la")),
-                TextOrPath::Path(path) => {
-                    let called = call_user_fn(path, quote!(&__la, &__out));
-                    quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called))
-                }
-            };
-            // A label that fails (panics) falls back to the humanized name in the runtime; it
-            // must never turn a successful call into a failed one.
-            let parse_label_input = parse("parse_ref", quote!(&__label_input));
-            Some(quote! {
-                #tw::guard_label(|| #parse_label_input.ok().and_then(|__la| #tw::label(#render)))
-            })
-        }
-        _ => None,
-    };
-    let into_output = quote_spanned!(ret_span=> .into_output(__ret));
-    // At the same span as `into_output`, so rustc folds "`T: Serialize` is not satisfied" into the
-    // `ToolOutput` error there instead of reporting it a second time at the attribute.
-    let finish = if ends_turn.is_none() && invoke_model.is_none() && complete.is_none() {
-        let tw = tw.at(ret_span);
-        quote_spanned!(ret_span=> #tw::finish(&__out, false, ::core::option::Option::None, ::core::option::Option::None))
-    } else {
-        let tw = tw.at(ret_span);
-        let none = || quote!(::core::option::Option::None);
-        let (ends, model, complete) = (
-            finish_arg("__ends", ends_turn, || quote!(false)),
-            finish_arg("__model", invoke_model, none),
-            finish_arg("__complete", complete, none),
-        );
-        let (ends_let, ends) = ends;
-        let (model_let, model) = model;
-        let (complete_let, complete) = complete;
-        let call = quote_spanned!(ret_span=> #tw::finish(&__out, #ends, #model, #complete));
-        quote!(#ends_let #model_let #complete_let #call)
-    };
 
-    let parse_input = parse("parse_input", quote!(__input));
-    let invoke = quote! {
-        fn __invoke(
-            __input: #tw::Value,
-            __cx: #tw::CallContext,
-        ) -> #tw::Invoked {
-            ::std::boxed::Box::pin(async move {
-                #label_input
-                let __args: #args_ty = #parse_input?;
-                #(#param_extracts)*
-                let __ret = #call;
-                let __out = {
-                    #[allow(unused_imports)]
-                    use #tw::{ViaResult as _, ViaValue as _};
-                    (&#tw::Ret::of(&__ret)).tag()
-                }#into_output?;
-                #finish
-            })
-        }
-    };
-
-    // Labels.
     let mut adapters = Vec::new();
-    let parse_ref_input = || parse("parse_ref", quote!(__input));
-    let parse_call_input = || parse("parse_ref", quote!(__call.input));
-    let label_start = match label.and_then(|l| l.start.as_ref()) {
-        Some(text) => {
-            let render = render_text(text, tw, |path| call_user_fn(path, quote!(&__la)));
-            let parse_ref = parse_ref_input();
-            adapters.push(quote! {
-                fn __label_start(__input: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #parse_ref.ok()?;
-                    #tw::label(#render)
-                }
-            });
-            quote!(::core::option::Option::Some(Self::__label_start))
-        }
-        None => quote!(::core::option::Option::None),
-    };
-    let label_delta = match label.and_then(|l| l.delta.as_ref()) {
-        Some((path, _)) => {
-            let delta = {
-                let tw = tw.at(path.span());
-                let called = call_user_fn(path, quote!(&__la, __partial));
-                quote_spanned!(path.span()=> #tw::label(::core::convert::Into::<::std::string::String>::into(#called)))
-            };
-            let parse_ref = parse_ref_input();
-            adapters.push(quote! {
-                fn __label_delta(__input: &#tw::Value, __partial: &#tw::Value) -> ::core::option::Option<::std::string::String> {
-                    let __la: #args_ty = #parse_ref.ok()?;
-                    #delta
-                }
-            });
-            quote!(::core::option::Option::Some(Self::__label_delta))
-        }
-        None => quote!(::core::option::Option::None),
-    };
+    let (label_start, label_delta) = adapters::labels(label, tw, &args, &mut adapters);
     let label_complete = keep_input;
+    let approval = adapters::approval(attrs, tw, &args, &mut adapters);
+    let output_schema =
+        adapters::output_schema(attrs, tw, &args, (&ret_ty, ret_span), &mut adapters);
 
-    // Approval.
-    let approval = match &attrs.approval {
-        None => None,
-        Some(approval) => {
-            let (policy, _) = approval
-                .request
-                .as_ref()
-                .expect("checked: approval has a request policy");
-            let request = match policy {
-                Policy::Never => quote!(#tw::RequestPolicy::Never),
-                Policy::Once => quote!(#tw::RequestPolicy::Once),
-                Policy::Always => quote!(#tw::RequestPolicy::Always),
-                Policy::Auto(auto) => {
-                    let instructions = option_str(auto.instructions.as_ref());
-                    let clear = option_str(auto.clear.as_ref());
-                    let caution = option_str(auto.caution.as_ref());
-                    let model = option_str(auto.model.as_ref());
-                    quote!(#tw::RequestPolicy::Auto(#tw::AutoSpec {
-                        instructions: #instructions,
-                        criteria: #tw::AutoCriteria { clear: #clear, caution: #caution },
-                        model: #model,
-                    }))
-                }
-                Policy::Custom(path) => {
-                    let call = {
-                        let tw = tw.at(path.span());
-                        let called = call_user_fn(path, quote!(&__pcx));
-                        quote_spanned!(path.span()=> #tw::IntoDecision::into_decision(#called))
-                    };
-                    let parse_call = parse_call_input();
-                    adapters.push(quote! {
-                        fn __policy<'a>(__call: &'a #tw::ApprovalCall<'a>) -> #tw::BoxFuture<'a, #tw::ApprovalDecision> {
-                            ::std::boxed::Box::pin(async move {
-                                let __args: #args_ty = match #parse_call {
-                                    ::core::result::Result::Ok(args) => args,
-                                    ::core::result::Result::Err(error) => {
-                                        return #tw::ApprovalDecision::denied(::std::string::ToString::to_string(&error));
-                                    }
-                                };
-                                let __pcx = #tw::ApprovalContext::new(__call, &__args);
-                                #call.await
-                            })
-                        }
-                    });
-                    quote!(#tw::RequestPolicy::Custom(Self::__policy))
-                }
-            };
-            let prompt = match &approval.prompt {
-                None => quote!(::core::option::Option::None),
-                Some(text) => {
-                    let render = render_text(text, tw, |path| {
-                        let tw = tw.at(path.span());
-                        call_user_fn(path, quote!(&#tw::PromptContext::new(__call, &__la)))
-                    });
-                    let parse_call = parse_call_input();
-                    adapters.push(quote! {
-                        fn __prompt(__call: &#tw::ApprovalCall<'_>) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #parse_call?;
-                            ::core::result::Result::Ok(#render)
-                        }
-                    });
-                    quote!(::core::option::Option::Some(Self::__prompt))
-                }
-            };
-            let response = match &approval.response {
-                None => quote!(::core::option::Option::None),
-                Some(path) => {
-                    let call = {
-                        let tw = tw.at(path.span());
-                        let called =
-                            call_user_fn(path, quote!(&#tw::ResponseContext::new(__call, &__la)));
-                        // Typed here so a fn returning something else is reported at the path.
-                        quote_spanned!(path.span()=> {
-                            let __verdict: #tw::ResponseVerdict = #called;
-                            __verdict
-                        })
-                    };
-                    let parse_call = parse_call_input();
-                    adapters.push(quote! {
-                        fn __response(__call: &#tw::ResponseCall<'_>) -> #tw::ResponseVerdict {
-                            match #parse_call {
-                                ::core::result::Result::Ok(__la) => #call,
-                                ::core::result::Result::Err(error) => #tw::ResponseVerdict::rejected(::std::string::ToString::to_string(&error)),
-                            }
-                        }
-                    });
-                    quote!(::core::option::Option::Some(Self::__response))
-                }
-            };
-            let key = match attrs.approval_key.as_ref().map(|g| &g.value) {
-                None => quote!(#tw::ApprovalKey::ToolName),
-                Some(ApprovalKey::Input) => quote!(#tw::ApprovalKey::Input),
-                Some(ApprovalKey::Custom(path)) => {
-                    let called = call_user_fn(path, quote!(&__la));
-                    let call = quote_spanned!(path.span()=> ::core::convert::Into::<::std::string::String>::into(#called));
-                    let parse_ref = parse_ref_input();
-                    adapters.push(quote! {
-                        fn __approval_key(__input: &#tw::Value) -> ::core::result::Result<::std::string::String, #tw::ToolError> {
-                            let __la: #args_ty = #parse_ref?;
-                            ::core::result::Result::Ok(#call)
-                        }
-                    });
-                    quote!(#tw::ApprovalKey::Custom(Self::__approval_key))
-                }
-            };
-            let require_auth = match &approval.require_auth {
-                None => quote!(::core::option::Option::None),
-                Some(provider) => quote!(::core::option::Option::Some(#provider)),
-            };
-            Some(quote! {
-                approval: ::core::option::Option::Some(#tw::ApprovalSpec {
-                    request: #request,
-                    prompt: #prompt,
-                    response: #response,
-                    key: #key,
-                    require_auth: #require_auth,
-                }),
-            })
-        }
-    };
-
-    // Output schema.
-    let output_schema = match &attrs.output_schema {
-        Some(g) if g.value => {
-            let body = if serve {
-                quote_spanned!(first_span=> #tw_first::output_schema_of::<#serve_output>(__inline))
-            } else {
-                quote_spanned! {ret_span=>
-                    #[allow(unused_imports)]
-                    use #tw::{ViaResult as _, ViaValue as _};
-                    let __ret = #tw::Ret::<#ret_ty>::new();
-                    ((&__ret).tag().output_schema(&__ret))(__inline)
-                }
-            };
-            adapters.push(quote! {
-                fn __output_schema(__inline: bool) -> #tw::Schema {
-                    #body
-                }
-            });
-            Some(quote!(output_schema: ::core::option::Option::Some(Self::__output_schema),))
-        }
-        _ => None,
-    };
-
-    let ends_turn_kind = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
-        None => None,
-        Some(EndsTurn::Always) => Some(quote!(ends_turn: #tw::EndsTurn::Always,)),
-        Some(EndsTurn::ByOutput(_)) => Some(quote!(ends_turn: #tw::EndsTurn::ByOutput,)),
-    };
-    let annotations = attrs.annotations.as_ref().map(|given| {
-        let a = &given.value;
-        let hint = |v: Option<bool>| match v {
-            Some(b) => quote!(::core::option::Option::Some(#b)),
-            None => quote!(::core::option::Option::None),
-        };
-        let (r, d, i, o) = (
-            hint(a.read_only),
-            hint(a.destructive),
-            hint(a.idempotent),
-            hint(a.open_world),
-        );
-        quote!(annotations: #tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o },)
-    });
-    let projected = attrs
-        .to_model_output
-        .is_some()
-        .then(|| quote!(projected: true,));
-    let kind_tokens = match kind {
-        Kind::Plain => None,
-        Kind::Durable => Some(quote!(kind: #tw::ToolKind::Durable,)),
-        Kind::Workflow(Entry::Execute) => {
-            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Execute),))
-        }
-        Kind::Workflow(Entry::Task) => {
-            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Task),))
-        }
-        Kind::Workflow(Entry::Serve) => {
-            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Serve),))
-        }
-    };
+    let flags = fields::flags(attrs, kind, tw);
     let type_name = args_type_name(first, serve);
     let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
     let sensitive = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE);
     let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
 
-    // Assertions for rules that need another item, spanned at the user's tokens.
-    let mut assertions = Vec::new();
-    // The argument type needs no assertion of its own: `FIELDS` in the descriptor already names
-    // `<Args as ToolInput>`, and one more use with another "required by" note would repeat the
-    // same error.
-    if serve {
-        let args_span = serve_args_span(first).unwrap_or(first_span);
-        let args_text = serve_args_text(first);
-        let tw_args = tw.at(args_span);
-        let message = LitStr::new(
-            &format!(
-                "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
-            ),
-            args_span,
-        );
-        assertions.push(quote_spanned! {args_span=>
-            const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
-        });
-    }
-    // At the argument type like `FIELDS` in the descriptor, so a struct without `ToolInput` is
-    // still one error there, not another at each template.
-    let sensitive_fields =
-        || quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE_FIELDS);
-    assertions.extend(c25_templates_hide_sensitive(
-        attrs,
-        tw,
-        sensitive_fields,
-        || args_text(first, serve),
-    ));
-    if serve && Attrs::flag(&attrs.output_schema) {
-        // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
-        let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
-        let tw = tw.at(span);
-        assertions.push(quote_spanned! {span=>
-            const _: () = #tw::assert_output_schema::<#serve_output>();
-        });
-    }
+    let assertions = fields::assertions(attrs, tw, first, &args);
 
     let label = (label.is_some_and(|l| l.start.is_some() || l.delta.is_some()) || label_complete)
         .then(|| {
@@ -491,16 +122,14 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
                 },
             }
         });
-    let requirements = (!sig.rest.is_empty()).then(|| quote!(requirements: &[#(#requirements),*],));
+    let requirements =
+        (!requirements.is_empty()).then(|| quote!(requirements: &[#(#requirements),*],));
     // Only what differs from `__private::DEFAULTS`, which `emit` fills the rest from.
     let descriptor_fields = quote! {
         #approval
-        #ends_turn_kind
         #label
-        #annotations
         #output_schema
-        #projected
-        #kind_tokens
+        #flags
         input: #tw::InputSpec {
             schema: #schema,
             fields: #fields,

@@ -1,5 +1,6 @@
 //! The descriptor fields every tool's expansion writes (name, texts, effect, policies, schemas),
-//! and the check that its templates show no sensitive field (C25).
+//! the fields only some tools set (`flags`), and the assertions for rules that need another
+//! item (`assertions`, the check that its templates show no sensitive field, C25, among them).
 
 use super::*;
 
@@ -116,7 +117,7 @@ pub(super) fn common_fields(input: &Input<'_>, tw: &Tw, names: &Names) -> TokenS
 /// C25: labels and approval prompts are stored with the call and shown to people (in the
 /// interface, the journal, the approval queue), where the runtime cannot redact a value the
 /// template already formatted into text. One assertion per placeholder, at the template.
-pub(super) fn c25_templates_hide_sensitive(
+fn c25_templates_hide_sensitive(
     attrs: &Attrs,
     tw: &Tw,
     sensitive_fields: impl Fn() -> TokenStream,
@@ -157,6 +158,104 @@ pub(super) fn c25_templates_hide_sensitive(
                 const _: () = ::core::assert!(!#tw::has_field(#sensitive_fields, #name), #message);
             });
         }
+    }
+    assertions
+}
+
+/// The descriptor fields that depend only on the attribute's keys and the kind of tool (how it
+/// ends a turn, its annotations, whether it projects its output, a kind other than plain); a
+/// field at its default is left out (`DEFAULTS` has it).
+pub(super) fn flags(attrs: &Attrs, kind: Kind, tw: &Tw) -> TokenStream {
+    let ends_turn_kind = match attrs.ends_turn.as_ref().and_then(|g| g.value.as_ref()) {
+        None => None,
+        Some(EndsTurn::Always) => Some(quote!(ends_turn: #tw::EndsTurn::Always,)),
+        Some(EndsTurn::ByOutput(_)) => Some(quote!(ends_turn: #tw::EndsTurn::ByOutput,)),
+    };
+    let annotations = attrs.annotations.as_ref().map(|given| {
+        let a = &given.value;
+        let hint = |v: Option<bool>| match v {
+            Some(b) => quote!(::core::option::Option::Some(#b)),
+            None => quote!(::core::option::Option::None),
+        };
+        let (r, d, i, o) = (
+            hint(a.read_only),
+            hint(a.destructive),
+            hint(a.idempotent),
+            hint(a.open_world),
+        );
+        quote!(annotations: #tw::Annotations { read_only: #r, destructive: #d, idempotent: #i, open_world: #o },)
+    });
+    let projected = attrs
+        .to_model_output
+        .is_some()
+        .then(|| quote!(projected: true,));
+    let kind_tokens = match kind {
+        Kind::Plain => None,
+        Kind::Durable => Some(quote!(kind: #tw::ToolKind::Durable,)),
+        Kind::Workflow(Entry::Execute) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Execute),))
+        }
+        Kind::Workflow(Entry::Task) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Task),))
+        }
+        Kind::Workflow(Entry::Serve) => {
+            Some(quote!(kind: #tw::ToolKind::Workflow(#tw::Entry::Serve),))
+        }
+    };
+    quote! {
+        #ends_turn_kind
+        #annotations
+        #projected
+        #kind_tokens
+    }
+}
+
+/// Assertions for rules that need another item, spanned at the user's tokens: a `serve` tool's
+/// argument struct has no `task_id` field, its `Output` has a schema when `output_schema` asks
+/// for one, and the templates show no sensitive field (C25).
+pub(super) fn assertions(
+    attrs: &Attrs,
+    tw: &Tw,
+    first: &Type,
+    args: &adapters::Args,
+) -> Vec<TokenStream> {
+    let (first_span, tw_first, args_ty) = (args.span, &args.tw, &args.ty);
+    let serve = args.serve_output.is_some();
+    let mut assertions = Vec::new();
+    // The argument type needs no assertion of its own: `FIELDS` in the descriptor already names
+    // `<Args as ToolInput>`, and one more use with another "required by" note would repeat the
+    // same error.
+    if serve {
+        let args_span = serve_args_span(first).unwrap_or(first_span);
+        let args_text = serve_args_text(first);
+        let tw_args = tw.at(args_span);
+        let message = LitStr::new(
+            &format!(
+                "`{args_text}` has a field named `task_id` in JSON, which the argument struct of a `serve` tool cannot have: the runtime adds `task_id` to route calls to the task; rename the field"
+            ),
+            args_span,
+        );
+        assertions.push(quote_spanned! {args_span=>
+            const _: () = ::core::assert!(!#tw_args::has_field(<<#first as #tw_args::ServeInput>::Args as #tw_args::ToolInput>::FIELDS, "task_id"), #message);
+        });
+    }
+    // At the argument type like `FIELDS` in the descriptor, so a struct without `ToolInput` is
+    // still one error there, not another at each template.
+    let sensitive_fields =
+        || quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE_FIELDS);
+    assertions.extend(c25_templates_hide_sensitive(
+        attrs,
+        tw,
+        sensitive_fields,
+        || args_text(first, serve),
+    ));
+    if let (Some(serve_output), true) = (&args.serve_output, Attrs::flag(&attrs.output_schema)) {
+        // At the `Output` of `ServeCalls<Args, Output>`, the type that lacks the schema.
+        let span = serve_generic(first, 1).map_or(first_span, Spanned::span);
+        let tw = tw.at(span);
+        assertions.push(quote_spanned! {span=>
+            const _: () = #tw::assert_output_schema::<#serve_output>();
+        });
     }
     assertions
 }
