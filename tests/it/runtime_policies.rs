@@ -17,8 +17,8 @@ use toolwright::context::PrincipalType;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     AutoRequest, AutoVerdict, CandidateStatus, Decider, Event, InputRequest, InputResponse,
-    Options, Permission, RespondOutcome, Runtime, SessionSpec, StepOutcome, ToolCall, Turn,
-    TurnStatus,
+    Options, Permission, RespondOutcome, Runtime, RuntimeError, SessionSpec, StepOutcome, ToolCall,
+    Turn, TurnStatus,
 };
 use toolwright::{Caller, Effect, ErrorCode, Principal};
 
@@ -984,6 +984,77 @@ async fn a_response_policy_rejection_keeps_the_request_pending_for_another_appro
     let results = resumed(approve(&rt, request, on_call_carol()).await);
     assert!(!results[0].is_error);
     assert_eq!(runs.count("hotfix"), 1);
+}
+
+#[tokio::test]
+async fn may_respond_says_what_respond_would_and_answers_nothing() {
+    let (rt, runs) = runtime();
+    let turn = turn_in(&rt, "s-may-respond", Some(alice())).await;
+    let (_, requests) = waiting(
+        step(
+            &turn,
+            vec![
+                call("c1", "hotfix", json!({ "service": "api" })),
+                call("c2", "restart", json!({ "service": "api" })),
+            ],
+        )
+        .await,
+    );
+    let (hotfix, restart) = (&requests[0].request_id, &requests[1].request_id);
+    let may = |response: InputResponse| {
+        let rt = rt.clone();
+        async move { rt.may_respond(&response).await.unwrap() }
+    };
+    // The tool's response policy, for approving and for cancelling, with its reasons.
+    assert_eq!(
+        may(InputResponse::approve(hotfix, Some(alice()))).await,
+        ResponseVerdict::rejected("only on-call may approve hotfixes")
+    );
+    assert_eq!(
+        may(InputResponse::cancel(hotfix, Some(bob()))).await,
+        ResponseVerdict::rejected("only on-call may cancel hotfixes")
+    );
+    assert_eq!(
+        may(InputResponse::approve(hotfix, Some(on_call_carol()))).await,
+        ResponseVerdict::Allowed
+    );
+    // Without a policy: the turn's caller only, refused with the reason `respond` gives.
+    assert_eq!(
+        may(InputResponse::approve(restart, Some(alice()))).await,
+        ResponseVerdict::Allowed
+    );
+    let RespondOutcome::Rejected { reason } = rt
+        .respond(InputResponse::approve(restart, Some(bob())))
+        .await
+        .unwrap()
+    else {
+        panic!("bob may not answer")
+    };
+    assert_eq!(
+        may(InputResponse::approve(restart, Some(bob()))).await,
+        ResponseVerdict::Rejected(reason)
+    );
+    // Asking answered nothing.
+    let record = turn.record().await.unwrap();
+    assert!(record.request(hotfix).unwrap().is_pending());
+    assert!(record.request(restart).unwrap().is_pending());
+    assert_eq!(runs.count("hotfix"), 0);
+    // Answered, a request is nobody's to answer any more.
+    rt.respond(InputResponse::approve(hotfix, Some(on_call_carol())))
+        .await
+        .unwrap();
+    let answered = may(InputResponse::approve(hotfix, Some(on_call_carol()))).await;
+    assert!(
+        matches!(&answered, ResponseVerdict::Rejected(reason) if reason.contains("no longer pending")),
+        "{answered:?}"
+    );
+    let unknown = rt
+        .may_respond(&InputResponse::approve("req-nobody-asked", Some(alice())))
+        .await;
+    assert!(
+        matches!(unknown, Err(RuntimeError::UnknownRequest(_))),
+        "{unknown:?}"
+    );
 }
 
 #[tokio::test]

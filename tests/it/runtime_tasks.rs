@@ -20,7 +20,7 @@ use toolwright::{Caller, Registry};
 
 use crate::support::clock::ManualClock;
 use crate::support::effects::EffectLog;
-use crate::support::{alice, text, turn_in};
+use crate::support::{alice, bob, text, turn_in};
 
 /// Holds `render` bodies until the test opens it.
 struct Gate(Arc<tokio::sync::Semaphore>);
@@ -496,8 +496,18 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
         (turn.id().to_owned(), request.request_id, id)
     };
 
-    // Another runtime on the same file answers and the task runs on there.
+    // Another runtime on the same file answers and the task runs on there. Asked first, it
+    // says who may answer the task's question (by default the turn's caller), answering
+    // nothing.
     let rt = fx.runtime(0);
+    let may = |principal| InputResponse::choose(&request_id, Some(principal), "switch");
+    assert_eq!(
+        rt.may_respond(&may(alice())).await.unwrap(),
+        ResponseVerdict::Allowed
+    );
+    let other = rt.may_respond(&may(bob())).await.unwrap();
+    assert!(matches!(other, ResponseVerdict::Rejected(_)), "{other:?}");
+    assert_eq!(rt.task(&id).await.unwrap().status, TaskStatus::Waiting);
     let outcome = rt
         .respond(InputResponse::choose(&request_id, Some(alice()), "switch"))
         .await
@@ -515,7 +525,12 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
             until_ms: 1_000_000 + 3_600_000
         }
     );
-    // A second answer is dropped.
+    // A second answer is dropped, and nobody may answer any more.
+    let answered = rt.may_respond(&may(alice())).await.unwrap();
+    assert!(
+        matches!(&answered, ResponseVerdict::Rejected(reason) if reason.contains("no longer pending")),
+        "{answered:?}"
+    );
     assert_eq!(
         rt.respond(InputResponse::choose(&request_id, Some(alice()), "keep"))
             .await

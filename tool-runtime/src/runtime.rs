@@ -201,6 +201,23 @@ impl Runtime {
         crate::input::settle::respond(&self.engine, response, StepOptions::new()).await
     }
 
+    /// Whether [`Runtime::respond`] would take `response` from its principal, asked without
+    /// answering and recording nothing: the request is pending and a person's to answer (not
+    /// a hook's wait), and the tool's response policy (or, without one, only the requester)
+    /// and, for an approval, the token `require_auth` names allow this principal's decision.
+    /// The answer itself (a question's option or text, a form's fields) is not looked at.
+    /// [`ResponseVerdict::Rejected`](toolwright_core::ResponseVerdict::Rejected) says why not,
+    /// as `respond` would, or that the request is no longer pending; an id no turn or task
+    /// holds is [`RuntimeError::UnknownRequest`]. For a console or an inbox: show a request's
+    /// input to those who may answer it, and its tool, status and requester to the others.
+    /// The answer can still be refused when it comes (another answer may win first).
+    pub async fn may_respond(
+        &self,
+        response: &InputResponse,
+    ) -> Result<toolwright_core::ResponseVerdict, RuntimeError> {
+        crate::input::may::may_respond(&self.engine, response).await
+    }
+
     /// Delivers `payload` to the hook with `token` (made by a workflow body's `ctx.hook` or
     /// `ctx.webhook`), from any process on the same store, and waits until the run took it:
     /// the payload is checked against the hook's schema, recorded once (a second delivery is

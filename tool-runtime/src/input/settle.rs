@@ -229,7 +229,7 @@ async fn record(
 }
 
 /// The request `request_id` of `turn`, if the turn waits on it.
-fn pending_request(turn: &TurnRecord, request_id: &str) -> Option<InputRequest> {
+pub(super) fn pending_request(turn: &TurnRecord, request_id: &str) -> Option<InputRequest> {
     let request = turn.request(request_id)?;
     (request.is_pending() && turn.status == TurnStatus::Waiting).then(|| request.clone())
 }
