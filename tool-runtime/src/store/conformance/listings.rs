@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::fixtures::{minimal_task, turn};
 use super::part::Part;
-use crate::record::{SessionRecord, TaskStatus, TurnStatus};
+use crate::record::{Decision, RequestStatus, SessionRecord, StepPatch, TaskStatus, TurnStatus};
 use crate::store::{
     Cursor, MAX_PAGE_LIMIT, Page, PageRequest, Store, StoreError, TaskFilter, TurnFilter,
 };
@@ -20,6 +20,7 @@ pub async fn listings(store: &dyn Store) {
     limits(&part, store).await;
     turns(&part, store).await;
     turns_written_between_pages(&part, store).await;
+    an_answer_is_a_write(&part, store).await;
     tasks(&part, store).await;
     sessions(&part, store).await;
 }
@@ -276,6 +277,55 @@ async fn turns_written_between_pages(part: &Part, store: &dyn Store) {
             "{part}: turn {id}, written before the listing and not since, was skipped: {listed:?}"
         );
     }
+}
+
+/// An answer recorded beside a turn ([`Store::settle_request`]) is a write: the turn goes to
+/// the top of the listing, with its new version.
+async fn an_answer_is_a_write(part: &Part, store: &dyn Store) {
+    let session = part.id("answered");
+    let (asked, later) = (format!("{session}-asked"), format!("{session}-later"));
+    let request = format!("{session}-question");
+    let parked = turn(&asked, &session, TurnStatus::Waiting, &[&request]);
+    part.ok("writing a turn", store.put_turn(&parked, None).await);
+    let record = turn(&later, &session, TurnStatus::Waiting, &[]);
+    part.ok("writing a turn", store.put_turn(&record, None).await);
+    let filter = TurnFilter::default().session(&session);
+    let listed = || {
+        let filter = filter.clone();
+        async move {
+            let page = store.list_turns(&filter, &PageRequest::first(10)).await;
+            part.ok("listing turns", page)
+                .items
+                .into_iter()
+                .map(|t| (t.id, t.version))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed().await,
+        [(later.clone(), 1), (asked.clone(), 1)],
+        "{part}: newest first"
+    );
+    let mut settled = parked.pending.as_ref().unwrap().requests[0].clone();
+    settled.status = RequestStatus::Settled {
+        decision: Decision::Approved,
+        responder: None,
+        note: None,
+    };
+    let patch = StepPatch {
+        step: 0,
+        request: settled,
+        calls: Vec::new(),
+    };
+    part.ok(
+        "recording an answer",
+        store.settle_request(&asked, &patch, 1).await,
+    );
+    assert_eq!(
+        listed().await,
+        [(asked, 2), (later, 1)],
+        "{part}: the answered turn lists first"
+    );
 }
 
 /// Tasks of two sessions: newest created first, each filter, their statuses (a sleeping

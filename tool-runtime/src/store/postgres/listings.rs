@@ -90,6 +90,13 @@ fn tasks_sql(filter: &TaskFilter) -> &'static str {
     }
 }
 
+/// The first page of sessions: `$1` the number of rows.
+const SESSIONS_FIRST: &str =
+    "SELECT id, version, updated_ms FROM sessions ORDER BY updated_ms DESC, id DESC LIMIT $1";
+/// A page of sessions after the cursor's (`$1` its `updated_ms`, `$2` its id): `$3` rows.
+const SESSIONS_AFTER: &str = "SELECT id, version, updated_ms FROM sessions \
+    WHERE (updated_ms, id) < ($1, $2) ORDER BY updated_ms DESC, id DESC LIMIT $3";
+
 /// Where a page starts: below the cursor's write position, or below every one.
 fn below(listing: &str, page: &PageRequest) -> Result<i64, Failure> {
     Ok(match &page.after {
@@ -112,26 +119,19 @@ impl PostgresStore {
         let limit = page.checked_limit()?;
         let rows: Vec<SessionRow> = match &page.after {
             None => {
-                query_as(
-                    "SELECT id, version, updated_ms FROM sessions \
-                     ORDER BY updated_ms DESC, id DESC LIMIT $1",
-                )
-                .bind(fetched(limit))
-                .fetch_all(&self.pool)
-                .await?
+                query_as(SESSIONS_FIRST)
+                    .bind(fetched(limit))
+                    .fetch_all(&self.pool)
+                    .await?
             }
             Some(cursor) => {
                 let (ms, id) = session_position(cursor)?;
-                query_as(
-                    "SELECT id, version, updated_ms FROM sessions \
-                     WHERE (updated_ms, id) < ($1, $2) \
-                     ORDER BY updated_ms DESC, id DESC LIMIT $3",
-                )
-                .bind(ms)
-                .bind(id)
-                .bind(fetched(limit))
-                .fetch_all(&self.pool)
-                .await?
+                query_as(SESSIONS_AFTER)
+                    .bind(ms)
+                    .bind(id)
+                    .bind(fetched(limit))
+                    .fetch_all(&self.pool)
+                    .await?
             }
         };
         Ok(session_page(rows, limit)?)
@@ -172,5 +172,145 @@ impl PostgresStore {
         }
         let rows: Vec<TaskRow> = statement.fetch_all(&self.pool).await?;
         Ok(task_page(rows, limit)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx_core::query::query;
+    use sqlx_core::query_scalar::query_scalar;
+    use sqlx_core::sql_str::AssertSqlSafe;
+    use sqlx_postgres::{PgConnectOptions, PgPoolOptions};
+
+    use super::*;
+
+    /// Every listing's statement can be served by its index, read in order: with sequential
+    /// scans and sorts priced out (the tables are empty, so the planner would rather scan),
+    /// the plan names the index and sorts nothing.
+    #[tokio::test]
+    async fn every_listing_reads_an_index_in_order_from_the_cursor() {
+        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
+            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(PgConnectOptions::from_str(&url).unwrap())
+            .await
+            .unwrap();
+        let schema = format!("tw_listings_{}", uuid::Uuid::new_v4().simple());
+        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let options = PgConnectOptions::from_str(&url).unwrap().options([
+            ("search_path", schema.as_str()),
+            ("enable_seqscan", "off"),
+            ("enable_sort", "off"),
+        ]);
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        super::super::migrate::migrate(&pool, "test").await.unwrap();
+        let explain = |sql: &'static str, texts: Vec<&'static str>| {
+            let pool = pool.clone();
+            async move {
+                let mut statement =
+                    query_scalar::<_, String>(AssertSqlSafe(format!("EXPLAIN {sql}")))
+                        .bind(10_i64)
+                        .bind(101_i64);
+                for text in texts {
+                    statement = statement.bind(text);
+                }
+                statement.fetch_all(&pool).await.unwrap().join("\n")
+            }
+        };
+        let mut cases: Vec<(&'static str, Vec<&'static str>, &str)> = Vec::new();
+        for (filter, index) in [
+            (TurnFilter::default(), "turns_by_update"),
+            (
+                TurnFilter::default().status(TurnStatus::Waiting),
+                "turns_waiting",
+            ),
+            (
+                TurnFilter::default().status(TurnStatus::Running),
+                "turns_running",
+            ),
+            (
+                TurnFilter::default().status(TurnStatus::Active),
+                "turns_by_status",
+            ),
+            (
+                TurnFilter::default().status(TurnStatus::Completed),
+                "turns_by_status",
+            ),
+            (
+                TurnFilter::default().status(TurnStatus::Cancelled),
+                "turns_by_status",
+            ),
+            (
+                TurnFilter::default().session("s1"),
+                "turns_by_session_update",
+            ),
+        ] {
+            let bound = if filter.session_id.is_some() {
+                vec!["s1"]
+            } else {
+                vec![]
+            };
+            cases.push((turns_sql(&filter), bound, index));
+        }
+        for (filter, index) in [
+            (TaskFilter::default(), "tasks_by_creation"),
+            (TaskFilter::default().open(), "tasks_open"),
+            (TaskFilter::default().session("s1"), "tasks_by_session"),
+            (
+                TaskFilter::default().session("s1").open(),
+                "tasks_by_session",
+            ),
+        ] {
+            let bound = if filter.session_id.is_some() {
+                vec!["s1"]
+            } else {
+                vec![]
+            };
+            cases.push((tasks_sql(&filter), bound, index));
+        }
+        for (sql, bound, index) in cases {
+            let plan = explain(sql, bound).await;
+            assert!(plan.contains(index), "not read from `{index}`: {plan}");
+            assert!(
+                !plan.contains("Sort"),
+                "sorts instead of reading in order: {plan}"
+            );
+        }
+        let both = turns_sql(
+            &TurnFilter::default()
+                .session("s1")
+                .status(TurnStatus::Waiting),
+        );
+        let plan = explain(both, vec!["s1", "waiting"]).await;
+        assert!(plan.contains("Index") && !plan.contains("Sort"), "{plan}");
+        let plan = query_scalar::<_, String>(AssertSqlSafe(format!("EXPLAIN {SESSIONS_AFTER}")))
+            .bind(10_i64)
+            .bind("s1")
+            .bind(101_i64)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .join("\n");
+        assert!(
+            plan.contains("sessions_by_update") && !plan.contains("Sort"),
+            "{plan}"
+        );
+        pool.close().await;
+        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
+            .execute(&admin)
+            .await
+            .unwrap();
     }
 }
