@@ -253,6 +253,12 @@ pub mod runtime {
     #[cfg(feature = "postgres")]
     #[doc(inline)]
     pub use toolwright_runtime::{PgStep, PostgresStore, store::postgres_sql};
+    // The paged listings of a store (`Store::list_sessions`, `list_turns`, `list_tasks`).
+    #[doc(inline)]
+    pub use toolwright_runtime::{
+        Cursor, MAX_PAGE_LIMIT, Page, PageRequest, SessionSummary, TaskFilter, TaskSummary,
+        TurnFilter, TurnSummary,
+    };
 }
 
 /// The sandbox a host installs: files and commands in one confined place, reached through

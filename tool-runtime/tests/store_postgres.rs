@@ -10,6 +10,9 @@
 #[path = "support/postgres.rs"]
 mod support;
 
+#[path = "support/pages.rs"]
+mod pages;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -349,7 +352,11 @@ async fn migrations_are_applied_once() {
                 .expect("stores connecting at once all migrate");
         }
         let first = schema_snapshot(&url).await;
-        assert_eq!(first.0, [1, 2, 3, 4, 5, 6], "each migration, recorded once");
+        assert_eq!(
+            first.0,
+            [1, 2, 3, 4, 5, 6, 7],
+            "each migration, recorded once"
+        );
         assert!(
             first.1.contains(&"turn_patches".to_owned())
                 && first.1.contains(&"conversation".to_owned())
@@ -389,7 +396,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
         let pool = pool(&url).await;
         query(
             "INSERT INTO toolwright_migrations (version, description, success, checksum, \
-             execution_time) VALUES (7, 'from a newer toolwright', TRUE, '\\x00', 0)",
+             execution_time) VALUES (8, 'from a newer toolwright', TRUE, '\\x00', 0)",
         )
         .execute(&pool)
         .await
@@ -407,7 +414,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
                 other => panic!("attempt {attempt}: expected StoreError::Backend, got {other:?}"),
             };
             assert!(
-                message.contains("schema version 7")
+                message.contains("schema version 8")
                     && message.contains("run the newer toolwright")
                     && message.contains("127.0.0.1"),
                 "{message}"
@@ -655,6 +662,58 @@ async fn work_in_the_transaction_commits_with_its_record_or_not_at_all() {
             other => panic!("a stale lease must be fenced, got {other:?}"),
         }
         assert_eq!(rows().await, 1, "the fenced work did not commit");
+    })
+    .await;
+}
+
+/// 100,000 parked turns, written straight into a database of their own in one transaction
+/// (parking them one by one takes minutes), paged through 100 at a time: each listed once,
+/// newest first, every page bounded and as quick as the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_parked_turns_page_through() {
+    use pages::{PARKED, SESSION, parked_id, parked_json};
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let started = Instant::now();
+        let pool = pool(&url).await;
+        let mut tx = pool.begin().await.unwrap();
+        for chunk in (0..PARKED).collect::<Vec<_>>().chunks(10_000) {
+            let ids: Vec<String> = chunk.iter().map(|&n| parked_id(n)).collect();
+            let records: Vec<String> = chunk.iter().map(|&n| parked_json(n)).collect();
+            let positions: Vec<i64> = chunk.iter().map(|&n| n as i64 + 1).collect();
+            query(
+                "INSERT INTO turns (id, session_id, status, version, json, updated) \
+                 SELECT id, $4, 'waiting', 1, json, updated \
+                 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, json, updated)",
+            )
+            .bind(ids)
+            .bind(records)
+            .bind(positions)
+            .bind(SESSION)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        // Later writes take positions above the seeded ones.
+        query("SELECT setval('turns_updated', $1)")
+            .bind(PARKED as i64)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        query("ANALYZE turns").execute(&pool).await.unwrap();
+        pool.close().await;
+        let seeded = started.elapsed();
+        let (walked, slowest) = pages::walk_the_inbox(&store).await;
+        eprintln!(
+            "postgres: seeded {PARKED} parked turns in {seeded:?}, paged through them twice in \
+             {walked:?} (slowest page {slowest:?})"
+        );
+        assert!(
+            slowest < Duration::from_secs(1),
+            "a page took {slowest:?}: pages must not grow with the listing"
+        );
     })
     .await;
 }

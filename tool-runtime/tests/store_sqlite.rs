@@ -16,6 +16,9 @@ use toolwright_runtime::{
     StoreError, TurnRecord, TurnRetention, TurnStatus,
 };
 
+#[path = "support/pages.rs"]
+mod pages;
+
 /// A fresh directory (removed on drop) and a store path inside it.
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -251,10 +254,10 @@ async fn tasks_racing_on_a_store_in_memory_lose_no_update() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -286,17 +289,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 9)
+        .pragma_update(None, "user_version", 10)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 9") && message.contains("newer toolwright"),
+        message.contains("schema version 10") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        9,
+        10,
         "the refused file must not be changed"
     );
 }
@@ -379,13 +382,121 @@ async fn ten_thousand_waiting_turns() {
     eprintln!("wrote {TURNS} turns in {written:?}, listed the waiting ones in {listed:?}");
 }
 
-/// Turns a current file back into what release `version` (1 to 7) wrote: version 8 added
+/// 100,000 parked turns, written straight into the file in one transaction (parking them one
+/// by one takes minutes), paged through 100 at a time: each listed once, newest first, every
+/// page bounded and as quick as the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_parked_turns_page_through() {
+    use pages::{PARKED, SESSION, parked_id, parked_json};
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path).unwrap();
+    let started = Instant::now();
+    {
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO turns (id, session_id, status, version, json, updated) \
+                     VALUES (?1, ?2, 'waiting', 1, ?3, ?4)",
+                )
+                .unwrap();
+            for n in 0..PARKED {
+                let position = i64::try_from(n).unwrap() + 1;
+                insert
+                    .execute(rusqlite::params![
+                        parked_id(n),
+                        SESSION,
+                        parked_json(n),
+                        position
+                    ])
+                    .unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let seeded = started.elapsed();
+    let (walked, slowest) = pages::walk_the_inbox(&store).await;
+    eprintln!(
+        "sqlite: seeded {PARKED} parked turns in {seeded:?}, paged through them twice in \
+         {walked:?} (slowest page {slowest:?})"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a page took {slowest:?}: pages must not grow with the listing"
+    );
+}
+
+/// A version 8 file (before the listings' indexes) gets them, and lists what it held.
+#[tokio::test]
+async fn a_version_8_file_gets_the_listing_indexes() {
+    let (_dir, path) = temp_db();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .put_session(&SessionRecord::new("kept"), None)
+            .await
+            .unwrap();
+        store
+            .put_turn(&turn("parked", TurnStatus::Waiting, &["q1"]), None)
+            .await
+            .unwrap();
+    }
+    downgrade(&path, 8);
+    assert_eq!(user_version(&path), 8);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 9);
+    let indexes: Vec<String> = rusqlite::Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE '%_by_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for index in [
+        "sessions_by_update",
+        "turns_by_status",
+        "turns_by_session_update",
+        "tasks_by_creation",
+    ] {
+        assert!(
+            indexes.iter().any(|name| name == index),
+            "{index}: {indexes:?}"
+        );
+    }
+    let first = toolwright_runtime::PageRequest::first(10);
+    let sessions = store.list_sessions(&first).await.unwrap();
+    assert_eq!(sessions.items.len(), 1);
+    assert_eq!(
+        (sessions.items[0].id.as_str(), sessions.next),
+        ("kept", None)
+    );
+    let waiting = toolwright_runtime::TurnFilter::default().status(TurnStatus::Waiting);
+    let turns = store.list_turns(&waiting, &first).await.unwrap();
+    assert_eq!(turns.items.len(), 1);
+    assert_eq!(turns.items[0].id, "parked");
+    conformance::listings(&store).await;
+}
+
+/// Turns a current file back into what release `version` (1 to 8) wrote: version 9 added
+/// the indexes of the paged listings, version 8 added
 /// attachments and what deleting and retention walk, version 7 the model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX sessions_by_update; DROP INDEX turns_by_status; \
+         DROP INDEX turns_by_session_update; DROP INDEX tasks_by_creation; \
+         PRAGMA user_version = 8;",
+    )
+    .unwrap();
+    if version == 8 {
+        return;
+    }
     conn.execute_batch(
         "DROP TABLE attachments; DROP INDEX turns_by_session; DROP INDEX task_requests_by_task; \
          DROP INDEX turns_finished; ALTER TABLE sessions DROP COLUMN updated_ms; \
@@ -452,7 +563,7 @@ async fn a_version_3_file_gets_a_pins_table() {
     assert_eq!(user_version(&path), 3);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert!(store.session("kept").await.unwrap().is_some());
     conformance::pins(&store).await;
 }
@@ -469,7 +580,7 @@ async fn a_version_5_file_keeps_its_parked_turn_and_takes_answers_beside_it() {
     assert_eq!(user_version(&path), 5);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     assert_eq!(
         store.turn_of_request("r2").await.unwrap().as_deref(),
@@ -490,7 +601,7 @@ async fn a_version_6_file_gets_a_conversation_and_keeps_its_parked_turn() {
     assert_eq!(user_version(&path), 6);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     conformance::conversation(&store).await;
 }
@@ -513,7 +624,7 @@ async fn a_version_7_file_gets_attachments_and_keeps_its_parked_turn() {
     assert_eq!(user_version(&path), 7);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert_eq!(
         store.turn("parked").await.unwrap(),
         Some((parked.clone(), 1))
@@ -547,7 +658,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -575,7 +686,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());
@@ -617,7 +728,7 @@ async fn a_version_4_file_gives_its_grants_to_the_one_requester_who_acted() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 8);
+    assert_eq!(user_version(&path), 9);
     let keys = |session: &'static str, requester: String| {
         let store = &store;
         async move { store.approvals(session, &requester).await.unwrap() }

@@ -8,6 +8,10 @@ use futures_util::future::BoxFuture;
 
 use toolwright_core::{Principal, PrincipalType};
 
+use super::error::{LeaseKind, StoreError};
+use super::page::{
+    Page, PageRequest, SessionSummary, TaskFilter, TaskSummary, TurnFilter, TurnSummary, not_listed,
+};
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
     TaskRecord, TurnRecord,
@@ -63,50 +67,6 @@ pub fn requester_key(requester: Option<&Principal>) -> String {
     )
 }
 
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// Another writer changed the record since it was read; re-read and retry.
-    #[error("the record `{0}` was changed by another writer; read it again")]
-    Conflict(String),
-    /// The backend failed (I/O, corruption, a closed connection).
-    #[error("store backend: {0}")]
-    Backend(String),
-    /// The write was made under a lease that another instance has taken over since (its fencing
-    /// token is no longer the record's): this instance must drop its work on the record.
-    #[error(
-        "the lease on {kind} `{id}` was taken over by another instance (fencing token {token} is stale); this instance's work on it is void"
-    )]
-    Fenced {
-        /// What the lease covers.
-        kind: LeaseKind,
-        /// The record's id.
-        id: String,
-        /// The stale token the write carried.
-        token: u64,
-    },
-    /// Session `session_id` still has work that is not over, so it cannot be deleted: nothing
-    /// was deleted.
-    #[error(
-        "session `{session_id}` cannot be deleted yet: {what}; cancel it (`Turn::cancel`, `Runtime::cancel_task`) or let it end, then delete again"
-    )]
-    Busy {
-        /// The session.
-        session_id: String,
-        /// What is not over, e.g. "turn `t1` is waiting".
-        what: String,
-    },
-    /// A stored record could not be decoded.
-    #[error("stored record `{id}` cannot be decoded: {error}")]
-    Corrupt {
-        /// The record's id.
-        id: String,
-        /// The decoder's message.
-        error: String,
-    },
-}
-
 /// The error for a patch that does not fit the turn it was written for: no parked step of its
 /// index, or no such request in it.
 pub(crate) fn unpatchable(turn_id: &str, patch: &StepPatch) -> StoreError {
@@ -116,24 +76,6 @@ pub(crate) fn unpatchable(turn_id: &str, patch: &StepPatch) -> StoreError {
             "the answer to request `{}` belongs to step {}, which the turn does not hold parked",
             patch.request.request_id, patch.step
         ),
-    }
-}
-
-/// What a lease covers: the running work of a turn or of a workflow task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LeaseKind {
-    /// A turn whose step is `running`.
-    Turn,
-    /// A workflow task that is `running` or `cancelling`.
-    Task,
-}
-
-impl std::fmt::Display for LeaseKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LeaseKind::Turn => "turn",
-            LeaseKind::Task => "task",
-        })
     }
 }
 
@@ -663,6 +605,51 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of the tasks that have not ended (neither `finished` nor `cancelled`), oldest first:
     /// what recovery and timers look at.
     fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// One page of the store's sessions, most recently written first (by the time of the last
+    /// write of the session record, [`SessionSummary::updated_ms`]; sessions written in the
+    /// same millisecond by their id, highest first). See [`PageRequest`] for the limits and
+    /// [`super::page`] for what writes between pages do.
+    ///
+    /// The default refuses with [`StoreError::Backend`] naming the method: a store written
+    /// before the listings keeps compiling, and lists nothing.
+    fn list_sessions<'a>(
+        &'a self,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<SessionSummary>, StoreError>> {
+        let _ = page;
+        Box::pin(std::future::ready(Err(not_listed("list_sessions"))))
+    }
+
+    /// One page of the store's turns that `filter` selects (of one session, in one status),
+    /// most recently written first: by [`TurnSummary::position`], highest first (an answer
+    /// recorded with [`Store::settle_request`] is a write). The inbox of a console lists the
+    /// `waiting` ones. Limits and cursors as [`Store::list_sessions`]'s.
+    ///
+    /// The default refuses, as [`Store::list_sessions`]'s.
+    fn list_turns<'a>(
+        &'a self,
+        filter: &'a TurnFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TurnSummary>, StoreError>> {
+        let _ = (filter, page);
+        Box::pin(std::future::ready(Err(not_listed("list_turns"))))
+    }
+
+    /// One page of the store's workflow tasks that `filter` selects (of one session, only the
+    /// open ones), most recently created first: a task keeps its place, the one it was
+    /// created at, however often it is written. Limits and cursors as
+    /// [`Store::list_sessions`]'s.
+    ///
+    /// The default refuses, as [`Store::list_sessions`]'s.
+    fn list_tasks<'a>(
+        &'a self,
+        filter: &'a TaskFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TaskSummary>, StoreError>> {
+        let _ = (filter, page);
+        Box::pin(std::future::ready(Err(not_listed("list_tasks"))))
+    }
 
     /// Extends each lease of `held` that is still current (the record still running, with the
     /// lease's owner and token) to expire `ttl` from now, and returns those. A lease missing

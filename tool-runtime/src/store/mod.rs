@@ -7,6 +7,8 @@
 
 pub mod conformance;
 mod contract;
+mod error;
+pub mod page;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod rows;
@@ -33,6 +35,11 @@ pub use sqlite::SqliteStore;
 
 pub(crate) use contract::update_session;
 pub use contract::{
-    ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError,
-    TurnRetention, UNKNOWN_REQUESTER, Written, requester_key,
+    ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, Store, TurnRetention, UNKNOWN_REQUESTER,
+    Written, requester_key,
+};
+pub use error::{LeaseKind, StoreError};
+pub use page::{
+    Cursor, MAX_PAGE_LIMIT, Page, PageRequest, SessionSummary, TaskFilter, TaskSummary, TurnFilter,
+    TurnSummary,
 };

@@ -271,6 +271,144 @@ pub(super) fn journal_range(turn_id: &str) -> (String, String) {
     (format!("{turn_id}/"), format!("{turn_id}0"))
 }
 
+/// The turn status whose column value is `name` ([`status_name`]); an unknown one makes the
+/// row of turn `id` corrupt.
+pub(super) fn turn_status_of(id: &str, name: &str) -> Result<TurnStatus, StoreError> {
+    use TurnStatus::{Active, Cancelled, Completed, Running, Waiting};
+    [Active, Waiting, Running, Completed, Cancelled]
+        .into_iter()
+        .find(|status| status_name(*status) == name)
+        .ok_or_else(|| unknown_status(id, name))
+}
+
+/// The task status whose column value is `name` ([`task_status_name`]), a sleeping task's
+/// end read from its `wake_at` column (which holds it while the task sleeps).
+pub(super) fn task_status_of(
+    id: &str,
+    name: &str,
+    wake_at: Option<i64>,
+) -> Result<TaskStatus, StoreError> {
+    use TaskStatus::{Cancelled, Cancelling, Finished, Idle, Running, Waiting};
+    if name == "sleeping" {
+        let until_ms = wake_at
+            .and_then(|at| u64::try_from(at).ok())
+            .ok_or_else(|| StoreError::Corrupt {
+                id: id.to_owned(),
+                error: "a sleeping task without the time it wakes at".to_owned(),
+            })?;
+        return Ok(TaskStatus::Sleeping { until_ms });
+    }
+    [Running, Waiting, Idle, Cancelling, Finished, Cancelled]
+        .into_iter()
+        .find(|status| task_status_name(*status) == name)
+        .ok_or_else(|| unknown_status(id, name))
+}
+
+fn unknown_status(id: &str, name: &str) -> StoreError {
+    StoreError::Corrupt {
+        id: id.to_owned(),
+        error: format!("the stored status `{name}` is not one this build knows"),
+    }
+}
+
+/// A stored version or write position (never negative) of record `id`.
+pub(super) fn unsigned(id: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        id: id.to_owned(),
+        error: format!("the stored number {value} is negative"),
+    })
+}
+
+/// The columns a session listing reads: id, version, `updated_ms`.
+pub(super) type SessionRow = (String, i64, Option<i64>);
+/// The columns a turn listing reads: id, session, status, version, `updated`.
+pub(super) type TurnRow = (String, String, String, i64, i64);
+/// The columns a task listing reads: id, session, status, version, `wake_at`, `created`.
+pub(super) type TaskRow = (String, String, String, i64, Option<i64>, i64);
+
+/// The page of listing `listing` that read up to `limit + 1` `rows` (the one more tells
+/// whether a next page exists), each made an item by `item`; the next page's cursor is the
+/// `position` of the last row kept.
+pub(super) fn page_of<R, T>(
+    mut rows: Vec<R>,
+    limit: usize,
+    listing: &str,
+    position: impl Fn(&R) -> String,
+    item: impl Fn(R) -> Result<T, StoreError>,
+) -> Result<super::Page<T>, StoreError> {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next = rows
+        .last()
+        .filter(|_| more)
+        .map(|last| super::page::sql::cursor(listing, &position(last)));
+    let items = rows.into_iter().map(item).collect::<Result<Vec<T>, _>>()?;
+    Ok(super::Page { items, next })
+}
+
+/// A session listing's page from its rows (see [`page_of`]): positions are `updated_ms:id`.
+pub(super) fn session_page(
+    rows: Vec<SessionRow>,
+    limit: usize,
+) -> Result<super::Page<super::SessionSummary>, StoreError> {
+    page_of(
+        rows,
+        limit,
+        "sessions",
+        |(id, _, updated_ms)| format!("{}:{id}", updated_ms.unwrap_or(0)),
+        |(id, version, updated_ms)| {
+            Ok(super::SessionSummary {
+                version: unsigned(&id, version)?,
+                updated_ms: updated_ms.map(|ms| unsigned(&id, ms)).transpose()?,
+                id,
+            })
+        },
+    )
+}
+
+/// A turn listing's page from its rows (see [`page_of`]): positions are `updated`.
+pub(super) fn turn_page(
+    rows: Vec<TurnRow>,
+    limit: usize,
+) -> Result<super::Page<super::TurnSummary>, StoreError> {
+    page_of(
+        rows,
+        limit,
+        "turns",
+        |row| row.4.to_string(),
+        |(id, session_id, status, version, updated)| {
+            Ok(super::TurnSummary {
+                status: turn_status_of(&id, &status)?,
+                version: unsigned(&id, version)?,
+                position: unsigned(&id, updated)?,
+                session_id,
+                id,
+            })
+        },
+    )
+}
+
+/// A task listing's page from its rows (see [`page_of`]): positions are `created`.
+pub(super) fn task_page(
+    rows: Vec<TaskRow>,
+    limit: usize,
+) -> Result<super::Page<super::TaskSummary>, StoreError> {
+    page_of(
+        rows,
+        limit,
+        "tasks",
+        |row| row.5.to_string(),
+        |(id, session_id, status, version, wake_at, _)| {
+            Ok(super::TaskSummary {
+                status: task_status_of(&id, &status, wake_at)?,
+                version: unsigned(&id, version)?,
+                session_id,
+                id,
+            })
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +468,39 @@ mod tests {
                 "{status:?}"
             );
         }
+    }
+
+    #[test]
+    fn statuses_read_back_from_their_column_values() {
+        use crate::record::{TaskStatus, TurnStatus};
+        for status in [
+            TurnStatus::Active,
+            TurnStatus::Waiting,
+            TurnStatus::Running,
+            TurnStatus::Completed,
+            TurnStatus::Cancelled,
+        ] {
+            assert_eq!(turn_status_of("t", status_name(status)).unwrap(), status);
+        }
+        for status in [
+            TaskStatus::Running,
+            TaskStatus::Waiting,
+            TaskStatus::Sleeping { until_ms: 7 },
+            TaskStatus::Idle,
+            TaskStatus::Cancelling,
+            TaskStatus::Finished,
+            TaskStatus::Cancelled,
+        ] {
+            let read = task_status_of("k", task_status_name(status), Some(7)).unwrap();
+            assert_eq!(read, status);
+        }
+        assert!(matches!(
+            turn_status_of("t", "parked"),
+            Err(StoreError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            task_status_of("k", "sleeping", None),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 }

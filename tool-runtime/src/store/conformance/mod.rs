@@ -33,6 +33,8 @@
 //!   logs included) and nothing of another's;
 //! - a retention sweep takes finished turns only, never one a task still needs (part
 //!   [`retention`], which sweeps store-wide and so runs on a store of its own, not in [`run`]);
+//! - the listings ([`listings`]) are newest first, bounded, refuse limits out of range and
+//!   cursors of other listings, and list a record left alone between pages exactly once;
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
@@ -44,6 +46,7 @@ mod conversation;
 mod delete;
 mod fixtures;
 mod leases;
+mod listings;
 mod part;
 mod pins;
 mod races;
@@ -62,6 +65,7 @@ pub use attachments::attachments;
 pub use conversation::conversation;
 pub use delete::delete;
 pub use leases::leases;
+pub use listings::listings;
 pub use pins::pins;
 pub use races::races;
 pub use requests::requests;
@@ -90,4 +94,5 @@ pub async fn run(store: &dyn Store) {
     conversation(store).await;
     attachments(store).await;
     delete(store).await;
+    listings(store).await;
 }

@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "attachments",
         include_str!("../../../migrations/postgres/0006_attachments.sql"),
     ),
+    (
+        7,
+        "listings",
+        include_str!("../../../migrations/postgres/0007_listings.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application
@@ -230,6 +235,113 @@ mod tests {
             crate::store::requester_key(Some(&bob)),
             "user:oidc@a%3Ab%40c:bob"
         );
+        pool.close().await;
+        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
+
+    /// A database at migration 6 (before the listings' indexes), holding a session, a parked
+    /// turn and a task, gets migration 7's indexes and lists what it held.
+    #[tokio::test]
+    async fn a_v6_database_gets_the_listing_indexes_and_lists_its_records() {
+        use crate::store::{PageRequest, Store, TaskFilter, TurnFilter};
+        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
+            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(PgConnectOptions::from_str(&url).unwrap())
+            .await
+            .unwrap();
+        let schema = format!("tw_migrate_{}", uuid::Uuid::new_v4().simple());
+        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let options = PgConnectOptions::from_str(&url)
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let mut old = Migrator::with_migrations(
+            MIGRATIONS[..6]
+                .iter()
+                .map(|&(version, description, sql)| {
+                    Migration::new(
+                        version,
+                        description.into(),
+                        MigrationType::Simple,
+                        sql.into_sql_str(),
+                        false,
+                    )
+                })
+                .collect(),
+        );
+        old.dangerous_set_table_name(MIGRATIONS_TABLE);
+        let mut conn = pool.acquire().await.unwrap();
+        old.run_direct(None, &mut *conn, false).await.unwrap();
+        drop(conn);
+        let store = crate::store::PostgresStore {
+            pool: pool.clone(),
+            place: "test".into(),
+            changes: std::sync::Arc::new(super::super::listen::Changes::new()),
+        };
+        let session = crate::record::SessionRecord::new("kept");
+        store.put_session(&session, None).await.unwrap();
+        let turn = crate::record::TurnRecord {
+            id: "parked".to_owned(),
+            session_id: "kept".to_owned(),
+            current: None,
+            caller: toolwright_core::Caller::Model,
+            structured_output: false,
+            tainted_by: None,
+            status: crate::record::TurnStatus::Waiting,
+            steps: 1,
+            last_step: None,
+            pending: None,
+        };
+        store.put_turn(&turn, None).await.unwrap();
+        migrate(&pool, "test").await.unwrap();
+        let indexes: Vec<String> = query_as::<_, (String,)>(
+            "SELECT indexname::text FROM pg_indexes WHERE schemaname = current_schema()",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name,)| name)
+        .collect();
+        for index in [
+            "sessions_by_update",
+            "turns_by_update",
+            "turns_by_status",
+            "turns_by_session_update",
+            "tasks_by_creation",
+        ] {
+            assert!(
+                indexes.iter().any(|name| name == index),
+                "{index}: {indexes:?}"
+            );
+        }
+        let first = PageRequest::first(10);
+        let sessions = store.list_sessions(&first).await.unwrap();
+        assert_eq!(sessions.items[0].id, "kept");
+        let turns = store
+            .list_turns(&TurnFilter::default().session("kept"), &first)
+            .await
+            .unwrap();
+        assert_eq!((turns.items[0].id.as_str(), turns.next), ("parked", None));
+        let tasks = store
+            .list_tasks(&TaskFilter::default(), &first)
+            .await
+            .unwrap();
+        assert!(tasks.items.is_empty());
         pool.close().await;
         query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
             .execute(&admin)

@@ -24,7 +24,8 @@ use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Store,
+    StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary, Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -60,6 +61,7 @@ mod conversation;
 mod delete;
 mod errors;
 mod listen;
+mod listings;
 mod migrate;
 mod pg_step;
 mod records;
@@ -801,6 +803,38 @@ impl Store for PostgresStore {
                 )
                 .await;
             self.finish(result, || "listing open tasks".to_owned())
+        })
+    }
+
+    fn list_sessions<'a>(
+        &'a self,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<SessionSummary>, StoreError>> {
+        Box::pin(async move {
+            let result = self.session_listing(page).await;
+            self.finish(result, || "listing sessions".to_owned())
+        })
+    }
+
+    fn list_turns<'a>(
+        &'a self,
+        filter: &'a TurnFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TurnSummary>, StoreError>> {
+        Box::pin(async move {
+            let result = self.turn_listing(filter, page).await;
+            self.finish(result, || "listing turns".to_owned())
+        })
+    }
+
+    fn list_tasks<'a>(
+        &'a self,
+        filter: &'a TaskFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TaskSummary>, StoreError>> {
+        Box::pin(async move {
+            let result = self.task_listing(filter, page).await;
+            self.finish(result, || "listing tasks".to_owned())
         })
     }
 

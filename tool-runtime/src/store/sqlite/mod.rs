@@ -18,7 +18,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 
 use super::rows::{clamp, decode, decode_pins, encode, stored_versions, task_status_name, written};
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Store, StoreError, TurnRetention, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Store,
+    StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary, Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -29,6 +30,7 @@ mod attachments;
 mod claims;
 mod conversation;
 mod delete;
+mod listings;
 mod requests;
 mod retention;
 mod schema;
@@ -740,6 +742,38 @@ impl Store for SqliteStore {
                 .query_map([], |row| row.get(0))?
                 .collect::<Result<Vec<String>, _>>()?;
             Ok(ids)
+        })
+    }
+
+    fn list_sessions<'a>(
+        &'a self,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<SessionSummary>, StoreError>> {
+        let page = page.clone();
+        self.call("listing sessions".to_owned(), move |conn| {
+            listings::sessions(conn, &page)
+        })
+    }
+
+    fn list_turns<'a>(
+        &'a self,
+        filter: &'a TurnFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TurnSummary>, StoreError>> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.call("listing turns".to_owned(), move |conn| {
+            listings::turns(conn, &filter, &page)
+        })
+    }
+
+    fn list_tasks<'a>(
+        &'a self,
+        filter: &'a TaskFilter,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<TaskSummary>, StoreError>> {
+        let (filter, page) = (filter.clone(), page.clone());
+        self.call("listing tasks".to_owned(), move |conn| {
+            listings::tasks(conn, &filter, &page)
         })
     }
 

@@ -19,6 +19,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 /// `n + 1`. A released script is never edited; a schema change appends one.
 const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
+    SCHEMA_V9,
 ];
 
 /// Version 1.
@@ -180,6 +181,20 @@ UPDATE turns SET finished_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
 UPDATE tasks SET finished_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
     WHERE status IN ('finished', 'cancelled');
 CREATE INDEX turns_finished ON turns (finished_ms) WHERE finished_ms IS NOT NULL;
+";
+
+/// Version 9: the indexes the paged listings read newest first from where the last page
+/// ended (`Store::list_sessions`, `list_turns`, `list_tasks`), so that a page costs the same
+/// however many records the file holds: sessions by their last write, turns in the statuses
+/// without a partial index of their own and turns by session in write order, tasks in
+/// creation order. (Turns in write order alone have `turns_by_update`, waiting and running
+/// ones `turns_waiting` and `turns_running`, open tasks `tasks_open`, a session's tasks
+/// `tasks_by_session`.)
+const SCHEMA_V9: &str = "
+CREATE INDEX sessions_by_update ON sessions (updated_ms, id);
+CREATE INDEX turns_by_status ON turns (status, updated) WHERE status NOT IN ('waiting', 'running');
+CREATE INDEX turns_by_session_update ON turns (session_id, updated);
+CREATE INDEX tasks_by_creation ON tasks (created);
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.
