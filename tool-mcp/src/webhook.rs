@@ -1,22 +1,5 @@
-//! The webhook route: outside systems deliver to the hooks workflow bodies wait on, over HTTP.
-//!
-//! `POST <mount>/<token>` with a JSON body delivers the body to the hook with that token
-//! ([`Runtime::deliver_hook`]): the token in the URL is the only secret, so serve it over
-//! HTTPS and keep it out of access logs. Answers:
-//!
-//! | status | when |
-//! |---|---|
-//! | `202 Accepted` | the delivery is recorded; the waiting run wakes in the background |
-//! | `400 Bad Request` | the body is not JSON |
-//! | `404 Not Found` | no hook has the token |
-//! | `409 Conflict` | the hook took a delivery already (a hook takes one) |
-//! | `410 Gone` | the run that made the hook has ended |
-//! | `413 Payload Too Large` | the body is over the route's limit (1 MiB unless set) |
-//! | `422 Unprocessable Entity` | the payload does not fit the hook's schema (the problems are in the answer) |
-//! | `500 Internal Server Error` | the store failed; send again |
-//!
-//! Every answer is a JSON object: `{"status": "delivered", "hook": <name>}` or
-//! `{"error": <what is wrong and what to do>}`.
+//! The webhook route: outside systems deliver to the hooks workflow bodies wait on, over HTTP
+//! (what it answers: [`webhook_router`]).
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -29,8 +12,27 @@ use toolwright_runtime::{HookRefused, Runtime, RuntimeError};
 /// The largest payload the route takes unless told otherwise ([`webhook_router_with_limit`]).
 pub const WEBHOOK_BODY_LIMIT: usize = 1024 * 1024;
 
-/// The webhook route of `runtime`, to mount where [`RuntimeBuilder::webhook_url`] points
-/// (see the [module docs](self) for what it answers):
+/// The webhook route of `runtime`, to mount where [`RuntimeBuilder::webhook_url`] points.
+///
+/// `POST <mount>/<token>` with a JSON body delivers the body to the hook with that token
+/// ([`Runtime::deliver_hook`]): the token in the URL is the only secret, so serve it over
+/// HTTPS and keep it out of access logs. Answers:
+///
+/// | status | when |
+/// |---|---|
+/// | `202 Accepted` | the delivery is recorded; the waiting run wakes in the background |
+/// | `400 Bad Request` | the body is not JSON |
+/// | `404 Not Found` | no hook has the token |
+/// | `409 Conflict` | the hook took a delivery already (a hook takes one) |
+/// | `410 Gone` | the run that made the hook has ended |
+/// | `413 Payload Too Large` | the body is over the route's limit (1 MiB unless set) |
+/// | `422 Unprocessable Entity` | the payload does not fit the hook's schema (the problems are in the answer) |
+/// | `500 Internal Server Error` | the store failed; send again |
+///
+/// Every answer is a JSON object: `{"status": "delivered", "hook": <name>}` or
+/// `{"error": <what is wrong and what to do>}`.
+///
+/// Mounted:
 ///
 /// ```no_run
 /// # async fn demo(runtime: toolwright_runtime::Runtime) -> std::io::Result<()> {

@@ -2,7 +2,7 @@
 //! model sees, or anywhere in the raw output) is stored in the store, or in the sandbox when
 //! the runtime has one, before the result is recorded, and replaced by a reference
 //! ([`ContentPart::Attachment`]). Recorded results, events and conversations then carry the
-//! reference; the bytes are put back ([`resolve`]) only where they leave the process: a model
+//! reference; the bytes are put back (`resolve`) only where they leave the process: a model
 //! request, an MCP response.
 //!
 //! The id is the digest of the bytes, so the same file returned twice in a session is stored

@@ -224,7 +224,7 @@ impl Runtime {
     /// refused with [`HookRefused::Delivered`](crate::HookRefused::Delivered)), and the wait
     /// it settles resumes the run (a turn's step runs here, as with [`Runtime::respond`]; a
     /// task runs again on a task of its own). A body that does not wait on the hook yet finds
-    /// the payload when it does ([`HookDelivery::outcome`] is then `None`).
+    /// the payload when it does ([`HookDelivery::outcome`](crate::HookDelivery::outcome) is then `None`).
     ///
     /// Refusals are [`RuntimeError::Hook`]: an unknown token, a second delivery, a payload
     /// the schema refuses, or a run that has ended. Nothing is recorded then.

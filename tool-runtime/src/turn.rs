@@ -181,7 +181,7 @@ impl Turn {
             .map_err(|error| RuntimeError::Task(error.to_string()))?
     }
 
-    /// Parks the turn on a [`RequestKind::SessionLimit`] request: the turn reached a limit
+    /// Parks the turn on a [`RequestKind::SessionLimit`](crate::RequestKind::SessionLimit) request: the turn reached a limit
     /// of its budget (steps, tool calls, tokens, cost — counted by the host's model loop).
     /// `prompt` says which limit to the person who answers; `details` is what a client shows
     /// (e.g. the limits and what was used). The conversation `options` carries is appended in

@@ -35,8 +35,7 @@ pub struct HookHandle {
     pub url: Option<String>,
 }
 
-/// A hook a `workflow` body waits on for a payload of type `T` (see the [module
-/// docs](self)).
+/// A hook a `workflow` body waits on for a payload of type `T`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hook<T> {
     handle: HookHandle,

@@ -143,7 +143,7 @@ impl DetachedHost {
             .unwrap_or_default()
     }
 
-    /// Marks the call cancelled ([`ToolContext::is_cancelled`] then returns true).
+    /// Marks the call cancelled ([`ToolContext::is_cancelled`](crate::ToolContext::is_cancelled) then returns true).
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
     }
