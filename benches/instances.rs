@@ -14,16 +14,27 @@
 //!   from answering concurrently and what from the separate instances; rows with the workers
 //!   off (`run_worker`, on in a deployment) what the workers' wake-ups cost.
 //!
+//! The rows are interleaved: each round measures every row once, a shape's workers-on row next
+//! to its workers-off row, in the listed order in even rounds and the reverse in odd ones (so
+//! each of the two runs first in every other round). Each row keeps its database and instances
+//! from the first round to the last; its workers run only during its own rounds. On a shared
+//! machine whose load drifts, rows far apart in time are not comparable, but two rows of one
+//! round are: after the table, the bench prints per shape the turns/s with the workers on ÷ off,
+//! and three instances ÷ one (÷ one instance with three answerers, and with one), each the
+//! median of the ratios taken within each round, with their range.
+//!
 //! The server is `TOOLWRIGHT_BENCH_POSTGRES_URL`, else `TOOLWRIGHT_TEST_POSTGRES_URL`; without
 //! either only SQLite is measured. Every Postgres benchmark runs on a database of its own,
 //! created there (`CREATE DATABASE`) and dropped at its end; SQLite on a file in a temporary
 //! directory, every commit synced (WAL, `synchronous = FULL`).
 //!
 //! - `TOOLWRIGHT_BENCH_TURNS`: the turns of the table (default 1,000; 0 leaves it out);
+//! - `TOOLWRIGHT_BENCH_ROUNDS`: the rounds of the table (default 5);
 //! - `TOOLWRIGHT_BENCH_PG_STATS=1`: adds the server's transactions, WAL syncs and WAL records
 //!   per answered turn to the Postgres rows (read from `pg_stat_database`/`pg_stat_wal` after
 //!   waiting 11 s for the backends to report; the workers' idle polls in that wait are counted
-//!   too, about 0.1 transaction per turn with three instances).
+//!   too, about 0.1 transaction per turn with three instances). WAL is the whole server's:
+//!   nothing else should write to it during the run.
 //!
 //! Under `cargo test` (criterion's test mode, without `--bench`) each benchmark runs once and the
 //! table uses 30 turns and one round.
@@ -69,8 +80,9 @@ const STEPS: u32 = 10;
 /// Parked turns answered per row of the scaling table, unless `TOOLWRIGHT_BENCH_TURNS` says.
 const TURNS: usize = 1_000;
 
-/// Measurements per row of the scaling table; the median is printed.
-const ROUNDS: usize = 3;
+/// Measurements per row of the scaling table, unless `TOOLWRIGHT_BENCH_ROUNDS` says; the
+/// median is printed. Odd, so that the median is one round's.
+const ROUNDS: usize = 5;
 
 fn alice() -> Principal {
     Principal::user("bench", "alice")
@@ -349,7 +361,7 @@ fn measured(c: &mut Criterion) {
 }
 
 /// One row of the scaling table.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Setup {
     backend: Backend,
     /// `Runtime`s, each on its own store and pool.
@@ -362,9 +374,26 @@ struct Setup {
     workers: bool,
 }
 
+impl Setup {
+    /// The same shape with the workers on or off.
+    fn with_workers(self, workers: bool) -> Setup {
+        Setup { workers, ..self }
+    }
+
+    /// "1 instance, 3 answerers", for the ratio tables.
+    fn shape(self) -> String {
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        format!(
+            "{}, {}",
+            plural(self.instances, "instance"),
+            plural(self.answerers, "answerer")
+        )
+    }
+}
+
 /// What one row measured.
 struct Row {
-    /// The answering of each round, sorted.
+    /// The answering of each round, in the order of the rounds.
     times: Vec<Duration>,
     /// The server's counters per answered turn, when asked for (`TOOLWRIGHT_BENCH_PG_STATS`).
     counters: Option<Counters>,
@@ -416,35 +445,62 @@ impl Counters {
     }
 }
 
-/// `turns` parked turns answered as `setup` says, `rounds` times (each on turns parked for it);
-/// the answering alone is timed.
-async fn answer_parked(setup: Setup, turns: usize, rounds: usize, counters: bool) -> Row {
-    let what = format!("scaling{}x{}", setup.instances, setup.answerers);
-    let place = Place::new(setup.backend, &what).await;
-    let mut runtimes = Vec::new();
-    for n in 0..setup.instances {
-        runtimes.push(place.runtime(&format!("bench-{n}")).await);
+/// One row of the scaling table, open from the first round to the last: its place (a database
+/// of its own), its instances and its session. Its workers run only during its own rounds, so
+/// that they cost nothing to the rows measured between them.
+struct Bench {
+    setup: Setup,
+    place: Place,
+    runtimes: Vec<Runtime>,
+    session: Session,
+    times: Vec<Duration>,
+    counted: Vec<Counters>,
+}
+
+impl Bench {
+    async fn open(setup: Setup) -> Bench {
+        let what = format!(
+            "scaling{}x{}{}",
+            setup.instances,
+            setup.answerers,
+            if setup.workers { "w" } else { "" }
+        );
+        let place = Place::new(setup.backend, &what).await;
+        let mut runtimes = Vec::new();
+        for n in 0..setup.instances {
+            runtimes.push(place.runtime(&format!("bench-{n}")).await);
+        }
+        let session = runtimes[0]
+            .open_session(SessionSpec::new("scaling").initiator(alice()))
+            .await
+            .expect("session");
+        Bench {
+            setup,
+            place,
+            runtimes,
+            session,
+            times: Vec::new(),
+            counted: Vec::new(),
+        }
     }
-    let workers: Vec<_> = runtimes
-        .iter()
-        .filter(|_| setup.workers)
-        .map(|runtime| runtime.run_worker(Duration::from_secs(1)))
-        .collect();
-    let session = runtimes[0]
-        .open_session(SessionSpec::new("scaling").initiator(alice()))
-        .await
-        .expect("session");
-    let database = match &place {
-        Place::Postgres(database) if counters => Some(database),
-        _ => None,
-    };
-    let mut times = Vec::new();
-    let mut counted = Vec::new();
-    for _ in 0..rounds {
+
+    /// One round: `turns` parked turns (on turns parked for it), answered as the setup says;
+    /// the answering alone is timed.
+    async fn round(&mut self, turns: usize, counters: bool) -> Duration {
+        let workers: Vec<_> = self
+            .runtimes
+            .iter()
+            .filter(|_| self.setup.workers)
+            .map(|runtime| runtime.run_worker(Duration::from_secs(1)))
+            .collect();
+        let database = match &self.place {
+            Place::Postgres(database) if counters => Some(database),
+            _ => None,
+        };
         // Parked three at a time, to keep the setup short; not measured.
         let parkers: Vec<_> = (0..3)
             .map(|n| {
-                let session = session.clone();
+                let session = self.session.clone();
                 let share = turns / 3 + usize::from(n < turns % 3);
                 tokio::spawn(async move {
                     let mut parked = Vec::new();
@@ -467,10 +523,10 @@ async fn answer_parked(setup: Setup, turns: usize, rounds: usize, counters: bool
         };
         let start = Instant::now();
         let answerers: Vec<_> = requests
-            .chunks(turns.div_ceil(setup.answerers))
+            .chunks(turns.div_ceil(self.setup.answerers))
             .enumerate()
             .map(|(n, chunk)| {
-                let runtime = runtimes[n % runtimes.len()].clone();
+                let runtime = self.runtimes[n % self.runtimes.len()].clone();
                 let chunk = chunk.to_vec();
                 tokio::spawn(async move {
                     for request in &chunk {
@@ -482,29 +538,67 @@ async fn answer_parked(setup: Setup, turns: usize, rounds: usize, counters: bool
         for answerer in answerers {
             answerer.await.expect("answerer");
         }
-        times.push(start.elapsed());
+        let time = start.elapsed();
+        self.times.push(time);
         if let (Some(database), Some(before)) = (database, before) {
-            counted.push(Counters::read(database).await.per_turn(before, turns));
+            self.counted
+                .push(Counters::read(database).await.per_turn(before, turns));
         }
+        // Gone before the next row starts.
+        for worker in workers {
+            worker.abort();
+            let _ = worker.await;
+        }
+        time
     }
-    for worker in workers {
-        worker.abort();
+
+    async fn close(self) -> Row {
+        let Bench {
+            place,
+            runtimes,
+            session,
+            times,
+            counted,
+            ..
+        } = self;
+        drop((session, runtimes));
+        place.remove().await;
+        let counters = (!counted.is_empty()).then(|| {
+            let n = counted.len() as f64;
+            counted.iter().fold(Counters::default(), |sum, c| Counters {
+                transactions: sum.transactions + c.transactions / n,
+                wal_syncs: sum.wal_syncs + c.wal_syncs / n,
+                wal_records: sum.wal_records + c.wal_records / n,
+            })
+        });
+        Row { times, counters }
     }
-    drop((session, runtimes));
-    place.remove().await;
-    times.sort();
-    let counters = (!counted.is_empty()).then(|| {
-        let n = counted.len() as f64;
-        counted.iter().fold(Counters::default(), |sum, c| Counters {
-            transactions: sum.transactions + c.transactions / n,
-            wal_syncs: sum.wal_syncs + c.wal_syncs / n,
-            wal_records: sum.wal_records + c.wal_records / n,
-        })
-    });
-    Row { times, counters }
+}
+
+/// The median of `values` (the upper one of an even count), and their least and greatest.
+fn median_range(values: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (
+        sorted[sorted.len() / 2],
+        sorted[0],
+        sorted[sorted.len() - 1],
+    )
+}
+
+/// "0.97 (0.93–1.01)": the median of per-round ratios and their range.
+fn ratio_cell(ratios: &[f64]) -> String {
+    let (median, least, greatest) = median_range(ratios);
+    format!("{median:.2} ({least:.2}–{greatest:.2})")
 }
 
 /// The scaling table: parked turns answered by one instance and by three.
+///
+/// Every row is measured once per round, and a round measures every row, alternating its order:
+/// the rows as listed in even rounds, the other way round in odd ones. A shape's workers-on and
+/// workers-off rows run next to each other in each round, each first in every other round, so
+/// the ratio of the two taken within a round compares them at the same load of the machine;
+/// the ratios printed are medians of the per-round ratios.
 fn scaling() {
     let turns = match std::env::var("TOOLWRIGHT_BENCH_TURNS") {
         Ok(turns) => turns
@@ -517,7 +611,15 @@ fn scaling() {
     if turns == 0 {
         return;
     }
-    let rounds = if benching() { ROUNDS } else { 1 };
+    let rounds = match std::env::var("TOOLWRIGHT_BENCH_ROUNDS") {
+        Ok(rounds) => rounds
+            .trim()
+            .parse::<usize>()
+            .expect("TOOLWRIGHT_BENCH_ROUNDS is a number of rounds")
+            .max(1),
+        Err(_) if benching() => ROUNDS,
+        Err(_) => 1,
+    };
     let counters = std::env::var_os("TOOLWRIGHT_BENCH_PG_STATS").is_some();
     let mut setups = Vec::new();
     for backend in Backend::available() {
@@ -527,24 +629,61 @@ fn scaling() {
             answerers,
             workers,
         };
-        setups.extend([setup(1, 1, true), setup(1, 3, true)]);
-        // The SQLite store is one process's file: several instances need Postgres.
-        if backend == Backend::Postgres {
-            setups.extend([
-                setup(3, 3, true),
-                setup(1, 1, false),
-                setup(1, 3, false),
-                setup(3, 3, false),
-            ]);
+        // The SQLite store is one process's file: several instances need Postgres, and its
+        // rows keep the workers on.
+        match backend {
+            Backend::Sqlite => setups.extend([setup(1, 1, true), setup(1, 3, true)]),
+            Backend::Postgres => {
+                for (instances, answerers) in [(1, 1), (1, 3), (3, 3)] {
+                    setups.extend([
+                        setup(instances, answerers, true),
+                        setup(instances, answerers, false),
+                    ]);
+                }
+            }
         }
     }
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio");
+    let rows: Vec<Row> = tokio.block_on(async {
+        let mut benches = Vec::new();
+        for &setup in &setups {
+            benches.push(Bench::open(setup).await);
+        }
+        for round in 0..rounds {
+            let order: Vec<usize> = if round % 2 == 0 {
+                (0..benches.len()).collect()
+            } else {
+                (0..benches.len()).rev().collect()
+            };
+            for n in order {
+                let time = benches[n].round(turns, counters).await;
+                let setup = benches[n].setup;
+                eprintln!(
+                    "scaling: round {}/{rounds}: {} {}x{} workers {}: {:.0} turns/s",
+                    round + 1,
+                    setup.backend.name(),
+                    setup.instances,
+                    setup.answerers,
+                    if setup.workers { "on" } else { "off" },
+                    turns as f64 / time.as_secs_f64()
+                );
+            }
+        }
+        let mut rows = Vec::new();
+        for bench in benches {
+            rows.push(bench.close().await);
+        }
+        rows
+    });
+    let rate = |time: &Duration| turns as f64 / time.as_secs_f64();
+
     println!(
         "\nscaling: {turns} parked turns answered (approve, resume, run the call); median \
-         of {rounds} round(s), the range of the rounds in brackets\n"
+         of {rounds} round(s), the range of the rounds in brackets; the rows interleaved, \
+         their order reversed every other round\n"
     );
     let stats_header = if counters {
         " xacts/turn | WAL syncs/turn | WAL records/turn |"
@@ -560,10 +699,10 @@ fn scaling() {
         "| store    | instances | answerers | workers | elapsed | turns/s (range)       | per turn |{stats_header}\n\
          |----------|----------:|----------:|---------|--------:|----------------------:|---------:|{stats_rule}"
     );
-    for setup in setups {
-        let row = tokio.block_on(answer_parked(setup, turns, rounds, counters));
-        let rate = |time: &Duration| turns as f64 / time.as_secs_f64();
-        let median = row.times[row.times.len() / 2];
+    for (setup, row) in setups.iter().zip(&rows) {
+        let mut times = row.times.clone();
+        times.sort();
+        let median = times[times.len() / 2];
         let stats = row.counters.map_or(String::new(), |c| {
             format!(
                 " {:>10.2} | {:>14.2} | {:>16.2} |",
@@ -580,11 +719,58 @@ fn scaling() {
             format!(
                 "{:.0} ({:.0}–{:.0})",
                 rate(&median),
-                rate(row.times.last().expect("a round")),
-                rate(&row.times[0]),
+                rate(times.last().expect("a round")),
+                rate(&times[0]),
             ),
             median.as_secs_f64() * 1000.0 / turns as f64,
         );
+    }
+
+    // Ratios of turns/s taken within each round: median of the rounds, their range in brackets.
+    let per_round = |a: Setup, b: Setup| -> Option<Vec<f64>> {
+        let find = |s: Setup| setups.iter().position(|&t| t == s).map(|n| &rows[n]);
+        let (a, b) = (find(a)?, find(b)?);
+        Some(
+            a.times
+                .iter()
+                .zip(&b.times)
+                .map(|(a, b)| rate(a) / rate(b))
+                .collect(),
+        )
+    };
+    let postgres = |instances, answerers| Setup {
+        backend: Backend::Postgres,
+        instances,
+        answerers,
+        workers: true,
+    };
+    let shapes = [postgres(1, 1), postgres(1, 3), postgres(3, 3)];
+    if per_round(shapes[0], shapes[0].with_workers(false)).is_some() {
+        println!(
+            "\nturns/s with the workers on ÷ off, per round (the workers' cost is 1 − the ratio):\n\n\
+             | postgres                 | workers on ÷ off (range) |\n\
+             |--------------------------|-------------------------:|"
+        );
+        for shape in shapes {
+            let ratios = per_round(shape, shape.with_workers(false)).expect("both rows");
+            println!("| {:<24} | {:>24} |", shape.shape(), ratio_cell(&ratios));
+        }
+        println!(
+            "\nturns/s of three instances ÷ one, per round:\n\n\
+             | postgres, workers | 3 instances ÷ 1 instance, 3 answerers each (range) | ÷ 1 instance, 1 answerer (range) |\n\
+             |-------------------|---------------------------------------------------:|---------------------------------:|"
+        );
+        for workers in [true, false] {
+            let three = shapes[2].with_workers(workers);
+            let by_three = per_round(three, shapes[1].with_workers(workers)).expect("both rows");
+            let by_one = per_round(three, shapes[0].with_workers(workers)).expect("both rows");
+            println!(
+                "| {:<17} | {:>50} | {:>32} |",
+                if workers { "on" } else { "off" },
+                ratio_cell(&by_three),
+                ratio_cell(&by_one)
+            );
+        }
     }
     println!();
 }
