@@ -14,8 +14,8 @@ use toolwright::context::StoreWork;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     Claim, ConversationEntry, InputResponse, JournalEntry, Lease, LeaseKind, PinRecord,
-    RespondOutcome, SessionRecord, SqliteStore, StepOutcome, StepPatch, Store, StoreError,
-    TaskRecord, TurnRecord, Written,
+    RespondOutcome, SessionRecord, SqliteStore, StepOutcome, StepPatch, StepSince, Store,
+    StoreError, TaskRecord, TurnRecord, Written,
 };
 
 use crate::support::{alice, builder, call, completed, turn_in, waiting};
@@ -78,18 +78,7 @@ macro_rules! delegate_counting {
             self.wrote(serde_json::to_vec(record).unwrap().len());
             self.inner.write_turn(record, expected, claim)
         }
-        #[allow(clippy::type_complexity)]
-        fn step_since(
-            &self,
-            turn: (&str, u64),
-            session: (&str, u64),
-        ) -> Fut<
-            '_,
-            (
-                Option<(Option<TurnRecord>, u64)>,
-                Option<(Option<SessionRecord>, u64)>,
-            ),
-        > {
+        fn step_since(&self, turn: (&str, u64), session: (&str, u64)) -> Fut<'_, StepSince> {
             self.count("step_since");
             self.inner.step_since(turn, session)
         }

@@ -79,8 +79,8 @@ pub use sealing::{Sealing, SealingKeyError};
 pub use session::{Session, SessionSpec};
 pub use store::{
     Appended, Claim, Cursor, Deleted, Lease, LeaseKind, MAX_PAGE_LIMIT, Page, PageRequest,
-    SessionSummary, SqliteStore, Store, StoreError, TaskFilter, TaskSummary, TurnFilter,
-    TurnRetention, TurnSummary, Written,
+    SessionSummary, Since, SqliteStore, StepSince, Store, StoreError, TaskFilter, TaskSummary,
+    TurnFilter, TurnRetention, TurnSummary, Written,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};

@@ -13,6 +13,9 @@ mod support;
 #[path = "support/pages.rs"]
 mod pages;
 
+#[path = "support/records.rs"]
+mod records;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,6 +13,9 @@
 #[path = "support/postgres.rs"]
 mod support;
 
+#[path = "support/records.rs"]
+mod records;
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sqlx_postgres::{PgListener, PgPool};

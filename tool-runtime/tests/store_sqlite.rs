@@ -12,12 +12,15 @@ use toolwright_runtime::store::{
     ANONYMOUS_REQUESTER, UNKNOWN_REQUESTER, conformance, requester_key,
 };
 use toolwright_runtime::{
-    InputRequest, PendingStep, RequestKind, RequestStatus, SessionRecord, SqliteStore, Store,
-    StoreError, TurnRecord, TurnRetention, TurnStatus,
+    PendingStep, SessionRecord, SqliteStore, Store, StoreError, TurnRecord, TurnRetention,
+    TurnStatus,
 };
 
 #[path = "support/pages.rs"]
 mod pages;
+
+#[path = "support/records.rs"]
+mod records;
 
 /// A fresh directory (removed on drop) and a store path inside it.
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
@@ -43,24 +46,7 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
             calls: Vec::new(),
             requests: requests
                 .iter()
-                .map(|request| InputRequest {
-                    request_id: (*request).to_owned(),
-                    kind: RequestKind::Question,
-                    session_id: "s1".to_owned(),
-                    turn_id: id.to_owned(),
-                    call_id: None,
-                    tool: None,
-                    input: None,
-                    prompt: "Which account?".to_owned(),
-                    reasons: Vec::new(),
-                    requester: None,
-                    approval_key: None,
-                    journal_position: None,
-                    task_id: None,
-                    deadline_ms: None,
-                    definition_change: None,
-                    status: RequestStatus::Pending,
-                })
+                .map(|request| records::question((*request).to_owned(), "s1", id))
                 .collect(),
         }),
     }

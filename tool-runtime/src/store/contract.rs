@@ -126,6 +126,14 @@ pub enum Claim<'a> {
     Keep(&'a Lease),
 }
 
+/// What [`Store::turn_since`] and [`Store::session_since`] answer for a record the caller
+/// holds at a version: `None` when the record is gone; otherwise its version now, with the
+/// record as stored when that version is not the caller's (`None` when it is: nothing to read).
+pub type Since<T> = Option<(Option<T>, u64)>;
+
+/// What [`Store::step_since`] answers: [`Since`] for the turn and for its session.
+pub type StepSince = (Since<TurnRecord>, Since<SessionRecord>);
+
 /// What a record write stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
@@ -148,7 +156,7 @@ pub struct Appended<'a> {
 /// What a full read (`read`: a record with its version, or none) tells a reader holding
 /// version `known`: the version, with the record unless it is the known one (see
 /// [`Store::turn_since`]).
-pub(crate) fn since<T>(read: Option<(T, u64)>, known: u64) -> Option<(Option<T>, u64)> {
+pub(crate) fn since<T>(read: Option<(T, u64)>, known: u64) -> Since<T> {
     read.map(|(record, version)| ((version != known).then_some(record), version))
 }
 
@@ -217,23 +225,21 @@ pub trait Store: Send + Sync + 'static {
     /// turns it stepped and checks its copy so at the start of the next step. The default
     /// reads the turn and compares.
     // The answer is spelt with the types of `Store::turn`, so the public surface gains no type.
-    #[allow(clippy::type_complexity)]
     fn turn_since(
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<TurnRecord>, StoreError>> {
         let read = self.turn(id);
         Box::pin(async move { Ok(since(read.await?, known)) })
     }
 
     /// [`Store::turn_since`] for session `id`. The default reads the session and compares.
-    #[allow(clippy::type_complexity)]
     fn session_since(
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<SessionRecord>, StoreError>> {
         let read = self.session(id);
         Box::pin(async move { Ok(since(read.await?, known)) })
     }
@@ -242,21 +248,11 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::session_since`] for session `session.0` at version `session.1`, as a step
     /// starts from the copies the runtime kept. A backend that can ask both in one round trip
     /// (one hop to its connection, one query) should. The default asks both at once.
-    #[allow(clippy::type_complexity)]
     fn step_since(
         &self,
         turn: (&str, u64),
         session: (&str, u64),
-    ) -> BoxFuture<
-        '_,
-        Result<
-            (
-                Option<(Option<TurnRecord>, u64)>,
-                Option<(Option<SessionRecord>, u64)>,
-            ),
-            StoreError,
-        >,
-    > {
+    ) -> BoxFuture<'_, Result<StepSince, StoreError>> {
         let turn = self.turn_since(turn.0, turn.1);
         let session = self.session_since(session.0, session.1);
         Box::pin(async move {

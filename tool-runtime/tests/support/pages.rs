@@ -6,10 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use toolwright_core::Caller;
-use toolwright_runtime::{
-    InputRequest, PageRequest, PendingStep, RequestKind, RequestStatus, Store, TurnFilter,
-    TurnRecord, TurnStatus,
-};
+use toolwright_runtime::{PageRequest, PendingStep, Store, TurnFilter, TurnRecord, TurnStatus};
 
 /// How many parked turns the listing test writes.
 pub(crate) const PARKED: usize = 100_000;
@@ -41,24 +38,11 @@ pub(crate) fn parked_json(n: usize) -> String {
             index: 0,
             input: None,
             calls: Vec::new(),
-            requests: vec![InputRequest {
-                request_id: format!("question-{n:06}"),
-                kind: RequestKind::Question,
-                session_id: SESSION.to_owned(),
-                turn_id: id,
-                call_id: None,
-                tool: None,
-                input: None,
-                prompt: "Which account?".to_owned(),
-                reasons: Vec::new(),
-                requester: None,
-                approval_key: None,
-                journal_position: None,
-                task_id: None,
-                deadline_ms: None,
-                definition_change: None,
-                status: RequestStatus::Pending,
-            }],
+            requests: vec![crate::records::question(
+                format!("question-{n:06}"),
+                SESSION,
+                &id,
+            )],
         }),
     };
     serde_json::to_string(&record).expect("a turn record encodes")

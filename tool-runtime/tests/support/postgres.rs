@@ -12,9 +12,7 @@ use sqlx_core::query::query;
 use sqlx_core::sql_str::AssertSqlSafe;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use toolwright_core::Caller;
-use toolwright_runtime::{
-    InputRequest, PendingStep, PostgresStore, RequestKind, RequestStatus, TurnRecord, TurnStatus,
-};
+use toolwright_runtime::{PendingStep, PostgresStore, TurnRecord, TurnStatus};
 
 /// The test server's URL. Without one the tests pass with a notice, except in CI (`CI` set),
 /// where a missing server must not pass unnoticed.
@@ -67,24 +65,7 @@ pub(crate) fn turn(id: &str, status: TurnStatus) -> TurnRecord {
 
 /// A turn parked on one request, `request-of-<id>`.
 pub(crate) fn parked(id: &str) -> TurnRecord {
-    let request = InputRequest {
-        request_id: format!("request-of-{id}"),
-        kind: RequestKind::Question,
-        session_id: "s1".to_owned(),
-        turn_id: id.to_owned(),
-        call_id: None,
-        tool: None,
-        input: None,
-        prompt: "Which account?".to_owned(),
-        reasons: Vec::new(),
-        requester: None,
-        approval_key: None,
-        journal_position: None,
-        task_id: None,
-        deadline_ms: None,
-        definition_change: None,
-        status: RequestStatus::Pending,
-    };
+    let request = crate::records::question(format!("request-of-{id}"), "s1", id);
     TurnRecord {
         pending: Some(PendingStep {
             index: 0,

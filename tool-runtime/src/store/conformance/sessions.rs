@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::fixtures::turn;
 use super::part::Part;
-use crate::record::{SessionRecord, TurnRecord, TurnStatus};
-use crate::store::Store;
+use crate::record::{SessionRecord, TurnStatus};
+use crate::store::{StepSince, Store};
 
 /// Sessions: insert, read, versioned updates, refused stale and duplicate writes.
 pub async fn sessions(store: &dyn Store) {
@@ -152,16 +152,12 @@ async fn step_since(store: &dyn Store, part: &Part, session: SessionRecord) {
 }
 
 /// [`Store::step_since`] of `turn` and `session`, which must not fail.
-#[allow(clippy::type_complexity)]
 async fn both_since(
     store: &dyn Store,
     part: &Part,
     turn: (&str, u64),
     session: (&str, u64),
-) -> (
-    Option<(Option<TurnRecord>, u64)>,
-    Option<(Option<SessionRecord>, u64)>,
-) {
+) -> StepSince {
     part.ok(
         "reading a turn and its session since their versions",
         store.step_since(turn, session).await,

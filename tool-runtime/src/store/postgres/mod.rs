@@ -24,8 +24,9 @@ use super::rows::{
     clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
 };
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Store,
-    StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Since,
+    StepSince, Store, StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary,
+    Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -291,7 +292,7 @@ impl Store for PostgresStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<TurnRecord>, StoreError>> {
         let id = id.to_owned();
         Box::pin(async move {
             let result = self.read_turn_since(&id, known).await;
@@ -303,7 +304,7 @@ impl Store for PostgresStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<SessionRecord>, StoreError>> {
         let id = id.to_owned();
         Box::pin(async move {
             let result = self.read_session_since(&id, known).await;
@@ -315,16 +316,7 @@ impl Store for PostgresStore {
         &self,
         turn: (&str, u64),
         session: (&str, u64),
-    ) -> BoxFuture<
-        '_,
-        Result<
-            (
-                Option<(Option<TurnRecord>, u64)>,
-                Option<(Option<SessionRecord>, u64)>,
-            ),
-            StoreError,
-        >,
-    > {
+    ) -> BoxFuture<'_, Result<StepSince, StoreError>> {
         let ((turn, known), (session, session_known)) = (
             (turn.0.to_owned(), turn.1),
             (session.0.to_owned(), session.1),

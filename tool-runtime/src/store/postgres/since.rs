@@ -12,6 +12,7 @@ use sqlx_core::query_as::query_as;
 use super::{Failure, PostgresStore};
 use crate::record::{SessionRecord, TurnRecord};
 use crate::store::rows::{decode, decode_turn};
+use crate::store::{Since, StepSince};
 
 /// `known` as the stored version; a version no row can hold when it does not fit (every
 /// record then reads as changed).
@@ -22,12 +23,11 @@ fn stored(known: u64) -> i64 {
 impl PostgresStore {
     /// Turn `id` unless it is still at version `known`: the record and its patches are read
     /// in the same statement (one snapshot) only when the version differs.
-    #[allow(clippy::type_complexity)]
     pub(super) async fn read_turn_since(
         &self,
         id: &str,
         known: u64,
-    ) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+    ) -> Result<Since<TurnRecord>, Failure> {
         let row: Option<(Option<String>, i64, Option<Vec<String>>)> = query_as(
             "SELECT CASE WHEN t.version = $2 THEN NULL ELSE t.json END, t.version, \
              CASE WHEN t.version = $2 THEN NULL ELSE coalesce((SELECT array_agg(p.json \
@@ -42,12 +42,11 @@ impl PostgresStore {
     }
 
     /// Session `id` unless it is still at version `known`.
-    #[allow(clippy::type_complexity)]
     pub(super) async fn read_session_since(
         &self,
         id: &str,
         known: u64,
-    ) -> Result<Option<(Option<SessionRecord>, u64)>, Failure> {
+    ) -> Result<Since<SessionRecord>, Failure> {
         let row: Option<(Option<String>, i64)> = query_as(
             "SELECT CASE WHEN version = $2 THEN NULL ELSE json END, version \
              FROM sessions WHERE id = $1",
@@ -61,18 +60,11 @@ impl PostgresStore {
 
     /// Both reads at once, as a step starts ([`crate::Store::step_since`]): one statement,
     /// the turn and the session joined on a one-row select, so one round trip.
-    #[allow(clippy::type_complexity)]
     pub(super) async fn read_step_since(
         &self,
         turn: (&str, u64),
         session: (&str, u64),
-    ) -> Result<
-        (
-            Option<(Option<TurnRecord>, u64)>,
-            Option<(Option<SessionRecord>, u64)>,
-        ),
-        Failure,
-    > {
+    ) -> Result<StepSince, Failure> {
         type Row = (
             Option<String>,
             Option<i64>,
@@ -104,12 +96,11 @@ impl PostgresStore {
 }
 
 /// What a turn's since-read answers for its row (`None`: no such turn).
-#[allow(clippy::type_complexity)]
 fn turn_answer(
     id: &str,
     known: u64,
     row: Option<(Option<String>, i64, Option<Vec<String>>)>,
-) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+) -> Result<Since<TurnRecord>, Failure> {
     Ok(match row {
         None => None,
         Some((Some(json), version, patches)) => {
@@ -125,7 +116,7 @@ fn session_answer(
     id: &str,
     known: u64,
     row: Option<(Option<String>, i64)>,
-) -> Result<Option<(Option<SessionRecord>, u64)>, Failure> {
+) -> Result<Since<SessionRecord>, Failure> {
     Ok(match row {
         None => None,
         Some((Some(json), version)) => {

@@ -16,10 +16,11 @@ use futures_util::future::BoxFuture;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
-use super::rows::{clamp, decode, decode_pins, encode, stored_versions, task_status_name, written};
+use super::rows::{clamp, decode_pins, encode};
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Store,
-    StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary, Written,
+    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Since,
+    StepSince, Store, StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary,
+    Written,
 };
 use crate::record::{
     AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
@@ -35,10 +36,10 @@ mod requests;
 mod retention;
 mod schema;
 mod sessions;
+mod tasks;
 mod turns;
 
-use claims::{OwnedClaim, check_claim, check_token, expiry, now_ms, take_lease};
-use requests::{index_requests, indexed_marker};
+use claims::{check_token, expiry, now_ms};
 use schema::{migrate, schema_version};
 
 /// How long an operation waits for another connection (usually another process) that holds the
@@ -268,7 +269,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<TurnRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<TurnRecord>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading turn `{id}`"), move |conn| {
             turns::read_since(conn, &id, known)
@@ -279,7 +280,7 @@ impl Store for SqliteStore {
         &self,
         id: &str,
         known: u64,
-    ) -> BoxFuture<'_, Result<Option<(Option<SessionRecord>, u64)>, StoreError>> {
+    ) -> BoxFuture<'_, Result<Since<SessionRecord>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading session `{id}`"), move |conn| {
             sessions::read_since(conn, &id, known)
@@ -290,16 +291,7 @@ impl Store for SqliteStore {
         &self,
         turn: (&str, u64),
         session: (&str, u64),
-    ) -> BoxFuture<
-        '_,
-        Result<
-            (
-                Option<(Option<TurnRecord>, u64)>,
-                Option<(Option<SessionRecord>, u64)>,
-            ),
-            StoreError,
-        >,
-    > {
+    ) -> BoxFuture<'_, Result<StepSince, StoreError>> {
         let ((turn, known), (session, session_known)) = (
             (turn.0.to_owned(), turn.1),
             (session.0.to_owned(), session.1),
@@ -372,23 +364,21 @@ impl Store for SqliteStore {
         self.call("listing waiting turns".to_owned(), |conn| {
             // The literal status matches the partial index `turns_waiting`; a bound parameter
             // would not.
-            let mut statement = conn
-                .prepare_cached("SELECT id FROM turns WHERE status = 'waiting' ORDER BY updated")?;
-            let ids = statement
-                .query_map([], |row| row.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(ids)
+            ids(
+                conn,
+                "SELECT id FROM turns WHERE status = 'waiting' ORDER BY updated",
+                [],
+            )
         })
     }
 
     fn running_turns(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.call("listing running turns".to_owned(), |conn| {
-            let mut statement = conn
-                .prepare_cached("SELECT id FROM turns WHERE status = 'running' ORDER BY updated")?;
-            let ids = statement
-                .query_map([], |row| row.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(ids)
+            ids(
+                conn,
+                "SELECT id FROM turns WHERE status = 'running' ORDER BY updated",
+                [],
+            )
         })
     }
 
@@ -632,13 +622,7 @@ impl Store for SqliteStore {
     fn task(&self, id: &str) -> BoxFuture<'_, Result<Option<(TaskRecord, u64)>, StoreError>> {
         let id = id.to_owned();
         self.call(format!("reading task `{id}`"), move |conn| {
-            let row = conn
-                .prepare_cached("SELECT json, version FROM tasks WHERE id = ?1")?
-                .query_row([&id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            Ok(row
-                .map(|(json, version): (String, i64)| decode(&id, &json, version))
-                .transpose()?)
+            tasks::read(conn, &id)
         })
     }
 
@@ -648,58 +632,12 @@ impl Store for SqliteStore {
         expected: Option<u64>,
         claim: Claim<'a>,
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
-        let json = match encode(&record.id, record) {
-            Ok(json) => json,
+        let write = match tasks::TaskWrite::new(record, expected, claim) {
+            Ok(write) => write,
             Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
-        let id = record.id.clone();
-        let session_id = record.session_id.clone();
-        let status = task_status_name(record.status);
-        let wake_at = record.wake_at().map(clamp);
-        let requests: Vec<String> = record
-            .request_ids()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let claim = OwnedClaim::from(claim);
-        self.call(format!("writing task `{id}`"), move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let now = now_ms();
-            check_claim(&tx, LeaseKind::Task, &id, &claim, now)?;
-            let stored_marker = indexed_marker(&tx, LeaseKind::Task, &id, expected)?;
-            let version = match expected {
-                None => {
-                    let created: i64 = tx
-                        .prepare_cached("SELECT coalesce(max(created), 0) + 1 FROM tasks")?
-                        .query_row([], |row| row.get(0))?;
-                    let inserted = tx
-                        .prepare_cached(
-                            "INSERT INTO tasks (id, session_id, status, version, json, created, \
-                             wake_at, finished_ms) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, \
-                             CASE WHEN ?3 IN ('finished', 'cancelled') THEN ?7 END) \
-                             ON CONFLICT (id) DO NOTHING",
-                        )?
-                        .execute(params![id, session_id, status, json, created, wake_at, now])?;
-                    written(inserted, &id)?;
-                    1
-                }
-                Some(expected) => {
-                    let (stored, next) = stored_versions(&id, expected)?;
-                    let updated = tx
-                        .prepare_cached(
-                            "UPDATE tasks SET status = ?2, version = ?3, json = ?4, wake_at = ?6, \
-                             finished_ms = CASE WHEN ?2 IN ('finished', 'cancelled') \
-                             THEN coalesce(finished_ms, ?7) END WHERE id = ?1 AND version = ?5",
-                        )?
-                        .execute(params![id, status, next, json, stored, wake_at, now])?;
-                    written(updated, &id)?;
-                    expected + 1
-                }
-            };
-            let lease = take_lease(&tx, LeaseKind::Task, &id, &claim, now)?;
-            index_requests(&tx, LeaseKind::Task, &id, &requests, stored_marker)?;
-            tx.commit()?;
-            Ok(Written { version, lease })
+        self.call(format!("writing task `{}`", record.id), move |conn| {
+            tasks::write(conn, &write)
         })
     }
 
@@ -721,13 +659,11 @@ impl Store for SqliteStore {
         self.call(
             format!("listing the tasks of session `{session_id}`"),
             move |conn| {
-                let mut statement = conn.prepare_cached(
+                ids(
+                    conn,
                     "SELECT id FROM tasks WHERE session_id = ?1 ORDER BY created",
-                )?;
-                let ids = statement
-                    .query_map([&session_id], |row| row.get(0))?
-                    .collect::<Result<Vec<String>, _>>()?;
-                Ok(ids)
+                    [&session_id],
+                )
             },
         )
     }
@@ -735,13 +671,11 @@ impl Store for SqliteStore {
     fn open_tasks(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.call("listing open tasks".to_owned(), |conn| {
             // The literal statuses match the partial index `tasks_open`.
-            let mut statement = conn.prepare_cached(
+            ids(
+                conn,
                 "SELECT id FROM tasks WHERE status NOT IN ('finished', 'cancelled') ORDER BY created",
-            )?;
-            let ids = statement
-                .query_map([], |row| row.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(ids)
+                [],
+            )
         })
     }
 
@@ -841,27 +775,36 @@ impl Store for SqliteStore {
 
     fn due_turns(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.call("listing due timers of turns".to_owned(), move |conn| {
-            let mut statement = conn.prepare_cached(
+            ids(
+                conn,
                 "SELECT id FROM turns WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at",
-            )?;
-            let ids = statement
-                .query_map([clamp(now_ms)], |row| row.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(ids)
+                [clamp(now_ms)],
+            )
         })
     }
 
     fn due_tasks(&self, now_ms: u64) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.call("listing due timers of tasks".to_owned(), move |conn| {
-            let mut statement = conn.prepare_cached(
+            ids(
+                conn,
                 "SELECT id FROM tasks WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at",
-            )?;
-            let ids = statement
-                .query_map([clamp(now_ms)], |row| row.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(ids)
+                [clamp(now_ms)],
+            )
         })
     }
+}
+
+/// The ids the one-column statement `sql` selects with `params`, in its order.
+fn ids(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<String>, Failure> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let ids = statement
+        .query_map(params, |row| row.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(ids)
 }
 
 /// Why an operation inside [`SqliteStore::call`] failed.

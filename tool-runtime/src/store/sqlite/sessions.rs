@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::Failure;
 use super::claims::now_ms;
 use crate::record::SessionRecord;
+use crate::store::Since;
 use crate::store::rows::{decode, stored_versions, written};
 
 /// Session `id` with its version.
@@ -27,7 +28,7 @@ pub(super) fn read_since(
     conn: &mut Connection,
     id: &str,
     known: u64,
-) -> Result<Option<(Option<SessionRecord>, u64)>, Failure> {
+) -> Result<Since<SessionRecord>, Failure> {
     let stored = i64::try_from(known).unwrap_or(-1);
     let row: Option<(Option<String>, i64)> = conn
         .prepare_cached(
@@ -44,7 +45,7 @@ pub(super) fn since_row(
     id: &str,
     known: u64,
     row: Option<(Option<String>, i64)>,
-) -> Result<Option<(Option<SessionRecord>, u64)>, Failure> {
+) -> Result<Since<SessionRecord>, Failure> {
     Ok(match row {
         None => None,
         Some((None, _)) => Some((None, known)),

@@ -8,7 +8,7 @@ use super::claims::{OwnedClaim, check_claim, claim_holds, next_lease, now_ms, ta
 use super::requests::index_requests;
 use crate::record::TurnRecord;
 use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
-use crate::store::{Appended, Claim, Lease, LeaseKind, StoreError, Written};
+use crate::store::{Appended, Claim, Lease, LeaseKind, Since, StepSince, StoreError, Written};
 use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
@@ -36,7 +36,7 @@ pub(super) fn read_since(
     conn: &mut Connection,
     id: &str,
     known: u64,
-) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+) -> Result<Since<TurnRecord>, Failure> {
     let stored = i64::try_from(known).unwrap_or(-1);
     let row: Option<(Option<String>, i64, bool)> = conn
         .prepare_cached(
@@ -60,7 +60,7 @@ pub(super) fn since_row(
     id: &str,
     known: u64,
     row: Option<(Option<String>, i64, bool)>,
-) -> Result<Option<(Option<TurnRecord>, u64)>, Failure> {
+) -> Result<Since<TurnRecord>, Failure> {
     let read = match row {
         None => return Ok(None),
         Some((None, _, _)) => return Ok(Some((None, known))),
@@ -74,18 +74,11 @@ pub(super) fn since_row(
 /// Turn `turn.0` unless it is at version `turn.1` and session `session.0` unless it is at
 /// version `session.1` (see [`crate::Store::step_since`]): one statement for both, as
 /// [`read_since`] and [`super::sessions::read_since`] each read theirs.
-#[allow(clippy::type_complexity)]
 pub(super) fn step_since(
     conn: &mut Connection,
     turn: (&str, u64),
     session: (&str, u64),
-) -> Result<
-    (
-        Option<(Option<TurnRecord>, u64)>,
-        Option<(Option<crate::record::SessionRecord>, u64)>,
-    ),
-    Failure,
-> {
+) -> Result<StepSince, Failure> {
     let stored = |known: u64| i64::try_from(known).unwrap_or(-1);
     type Row = (
         Option<(Option<String>, i64, bool)>,
