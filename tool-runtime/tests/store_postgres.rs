@@ -201,7 +201,8 @@ async fn retention_conformance_on_a_database_of_its_own() {
 
 /// Two stores (two pools, as two instances would have) increment one turn from many tasks,
 /// each re-reading and retrying on a conflict: every version has exactly one winner and no
-/// increment is lost.
+/// increment is lost. Every task's first attempt waits on a barrier between its read and its
+/// write, so all read version 1 and all but one lose it: the race happens on every run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_race_versioned_writes_without_lost_updates() {
     const TASKS: u32 = 16;
@@ -214,17 +215,24 @@ async fn two_stores_race_versioned_writes_without_lost_updates() {
         .await
         .unwrap();
 
+    let barrier = Arc::new(tokio::sync::Barrier::new(TASKS as usize));
     let tasks: Vec<_> = (0..TASKS)
         .map(|n| {
             let store = Arc::clone(&stores[n as usize % 2]);
             let id = Arc::clone(&id);
+            let barrier = Arc::clone(&barrier);
             tokio::spawn(async move {
                 let mut won = Vec::new();
                 let mut conflicts = 0_u32;
+                let mut first = true;
                 for _ in 0..ROUNDS {
                     loop {
                         let (mut record, version) = store.turn(&id).await.unwrap().unwrap();
                         record.steps += 1;
+                        if std::mem::take(&mut first) {
+                            assert_eq!(version, 1, "task {n} read before the barrier");
+                            barrier.wait().await;
+                        }
                         match store.put_turn(&record, Some(version)).await {
                             Ok(next) => {
                                 assert_eq!(next, version + 1);
@@ -252,8 +260,9 @@ async fn two_stores_race_versioned_writes_without_lost_updates() {
     let every: Vec<u64> = (2..=u64::from(TASKS * ROUNDS) + 1).collect();
     assert_eq!(won, every, "each version must have exactly one winner");
     assert!(
-        conflicts > 0,
-        "the tasks never raced; the test proves nothing"
+        conflicts >= TASKS - 1,
+        "all {TASKS} tasks read version 1, so {} of them must have lost it; {conflicts} did",
+        TASKS - 1
     );
     for store in &stores {
         let (record, version) = store.turn(&id).await.unwrap().unwrap();

@@ -156,7 +156,9 @@ async fn records_survive_reopening() {
 /// Tasks spread over `stores` increment turn `t` (`TASKS × ROUNDS` times in all), each
 /// re-reading and retrying on a conflict (`yielding` between its read and its write, so that
 /// another task reads the same version meanwhile): every version must have exactly one winner,
-/// the tasks must have raced, and no increment may be lost, as each store reads it.
+/// and no increment may be lost, as each store reads it. The first attempt of every task waits
+/// on a barrier between its read and its write, so all of them read version 1 and exactly one
+/// wins it: the tasks race on every run, however the scheduler orders them.
 async fn race_without_lost_updates(stores: &[Arc<SqliteStore>], yielding: bool) {
     const TASKS: u32 = 16;
     const ROUNDS: u32 = 5;
@@ -164,17 +166,23 @@ async fn race_without_lost_updates(stores: &[Arc<SqliteStore>], yielding: bool) 
         .put_turn(&turn("t", TurnStatus::Running, &[]), None)
         .await
         .unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(TASKS as usize));
     let tasks: Vec<_> = (0..TASKS)
         .map(|n| {
             let store = Arc::clone(&stores[n as usize % stores.len()]);
+            let barrier = Arc::clone(&barrier);
             tokio::spawn(async move {
                 let mut won = Vec::new();
                 let mut conflicts = 0_u32;
+                let mut first = true;
                 for _ in 0..ROUNDS {
                     loop {
                         let (mut record, version) = store.turn("t").await.unwrap().unwrap();
                         record.steps += 1;
-                        if yielding {
+                        if std::mem::take(&mut first) {
+                            assert_eq!(version, 1, "task {n} read before the barrier");
+                            barrier.wait().await;
+                        } else if yielding {
                             tokio::task::yield_now().await;
                         }
                         match store.put_turn(&record, Some(version)).await {
@@ -203,8 +211,9 @@ async fn race_without_lost_updates(stores: &[Arc<SqliteStore>], yielding: bool) 
     let every: Vec<u64> = (2..=u64::from(TASKS * ROUNDS) + 1).collect();
     assert_eq!(won, every, "each version must have exactly one winner");
     assert!(
-        conflicts > 0,
-        "the tasks never raced; the test proves nothing"
+        conflicts >= TASKS - 1,
+        "all {TASKS} tasks read version 1, so {} of them must have lost it; {conflicts} did",
+        TASKS - 1
     );
     for store in stores {
         let (record, version) = store.turn("t").await.unwrap().unwrap();
