@@ -312,6 +312,20 @@ pub mod agent {
     pub use toolwright_agent::*;
 }
 
+/// The operator console: a runtime's parked turns, pending approvals and questions, tasks,
+/// journals and remote connections in a browser (server-rendered HTML on axum, no script
+/// needed), with the actions an operator takes on them: approve or deny with a note, answer,
+/// cancel a task, approve a remote tool's changed definition. People sign in through a
+/// [`TokenVerifier`](crate::mcp::TokenVerifier); every form carries a CSRF token; response
+/// policies apply exactly as in [`Runtime::respond`](crate::runtime::Runtime::respond).
+/// [`Console::router`](console::Console::router) mounts it in a host's axum router;
+/// [`views`](console::views) gives the same data to a CLI.
+#[cfg(feature = "console")]
+pub mod console {
+    #[doc(inline)]
+    pub use toolwright_console::*;
+}
+
 /// Everything a tool definition usually needs: `use toolwright::prelude::*;`.
 pub mod prelude {
     #[doc(inline)]
@@ -335,10 +349,12 @@ pub mod __private {
     pub use toolwright_core::private::*;
 }
 
-// The README's examples use the runtime, MCP, the sandbox, PostgreSQL and the agent loop.
+// The README's examples use the runtime, MCP, the sandbox, PostgreSQL, the agent loop and the
+// console.
 #[cfg(all(
     doctest,
     feature = "mcp",
+    feature = "console",
     feature = "sandbox",
     feature = "postgres",
     feature = "agent"

@@ -31,6 +31,8 @@ mod agent_steering;
 mod answer_cost;
 mod ask_deadlines;
 mod attachments;
+#[cfg(feature = "console")]
+mod console_connections;
 mod credentials;
 mod dynamic_description;
 mod dynamic_tools;

@@ -52,14 +52,14 @@ fn everything() -> McpConnector {
 }
 
 /// The Python fixture server over streamable HTTP, its token in a file the tests rotate.
-struct Fixture {
+pub(crate) struct Fixture {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    fn start() -> Fixture {
+    pub(crate) fn start() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("token"), "token-1").unwrap();
         let (child, port) = Self::spawn(dir.path(), 0);
@@ -123,7 +123,7 @@ impl Fixture {
     }
 
     /// A connector whose resolver reads the token file at every request.
-    fn connector(&self) -> McpConnector {
+    pub(crate) fn connector(&self) -> McpConnector {
         let file = self.token_file();
         McpConnector::http(self.url()).auth(move || {
             let file = file.clone();
@@ -168,7 +168,7 @@ fn store(dir: &Path) -> SqliteStore {
     SqliteStore::open(dir.join("toolwright.db")).unwrap()
 }
 
-fn runtime(dir: &Path, connections: Vec<Connection>) -> Runtime {
+pub(crate) fn runtime(dir: &Path, connections: Vec<Connection>) -> Runtime {
     let mut builder = builder([]).store(store(dir));
     for connection in connections {
         builder = builder.connection(connection);
@@ -176,19 +176,19 @@ fn runtime(dir: &Path, connections: Vec<Connection>) -> Runtime {
     builder.build().unwrap()
 }
 
-async fn turn(rt: &Runtime, session: SessionSpec) -> Turn {
+pub(crate) async fn turn(rt: &Runtime, session: SessionSpec) -> Turn {
     open_turn(rt, session, Some(alice()), Caller::Model).await
 }
 
 /// Settings for a fixture tool that changes nothing worth asking about.
-fn harmless() -> ToolOverride {
+pub(crate) fn harmless() -> ToolOverride {
     ToolOverride::new()
         .effect(Effect::Read)
         .approval(RequestPolicy::Never)
 }
 
 /// Runs a step that must complete.
-async fn run(turn: &Turn, calls: Vec<ToolCall>) -> Vec<CallResult> {
+pub(crate) async fn run(turn: &Turn, calls: Vec<ToolCall>) -> Vec<CallResult> {
     completed(turn.step(calls).await.unwrap())
 }
 
@@ -207,7 +207,10 @@ async fn approve(rt: &Runtime, request: &InputRequest) -> Vec<CallResult> {
 }
 
 /// Waits (at most 20 s) for an event matching `want`.
-async fn event(events: &mut broadcast::Receiver<Event>, want: impl Fn(&Event) -> bool) -> Event {
+pub(crate) async fn event(
+    events: &mut broadcast::Receiver<Event>,
+    want: impl Fn(&Event) -> bool,
+) -> Event {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

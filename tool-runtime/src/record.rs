@@ -160,6 +160,13 @@ impl ClosedStep {
 }
 
 impl TurnRecord {
+    /// The id of the journal a `durable` call `call_id` of this turn runs from: what
+    /// [`Store::journal`](crate::store::Store::journal) reads for it (a workflow task's is
+    /// [`TaskRecord::run_id`]).
+    pub fn journal_id(&self, call_id: &str) -> String {
+        crate::ids::durable_run_id(&self.id, call_id)
+    }
+
     /// The request `request_id` of the parked step.
     pub fn request(&self, request_id: &str) -> Option<&InputRequest> {
         self.pending

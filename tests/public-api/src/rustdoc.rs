@@ -13,14 +13,16 @@ pub(crate) const PACKAGES: &[(&str, &str)] = &[
     ("toolwright-runtime", "toolwright_runtime"),
     ("toolwright-mcp", "toolwright_mcp"),
     ("toolwright-agent", "toolwright_agent"),
+    ("toolwright-console", "toolwright_console"),
     ("toolwright-macros", "toolwright_macros"),
 ];
 
 /// The facade's features the surface is listed with: every feature that gates items (`runtime`,
-/// `mcp`, `sandbox`, `postgres`, `agent`, `agent-loopback`), less `tls`, which only turns on
-/// rmcp's HTTPS client and gates no item. A feature that starts gating items belongs here.
+/// `mcp`, `sandbox`, `postgres`, `agent`, `agent-loopback`, `console`), less `tls`, which only
+/// turns on rmcp's HTTPS client and gates no item. A feature that starts gating items belongs
+/// here.
 pub(crate) const FEATURES: &str = "toolwright/mcp,toolwright/sandbox,toolwright/postgres,\
-    toolwright/agent,toolwright/agent-loopback";
+    toolwright/agent,toolwright/agent-loopback,toolwright/console";
 
 /// Variables that cargo sets for the test or build it runs (or that a user sets for the main
 /// build) and that must not steer the nested cargo: its own target directory and flags keep its

@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use super::StoreError;
 use crate::record::{TaskStatus, TurnStatus};
 
@@ -22,7 +24,8 @@ pub const MAX_PAGE_LIMIT: usize = 1_000;
 /// the page wrote it. Opaque: pass on the [`Page::next`] of the previous page as it came
 /// (it may travel as text, e.g. in a URL, through [`Cursor::as_str`] and [`Cursor::new`]).
 /// A cursor belongs to the listing that made it: given to another listing, it is refused.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Cursor(String);
 
 impl Cursor {
@@ -88,7 +91,7 @@ impl PageRequest {
 }
 
 /// One page of a listing.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page<T> {
     /// The items, most recently written first; at most the request's limit.
     pub items: Vec<T>,
@@ -98,7 +101,7 @@ pub struct Page<T> {
 }
 
 /// A session as listed by [`Store::list_sessions`](super::Store::list_sessions).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionSummary {
     /// The session's id.
     pub id: String,
@@ -111,7 +114,7 @@ pub struct SessionSummary {
 }
 
 /// A turn as listed by [`Store::list_turns`](super::Store::list_turns).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnSummary {
     /// The turn's id.
     pub id: String,
@@ -128,7 +131,7 @@ pub struct TurnSummary {
 }
 
 /// A workflow task as listed by [`Store::list_tasks`](super::Store::list_tasks).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSummary {
     /// The task's id.
     pub id: String,

@@ -1,0 +1,243 @@
+//! Workflow tasks in the console: a task's question in the inbox, answered with an option
+//! through the form (the task runs on and its journal shows its steps), and a parked task
+//! cancelled from its page (its body's cleanup runs, its question is revoked).
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use reqwest::StatusCode;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolwright::console::{Console, ConsoleServer};
+use toolwright::mcp::TokenVerifier;
+use toolwright::prelude::*;
+use toolwright::runtime::{
+    Options, Runtime, SessionSpec, SqliteStore, StepOutcome, TaskRecord, TaskStatus, ToolCall,
+};
+use toolwright::{Caller, Principal};
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct MigrateArgs {
+    /// The table.
+    table: String,
+}
+
+/// Copies a table, asks before switching over, and undoes the copy when cancelled.
+#[tool(effect = write, workflow = task)]
+async fn migrate(args: MigrateArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
+    ctx.step("copy", async { Ok(format!("copied {}", args.table)) })
+        .await?;
+    let go = ctx
+        .ask(
+            AskRequest::new(format!("Copied {}. Switch over?", args.table))
+                .option(AskOption::new("switch", "Switch"))
+                .option(AskOption::new("keep", "Keep the old table")),
+        )
+        .await?;
+    if matches!(go, AskAnswer::Cancelled) {
+        ctx.step("undo-copy", async { Ok(true) }).await?;
+        return Err(ToolError::new("cancelled"));
+    }
+    let switched = go.chose("switch");
+    ctx.step("switch", async { Ok(switched) }).await?;
+    Ok(if switched { "switched" } else { "kept" }.to_owned())
+}
+
+struct Alice;
+
+impl TokenVerifier for Alice {
+    fn verify<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, String>> {
+        Box::pin(async move {
+            (token == "alice-token")
+                .then(alice)
+                .ok_or_else(|| "unknown token".to_owned())
+        })
+    }
+}
+
+fn alice() -> Principal {
+    Principal::user("test", "alice")
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn start(dir: &tempfile::TempDir) -> (Runtime, ConsoleServer) {
+    let runtime = Runtime::builder(Registry::from_tools([migrate::TOOL]).unwrap())
+        .store(SqliteStore::open(dir.path().join("tasks.db")).unwrap())
+        .options(Options {
+            task_cleanup: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    let server = Console::new(runtime.clone(), Alice)
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    (runtime, server)
+}
+
+/// Starts a `migrate` task for alice and waits until it asks its question: the task.
+async fn parked_task(runtime: &Runtime, table: &str) -> TaskRecord {
+    let session = runtime
+        .open_session(SessionSpec::new(format!("s-{table}")).initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    let input = serde_json::json!({ "table": table }).to_string();
+    let outcome = turn
+        .step(vec![ToolCall::new("c1", "migrate", input)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, StepOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    let task = turn.open_tasks().await.unwrap().remove(0);
+    wait_for(runtime, &task.id, |t| t.status == TaskStatus::Waiting).await
+}
+
+/// The task once `done` holds for it (bounded: a task that never gets there fails the test).
+async fn wait_for(runtime: &Runtime, id: &str, done: impl Fn(&TaskRecord) -> bool) -> TaskRecord {
+    for _ in 0..500 {
+        let task = runtime.task(id).await.unwrap();
+        if done(&task) {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "task {id} never got there: {:?}",
+        runtime.task(id).await.unwrap().status
+    );
+}
+
+async fn sign_in(server: &ConsoleServer) -> (String, String) {
+    let response = client()
+        .post(format!("http://{}/login", server.addr()))
+        .form(&[("token", "alice-token")])
+        .send()
+        .await
+        .unwrap();
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let page = get(server, &cookie, "/inbox").await;
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    (cookie, csrf)
+}
+
+async fn get(server: &ConsoleServer, cookie: &str, path: &str) -> String {
+    let response = client()
+        .get(format!("http://{}{path}", server.addr()))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "GET {path}");
+    response.text().await.unwrap()
+}
+
+async fn post(
+    server: &ConsoleServer,
+    cookie: &str,
+    path: &str,
+    form: &[(&str, &str)],
+) -> StatusCode {
+    client()
+        .post(format!("http://{}{path}", server.addr()))
+        .header("cookie", cookie)
+        .form(form)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_is_answered_from_the_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, server) = start(&dir).await;
+    let task = parked_task(&runtime, "orders").await;
+    let question = task.requests[0].request_id.clone();
+    let (cookie, csrf) = sign_in(&server).await;
+
+    let inbox = get(&server, &cookie, "/inbox").await;
+    assert!(inbox.contains("Copied orders. Switch over?"), "{inbox}");
+    assert!(inbox.contains(&format!("/tasks/{}", task.id)), "{inbox}");
+    assert!(
+        inbox.contains("value=\"Switch\""),
+        "the options as buttons: {inbox}"
+    );
+
+    let status = post(
+        &server,
+        &cookie,
+        &format!("/requests/{question}/respond"),
+        &[("csrf", &csrf), ("option", "Switch")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let done = wait_for(&runtime, &task.id, |t| t.status == TaskStatus::Finished).await;
+    assert_eq!(done.calls[0].result.as_ref().unwrap().output, "switched");
+
+    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    for step in ["copy", "switch"] {
+        assert!(
+            page.contains(&format!("<code>{step}</code>")),
+            "step {step} in the journal: {page}"
+        );
+    }
+    assert!(page.contains("badge finished"), "{page}");
+    assert!(
+        !page.contains("Cancel this task"),
+        "a finished task offers no cancel: {page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_task_is_cancelled_with_its_cleanup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, server) = start(&dir).await;
+    let task = parked_task(&runtime, "invoices").await;
+    let (cookie, csrf) = sign_in(&server).await;
+
+    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    assert!(page.contains("Cancel this task"), "{page}");
+    let status = post(
+        &server,
+        &cookie,
+        &format!("/tasks/{}/cancel", task.id),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+
+    let after = wait_for(&runtime, &task.id, |t| t.status.is_over()).await;
+    assert_eq!(after.status, TaskStatus::Cancelled);
+    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    assert!(page.contains("was cancelled"), "the notice: {page}");
+    assert!(
+        page.contains("<code>undo-copy</code>"),
+        "the cleanup's step: {page}"
+    );
+    assert!(
+        !page.contains("value=\"Switch\""),
+        "the question is revoked: {page}"
+    );
+    let inbox = get(&server, &cookie, "/inbox").await;
+    assert!(!inbox.contains("Copied invoices"), "{inbox}");
+}
