@@ -26,8 +26,8 @@ use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use toolwright_runtime::store::{Claim, conformance};
 use toolwright_runtime::{
-    Decision, PostgresStore, RequestStatus, StepPatch, Store, StoreError, TurnRecord,
-    TurnRetention, TurnStatus,
+    CallResult, ClosedStep, Decision, PageRequest, PostgresStore, RequestStatus, StepPatch, Store,
+    StoreError, TurnRecord, TurnRetention, TurnStatus,
 };
 
 use support::{parked, pool, server, store, turn, with_scratch_database};
@@ -366,11 +366,12 @@ async fn migrations_are_applied_once() {
         let first = schema_snapshot(&url).await;
         assert_eq!(
             first.0,
-            [1, 2, 3, 4, 5, 6, 7],
+            [1, 2, 3, 4, 5, 6, 7, 8],
             "each migration, recorded once"
         );
         assert!(
-            first.1.contains(&"turn_patches".to_owned())
+            first.1.contains(&"turn_steps".to_owned())
+                && first.1.contains(&"turn_patches".to_owned())
                 && first.1.contains(&"conversation".to_owned())
                 && first.1.contains(&"attachments".to_owned()),
             "{:?}",
@@ -398,6 +399,99 @@ async fn migrations_are_applied_once() {
     .await;
 }
 
+/// Closed step `index` of one call, its result saying `form`.
+fn closed_step(index: u32, form: &str) -> ClosedStep {
+    let result = CallResult::failed(
+        &format!("call-{index}"),
+        "todo.add",
+        toolwright_core::ToolError::new(format!("step {index}: {form}")),
+    );
+    ClosedStep {
+        index,
+        results: vec![result],
+        requests: Vec::new(),
+    }
+}
+
+/// A database at migration 7 (before the step history) gets `turn_steps` at the next
+/// connect, with the closed step each turn's record held copied in (a NUL in it too); its
+/// parked turn is kept and answered as before, and the steps its writes close from then on are
+/// all kept.
+#[tokio::test]
+async fn a_migration_7_database_gets_the_step_history() {
+    let Some(url) = server() else { return };
+    with_scratch_database(&url, |url| async move {
+        let mut done = turn("done", TurnStatus::Completed);
+        done.last_step = Some(closed_step(4, "before the upgrade"));
+        // A NUL PostgreSQL's JSON functions cannot read: not copied, and no failed migration.
+        let mut nul = turn("nul", TurnStatus::Completed);
+        nul.last_step = Some(closed_step(2, "before\u{0}the upgrade"));
+        {
+            let store = PostgresStore::connect(&url).await.unwrap();
+            store.put_turn(&parked("parked"), None).await.unwrap();
+            store.put_turn(&done, None).await.unwrap();
+            store.put_turn(&nul, None).await.unwrap();
+        }
+        let pool = pool(&url).await;
+        for statement in [
+            "DROP TABLE turn_steps",
+            "DELETE FROM toolwright_migrations WHERE version = 8",
+        ] {
+            query(statement).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+        assert_eq!(schema_snapshot(&url).await.0, [1, 2, 3, 4, 5, 6, 7]);
+
+        let store = PostgresStore::connect(&url).await.unwrap();
+        assert_eq!(schema_snapshot(&url).await.0, [1, 2, 3, 4, 5, 6, 7, 8]);
+        let first = PageRequest::first(10);
+        let kept = store.turn_steps("done", &first).await.unwrap();
+        assert_eq!(kept.items, [done.last_step.clone().unwrap()]);
+        assert!(
+            store
+                .turn_steps("nul", &first)
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        let version = store.put_turn(&nul, Some(1)).await.unwrap();
+        assert_eq!(version, 2);
+        let kept = store.turn_steps("nul", &first).await.unwrap();
+        assert_eq!(
+            kept.items,
+            [nul.last_step.clone().unwrap()],
+            "kept from its next write"
+        );
+        let (mut turn, version) = store.turn("parked").await.unwrap().unwrap();
+        assert_eq!(turn.status, TurnStatus::Waiting);
+        let version = store
+            .settle_request("parked", &answer(&turn), version)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .turn_steps("parked", &first)
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        let mut version = version;
+        for index in 0..3 {
+            turn.pending = None;
+            turn.status = TurnStatus::Active;
+            turn.last_step = Some(closed_step(index, "after the upgrade"));
+            version = store.put_turn(&turn, Some(version)).await.unwrap();
+        }
+        let steps = store.turn_steps("parked", &first).await.unwrap();
+        let indexes: Vec<u32> = steps.items.iter().map(|step| step.index).collect();
+        assert_eq!(indexes, [0, 1, 2]);
+        conformance::steps(&store).await;
+    })
+    .await;
+}
+
 /// A database a newer toolwright migrated is refused, named, and left as it was; refusing it
 /// must not leave the migration lock held (a second attempt is refused, not stuck).
 #[tokio::test]
@@ -408,7 +502,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
         let pool = pool(&url).await;
         query(
             "INSERT INTO toolwright_migrations (version, description, success, checksum, \
-             execution_time) VALUES (8, 'from a newer toolwright', TRUE, '\\x00', 0)",
+             execution_time) VALUES (9, 'from a newer toolwright', TRUE, '\\x00', 0)",
         )
         .execute(&pool)
         .await
@@ -426,7 +520,7 @@ async fn a_newer_schema_is_refused_and_left_alone() {
                 other => panic!("attempt {attempt}: expected StoreError::Backend, got {other:?}"),
             };
             assert!(
-                message.contains("schema version 8")
+                message.contains("schema version 9")
                     && message.contains("run the newer toolwright")
                     && message.contains("127.0.0.1"),
                 "{message}"

@@ -12,8 +12,8 @@ use toolwright_runtime::store::{
     ANONYMOUS_REQUESTER, UNKNOWN_REQUESTER, conformance, requester_key,
 };
 use toolwright_runtime::{
-    PendingStep, SessionRecord, SqliteStore, Store, StoreError, TurnRecord, TurnRetention,
-    TurnStatus,
+    CallResult, ClosedStep, PendingStep, SessionRecord, SqliteStore, Store, StoreError, TurnRecord,
+    TurnRetention, TurnStatus,
 };
 
 #[path = "support/pages.rs"]
@@ -49,6 +49,20 @@ fn turn(id: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
                 .map(|request| records::question((*request).to_owned(), "s1", id))
                 .collect(),
         }),
+    }
+}
+
+/// Closed step `index` of one call, its result saying `form`.
+fn closed_step(index: u32, form: &str) -> ClosedStep {
+    let result = CallResult::failed(
+        &format!("call-{index}"),
+        "todo.add",
+        toolwright_core::ToolError::new(format!("step {index}: {form}")),
+    );
+    ClosedStep {
+        index,
+        results: vec![result],
+        requests: Vec::new(),
     }
 }
 
@@ -249,10 +263,10 @@ async fn tasks_racing_on_a_store_in_memory_lose_no_update() {
 fn opening_migrates_once() {
     let (_dir, path) = temp_db();
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     drop(SqliteStore::open(&path).unwrap());
     drop(SqliteStore::open(&path).unwrap());
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     let journal: String = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -284,17 +298,17 @@ fn a_newer_schema_is_refused_and_left_alone() {
     drop(SqliteStore::open(&path).unwrap());
     rusqlite::Connection::open(&path)
         .unwrap()
-        .pragma_update(None, "user_version", 10)
+        .pragma_update(None, "user_version", 11)
         .unwrap();
 
     let message = backend_message(SqliteStore::open(&path));
     assert!(
-        message.contains("schema version 10") && message.contains("newer toolwright"),
+        message.contains("schema version 11") && message.contains("newer toolwright"),
         "{message}"
     );
     assert_eq!(
         user_version(&path),
-        10,
+        11,
         "the refused file must not be changed"
     );
 }
@@ -441,7 +455,7 @@ async fn a_version_8_file_gets_the_listing_indexes() {
     assert_eq!(user_version(&path), 8);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     let indexes: Vec<String> = rusqlite::Connection::open(&path)
         .unwrap()
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE '%_by_%' ORDER BY name")
@@ -475,14 +489,79 @@ async fn a_version_8_file_gets_the_listing_indexes() {
     conformance::listings(&store).await;
 }
 
-/// Turns a current file back into what release `version` (1 to 8) wrote: version 9 added
-/// the indexes of the paged listings, version 8 added
+/// A version 9 file (before the step history) gets the `turn_steps` table, with the closed
+/// step each turn's record held copied in; its parked turn is kept, answered and resumed as
+/// before, and the steps its writes close from then on are all kept.
+#[tokio::test]
+async fn a_version_9_file_gets_the_step_history() {
+    let (_dir, path) = temp_db();
+    let mut done = turn("done", TurnStatus::Completed, &[]);
+    done.pending = None;
+    done.last_step = Some(closed_step(4, "before the upgrade"));
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .put_session(&SessionRecord::new("kept"), None)
+            .await
+            .unwrap();
+        store
+            .put_turn(&turn("parked", TurnStatus::Waiting, &["q1"]), None)
+            .await
+            .unwrap();
+        store.put_turn(&done, None).await.unwrap();
+    }
+    downgrade(&path, 9);
+    assert_eq!(user_version(&path), 9);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), 10);
+    let first = toolwright_runtime::PageRequest::first(10);
+    let kept = store.turn_steps("done", &first).await.unwrap();
+    assert_eq!(kept.items, [done.last_step.clone().unwrap()]);
+    let (mut parked, version) = store.turn("parked").await.unwrap().unwrap();
+    assert_eq!(parked.status, TurnStatus::Waiting);
+    assert_eq!(parked.request("q1").unwrap().request_id, "q1");
+    assert_eq!(
+        store.turn_of_request("q1").await.unwrap().as_deref(),
+        Some("parked")
+    );
+    assert!(
+        store
+            .turn_steps("parked", &first)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // The parked step closes, then two more steps: each write keeps its step.
+    let mut version = version;
+    for index in 0..3 {
+        parked.pending = None;
+        parked.status = TurnStatus::Active;
+        parked.last_step = Some(closed_step(index, "after the upgrade"));
+        version = store.put_turn(&parked, Some(version)).await.unwrap();
+    }
+    let steps = store.turn_steps("parked", &first).await.unwrap();
+    let indexes: Vec<u32> = steps.items.iter().map(|step| step.index).collect();
+    assert_eq!(indexes, [0, 1, 2]);
+    conformance::steps(&store).await;
+}
+
+/// Turns a current file back into what release `version` (1 to 9) wrote: version 10 added
+/// the history of turns' closed steps, version 9 the indexes of the paged listings, version 8
+/// added
 /// attachments and what deleting and retention walk, version 7 the model loop's conversation, version 6 kept
 /// answers beside their turn, version 5 keyed grants by requester and marked what each write
 /// indexed, version 4 added the pins, version 3 leases and timer columns, version 2 the task
 /// tables. (A file with answers beside a turn has none of that turn's answers after this.)
 fn downgrade(path: &Path, version: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("DROP TABLE turn_steps; PRAGMA user_version = 9;")
+        .unwrap();
+    if version == 9 {
+        return;
+    }
     conn.execute_batch(
         "DROP INDEX sessions_by_update; DROP INDEX turns_by_status; \
          DROP INDEX turns_by_session_update; DROP INDEX tasks_by_creation; \
@@ -558,7 +637,7 @@ async fn a_version_3_file_gets_a_pins_table() {
     assert_eq!(user_version(&path), 3);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert!(store.session("kept").await.unwrap().is_some());
     conformance::pins(&store).await;
 }
@@ -575,7 +654,7 @@ async fn a_version_5_file_keeps_its_parked_turn_and_takes_answers_beside_it() {
     assert_eq!(user_version(&path), 5);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     assert_eq!(
         store.turn_of_request("r2").await.unwrap().as_deref(),
@@ -596,7 +675,7 @@ async fn a_version_6_file_gets_a_conversation_and_keeps_its_parked_turn() {
     assert_eq!(user_version(&path), 6);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert_eq!(store.turn("parked").await.unwrap(), Some((parked, 1)));
     conformance::conversation(&store).await;
 }
@@ -619,7 +698,7 @@ async fn a_version_7_file_gets_attachments_and_keeps_its_parked_turn() {
     assert_eq!(user_version(&path), 7);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert_eq!(
         store.turn("parked").await.unwrap(),
         Some((parked.clone(), 1))
@@ -653,7 +732,7 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     downgrade(&path, 1);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert!(store.session("kept").await.unwrap().is_some());
     assert!(store.open_tasks().await.unwrap().is_empty());
 }
@@ -681,7 +760,7 @@ async fn a_version_2_file_gets_its_timers_indexed() {
     downgrade(&path, 2);
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     assert_eq!(store.due_turns(at).await.unwrap(), ["sleeper"]);
     assert!(store.due_turns(at - 1).await.unwrap().is_empty());
     assert!(store.expired_leases().await.unwrap().is_empty());
@@ -723,7 +802,7 @@ async fn a_version_4_file_gives_its_grants_to_the_one_requester_who_acted() {
         .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(user_version(&path), 9);
+    assert_eq!(user_version(&path), 10);
     let keys = |session: &'static str, requester: String| {
         let store = &store;
         async move { store.approvals(session, &requester).await.unwrap() }

@@ -13,8 +13,8 @@ use super::page::{
     Page, PageRequest, SessionSummary, TaskFilter, TaskSummary, TurnFilter, TurnSummary, not_listed,
 };
 use crate::record::{
-    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
-    TaskRecord, TurnRecord,
+    AttachmentRecord, ClosedStep, ConversationEntry, JournalEntry, PinRecord, SessionRecord,
+    StepPatch, TaskRecord, TurnRecord,
 };
 
 /// The requester of calls made on behalf of nobody in particular (a turn without a `current`
@@ -630,6 +630,40 @@ pub trait Store: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Page<TurnSummary>, StoreError>> {
         let _ = (filter, page);
         Box::pin(std::future::ready(Err(not_listed("list_turns"))))
+    }
+
+    /// The closed steps of turn `turn_id`, oldest first (by [`ClosedStep::index`]), a page at
+    /// a time: a turn's timeline, as a console shows it. A [`TurnRecord`] holds only its last
+    /// closed step ([`TurnRecord::last_step`]); the store keeps every one.
+    ///
+    /// What is kept: each [`ClosedStep`] a turn write carried as `last_step`, one per index. It
+    /// is written by [`Store::write_turn`] (and [`Store::write_turn_appending`], and
+    /// [`Store::put_turn`]) in the same transaction as the turn, so a turn whose write
+    /// committed has its step listed and one whose write was refused (a conflict, a claim
+    /// that does not hold) has nothing new. A write that carries a step of an index already
+    /// kept replaces it: the history holds each step in the form the turn last wrote it
+    /// (a step closed again, e.g. by a cancel that won the write, keeps its latest results).
+    /// A write without a `last_step`, or with the one the previous write carried unchanged,
+    /// adds nothing. Answers recorded with [`Store::settle_request`] change no closed step.
+    ///
+    /// A page holds at most [`PageRequest::limit`] steps (the limit checked with
+    /// [`PageRequest::checked_limit`]: 0 or above [`MAX_PAGE_LIMIT`](super::MAX_PAGE_LIMIT) is
+    /// a [`StoreError::Invalid`]); [`Page::next`] is the last step's index as the cursor's
+    /// text, and the next page starts after it. A turn that is not stored, or has no closed
+    /// step, gives an empty page.
+    ///
+    /// The steps are deleted with their turn: by [`Store::delete_session`] and by the sweeps
+    /// of [`Store::sweep_turns`], in the transaction that deletes the turn.
+    ///
+    /// The default refuses, as [`Store::list_sessions`]'s: a store written before the history
+    /// keeps compiling, and lists no steps.
+    fn turn_steps<'a>(
+        &'a self,
+        turn_id: &'a str,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<ClosedStep>, StoreError>> {
+        let _ = (turn_id, page);
+        Box::pin(std::future::ready(Err(not_listed("turn_steps"))))
     }
 
     /// One page of the store's workflow tasks that `filter` selects (of one session, only the

@@ -93,7 +93,9 @@ impl PageRequest {
 /// One page of a listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page<T> {
-    /// The items, most recently written first; at most the request's limit.
+    /// The items, in the listing's order (most recently written first; a turn's steps,
+    /// [`Store::turn_steps`](super::Store::turn_steps), oldest first); at most the request's
+    /// limit.
     pub items: Vec<T>,
     /// The cursor of the next page ([`PageRequest::after`]), or `None` when this page is the
     /// listing's last.
@@ -250,6 +252,20 @@ pub(super) mod sql {
             .ok_or_else(|| foreign("sessions", cursor))
     }
 
+    /// Where a page of a turn's steps starts: after the step whose index is the cursor's
+    /// text (the listing of [`Store::turn_steps`](crate::store::Store::turn_steps), whose
+    /// cursor is the index alone), or before every step (`-1`) for the first page.
+    pub(in crate::store) fn step_position(after: Option<&Cursor>) -> Result<i64, StoreError> {
+        match after {
+            None => Ok(-1),
+            Some(cursor) => cursor
+                .as_str()
+                .parse::<u32>()
+                .map(i64::from)
+                .map_err(|_| foreign("turn steps", cursor)),
+        }
+    }
+
     fn foreign(listing: &str, cursor: &Cursor) -> StoreError {
         StoreError::Invalid(format!(
             "cursor `{cursor}` is not a position in this store's listing of {listing}; pass the \
@@ -293,5 +309,13 @@ mod tests {
         let sessions = sql::cursor("sessions", "17:s:1");
         assert_eq!(sql::session_position(&sessions).unwrap(), (17, "s:1"));
         assert!(sql::session_position(&Cursor::new("sessions:17")).is_err());
+        assert_eq!(sql::step_position(None).unwrap(), -1);
+        assert_eq!(sql::step_position(Some(&Cursor::new("7"))).unwrap(), 7);
+        for foreign in ["turns:7", "-1", "x", ""] {
+            assert!(matches!(
+                sql::step_position(Some(&Cursor::new(foreign))),
+                Err(StoreError::Invalid(_))
+            ));
+        }
     }
 }

@@ -5,8 +5,8 @@ use serde::de::DeserializeOwned;
 
 use super::{Lease, StoreError};
 use crate::record::{
-    AttachmentPlace, AttachmentRecord, ConversationEntry, StepPatch, TaskStatus, TurnRecord,
-    TurnStatus,
+    AttachmentPlace, AttachmentRecord, ClosedStep, ConversationEntry, StepPatch, TaskStatus,
+    TurnRecord, TurnStatus,
 };
 
 /// The column value of a turn status. It is part of both schemas (their partial indexes name
@@ -112,6 +112,45 @@ pub(super) fn decode_message(
         turn_id,
         message,
     })
+}
+
+/// The closed step a write of `record` carries into the step history
+/// ([`super::Store::turn_steps`]): its index and its JSON, encoded once per write; `None` when
+/// the record has no closed step (the write then adds nothing to the history).
+pub(super) fn closed_step(record: &TurnRecord) -> Result<Option<(i64, String)>, StoreError> {
+    record
+        .last_step
+        .as_ref()
+        .map(|step| Ok((i64::from(step.index), encode(&record.id, step)?)))
+        .transpose()
+}
+
+/// The columns a page of a turn's steps reads: the index and the JSON.
+pub(super) type StepRow = (i64, String);
+
+/// The page of turn `turn_id`'s steps that read up to `limit + 1` `rows`, oldest first (the
+/// one more tells whether a next page exists); the next page's cursor is the last step's index.
+pub(super) fn step_page(
+    turn_id: &str,
+    mut rows: Vec<StepRow>,
+    limit: usize,
+) -> Result<super::Page<ClosedStep>, StoreError> {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next = rows
+        .last()
+        .filter(|_| more)
+        .map(|(index, _)| super::Cursor::new(index.to_string()));
+    let items = rows
+        .into_iter()
+        .map(|(index, json)| {
+            serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {
+                id: format!("{turn_id}#{index}"),
+                error: format!("a closed step of the turn's history: {error}"),
+            })
+        })
+        .collect::<Result<Vec<ClosedStep>, _>>()?;
+    Ok(super::Page { items, next })
 }
 
 /// A time in Unix milliseconds as a 64-bit SQL integer (saturating).

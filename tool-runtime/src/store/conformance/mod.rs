@@ -35,6 +35,9 @@
 //!   [`retention`], which sweeps store-wide and so runs on a store of its own, not in [`run`]);
 //! - the listings ([`listings`]) are newest first, bounded, refuse limits out of range and
 //!   cursors of other listings, and list a record left alone between pages exactly once;
+//! - a turn's closed steps ([`steps`]) are kept one per index in the form the turn's write last
+//!   carried, written with the turn or not at all, listed oldest first a page at a time, and
+//!   deleted with the turn (by deleting its session, or by a retention sweep);
 //! - records come back equal to what was written, including any text (a NUL character too).
 
 use crate::store::Store;
@@ -54,6 +57,7 @@ mod requests;
 mod retention;
 mod round_trip;
 mod sessions;
+mod steps;
 mod tasks;
 mod timers;
 mod turns;
@@ -72,6 +76,7 @@ pub use requests::requests;
 pub use retention::retention;
 pub use round_trip::round_trip;
 pub use sessions::sessions;
+pub use steps::steps;
 pub use tasks::tasks;
 pub use timers::timers;
 pub use turns::turns;
@@ -95,4 +100,5 @@ pub async fn run(store: &dyn Store) {
     attachments(store).await;
     delete(store).await;
     listings(store).await;
+    steps(store).await;
 }

@@ -8,11 +8,12 @@ use toolwright_core::ToolError;
 
 use super::fixtures::{awkward_json, minimal_task, turn};
 use super::part::Part;
+use super::steps::closed;
 use crate::record::{
     CallResult, EntryKind, JournalEntry, SessionRecord, TaskCall, TaskRecord, TaskStatus,
     TurnRecord, TurnStatus,
 };
-use crate::store::{Claim, Store, TurnRetention};
+use crate::store::{Claim, PageRequest, Store, TurnRetention};
 
 /// Long enough for the store's clock to move on between two writes.
 const TICK: Duration = Duration::from_millis(5);
@@ -111,7 +112,9 @@ async fn fill(store: &dyn Store, part: &Part) -> Written {
             _ => TurnStatus::Completed,
         };
         let request = format!("{id}-r");
-        write(store, part, &turn(id, &k, status, &[request.as_str()])).await;
+        let mut record = turn(id, &k, status, &[request.as_str()]);
+        record.last_step = Some(closed(0, "kept"));
+        write(store, part, &record).await;
     }
     let tt = ids(&t, &["delivered", "running", "undelivered", "call"]);
     for id in &tt {
@@ -168,7 +171,7 @@ async fn fill(store: &dyn Store, part: &Part) -> Written {
 }
 
 /// Retention: finished turns beyond the newest `keep` of their session, or older than a
-/// duration, go with their journals and request index rows, and the ended tasks they started;
+/// duration, go with their journals, request index rows and closed steps, and the ended tasks they started;
 /// never a turn that is not finished, nor one a task still needs (a task that has not ended,
 /// or whose result was not delivered, holding the turn by its start or by a call); sessions
 /// are idle only when all their work is over. Sweeps are store-wide: run this part on a store
@@ -224,6 +227,17 @@ async fn by_count(store: &dyn Store, part: &Part, w: &Written) {
         .is_none(),
         "{part}: a swept turn's request index rows go with it"
     );
+    for (id, kept) in [(&w.kt[0], false), (&w.kt[2], true)] {
+        let steps = part.ok(
+            "listing steps",
+            store.turn_steps(id, &PageRequest::first(10)).await,
+        );
+        assert_eq!(
+            steps.items.len(),
+            usize::from(kept),
+            "{part}: a swept turn's steps go with it, a kept one's stay (turn `{id}`)"
+        );
+    }
     for id in &w.tt {
         assert!(
             exists(store, part, id).await,

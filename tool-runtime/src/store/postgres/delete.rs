@@ -109,7 +109,8 @@ async fn check_idle(tx: &mut PgTransaction<'_>, session_id: &str) -> Result<(), 
     Ok(())
 }
 
-/// Deletes `turns` with their request index rows, recorded answers and journals: their calls'
+/// Deletes `turns` with their request index rows, recorded answers, step histories and
+/// journals: their calls'
 /// (`<turn>/<call>`, a task's too), their steering logs (`<turn>#steering`) and their hooks'
 /// (`hooks/<id>`, whose registration at position 0 names its turn). Run ids are compared in the
 /// "C" collation (bytes), which the journal's `journal_by_run_c` index is in: a prefix range
@@ -147,6 +148,7 @@ pub(super) async fn delete_turns(
         ("DELETE FROM journal WHERE run_id = ANY($1)", &steering[..]),
         ("DELETE FROM requests WHERE turn_id = ANY($1)", turns),
         ("DELETE FROM turn_patches WHERE turn_id = ANY($1)", turns),
+        ("DELETE FROM turn_steps WHERE turn_id = ANY($1)", turns),
         ("DELETE FROM turns WHERE id = ANY($1)", turns),
     ] {
         query(statement).bind(ids).execute(&mut **tx).await?;

@@ -1,15 +1,18 @@
 //! The listings a console pages through ([`crate::Store::list_sessions`], `list_turns`,
-//! `list_tasks`): one statement per page, reading an index newest first from below the
+//! `list_tasks`, and a turn's steps, `turn_steps`, oldest first by the primary key of
+//! `turn_steps`): one statement per page, reading an index newest first from below the
 //! cursor's position (migration 7's indexes, and the partial index of open tasks), so a page
 //! costs the same however deep the listing goes.
 
 use sqlx_core::query_as::query_as;
 
 use super::{Failure, PostgresStore};
+use crate::record::ClosedStep;
 use crate::record::TurnStatus;
-use crate::store::page::sql::{sequence, session_position};
+use crate::store::page::sql::{sequence, session_position, step_position};
 use crate::store::rows::{
-    SessionRow, TaskRow, TurnRow, session_page, status_name, task_page, turn_page,
+    SessionRow, StepRow, TaskRow, TurnRow, session_page, status_name, step_page, task_page,
+    turn_page,
 };
 use crate::store::{
     Page, PageRequest, SessionSummary, TaskFilter, TaskSummary, TurnFilter, TurnSummary,
@@ -97,6 +100,10 @@ const SESSIONS_FIRST: &str =
 const SESSIONS_AFTER: &str = "SELECT id, version, updated_ms FROM sessions \
     WHERE (updated_ms, id) < ($1, $2) ORDER BY updated_ms DESC, id DESC LIMIT $3";
 
+/// A page of a turn's steps: `$1` the turn, `$2` the index the page starts after, `$3` rows.
+const STEPS: &str = "SELECT step, json FROM turn_steps WHERE turn_id = $1 AND step > $2 \
+    ORDER BY step LIMIT $3";
+
 /// Where a page starts: below the cursor's write position, or below every one.
 fn below(listing: &str, page: &PageRequest) -> Result<i64, Failure> {
     Ok(match &page.after {
@@ -155,6 +162,23 @@ impl PostgresStore {
         }
         let rows: Vec<TurnRow> = statement.fetch_all(&self.pool).await?;
         Ok(turn_page(rows, limit)?)
+    }
+
+    /// One page of turn `turn_id`'s closed steps, by index, oldest first (the primary key of
+    /// `turn_steps`, read in order from after the cursor's index).
+    pub(super) async fn step_listing(
+        &self,
+        turn_id: &str,
+        page: &PageRequest,
+    ) -> Result<Page<ClosedStep>, Failure> {
+        let limit = page.checked_limit()?;
+        let rows: Vec<StepRow> = query_as(STEPS)
+            .bind(turn_id)
+            .bind(step_position(page.after.as_ref())?)
+            .bind(fetched(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(step_page(turn_id, rows, limit)?)
     }
 
     /// One page of the tasks `filter` selects, by creation, newest first.
@@ -305,6 +329,18 @@ mod tests {
             .join("\n");
         assert!(
             plan.contains("sessions_by_update") && !plan.contains("Sort"),
+            "{plan}"
+        );
+        let plan = query_scalar::<_, String>(AssertSqlSafe(format!("EXPLAIN {STEPS}")))
+            .bind("t1")
+            .bind(10_i64)
+            .bind(101_i64)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .join("\n");
+        assert!(
+            plan.contains("turn_steps_pkey") && !plan.contains("Sort"),
             "{plan}"
         );
         pool.close().await;

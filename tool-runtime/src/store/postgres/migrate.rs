@@ -45,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "listings",
         include_str!("../../../migrations/postgres/0007_listings.sql"),
     ),
+    (
+        8,
+        "turn steps",
+        include_str!("../../../migrations/postgres/0008_turn_steps.sql"),
+    ),
 ];
 
 /// Where sqlx records the applied migrations: a name of toolwright's own, so that an application

@@ -21,7 +21,8 @@ use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::rows::{
-    clamp, decode, decode_pins, encode, status_name, stored_versions, task_status_name, written,
+    clamp, closed_step, decode, decode_pins, encode, status_name, stored_versions,
+    task_status_name, written,
 };
 use super::{
     Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Since,
@@ -29,8 +30,8 @@ use super::{
     Written,
 };
 use crate::record::{
-    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
-    TaskRecord, TurnRecord,
+    AttachmentRecord, ClosedStep, ConversationEntry, JournalEntry, PinRecord, SessionRecord,
+    StepPatch, TaskRecord, TurnRecord,
 };
 
 /// The current time by the database server's clock, in Unix milliseconds. `clock_timestamp()`
@@ -357,6 +358,7 @@ impl Store for PostgresStore {
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
                     appended,
+                    step: closed_step(record)?,
                     announce: Announce::WakeUp,
                 };
                 self.write_record(&TURNS, row, expected, claim).await
@@ -745,6 +747,7 @@ impl Store for PostgresStore {
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
                     appended: Appended::default(),
+                    step: None,
                     announce: Announce::task(record),
                 };
                 self.write_record(&TASKS, row, expected, claim).await
@@ -816,6 +819,17 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let result = self.turn_listing(filter, page).await;
             self.finish(result, || "listing turns".to_owned())
+        })
+    }
+
+    fn turn_steps<'a>(
+        &'a self,
+        turn_id: &'a str,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<ClosedStep>, StoreError>> {
+        Box::pin(async move {
+            let result = self.step_listing(turn_id, page).await;
+            self.finish(result, || format!("listing the steps of turn `{turn_id}`"))
         })
     }
 

@@ -1,5 +1,6 @@
-//! Turn and task rows: the write of one with its claim, its request index and, when a waiter
-//! on some instance needs it, its notification, in one transaction.
+//! Turn and task rows: the write of one with its claim, its request index, a turn's closed
+//! step in its history and, when a waiter on some instance needs it, its notification, in one
+//! transaction.
 //!
 //! A notifying commit is costly beyond its own statement: PostgreSQL serialises the commits of
 //! every transaction that sent a `NOTIFY`, cluster-wide, so that they cannot share a WAL flush.
@@ -100,11 +101,26 @@ impl PostgresStore {
             appended.messages,
         )
         .await?;
-        query(sql.mark)
-            .bind(id)
-            .bind(&marker)
-            .execute(&mut *tx)
-            .await?;
+        // The closed step a turn write carries goes into its history with the marker, in one
+        // statement (see `RecordSql::mark_step`).
+        match (&row.step, sql.mark_step) {
+            (Some((index, json)), Some(mark_step)) => {
+                query(mark_step)
+                    .bind(id)
+                    .bind(&marker)
+                    .bind(index)
+                    .bind(json)
+                    .execute(&mut *tx)
+                    .await?
+            }
+            _ => {
+                query(sql.mark)
+                    .bind(id)
+                    .bind(&marker)
+                    .execute(&mut *tx)
+                    .await?
+            }
+        };
         if let Some(payload) = row.announce.payload(sql.kind, id, row.wake_at, stored_wake) {
             query("SELECT pg_notify($1, $2)")
                 .bind(CHANNEL)
@@ -178,6 +194,9 @@ pub(super) struct RecordRow<'a> {
     pub(super) requests: Vec<String>,
     /// The conversation's messages a turn's write appends (none for a task).
     pub(super) appended: Appended<'a>,
+    /// The closed step a turn's write keeps in its step history, its index and JSON (none for
+    /// a task, or a turn without one).
+    pub(super) step: Option<(i64, String)>,
     /// Whether the write notifies.
     pub(super) announce: Announce,
 }

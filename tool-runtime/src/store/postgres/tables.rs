@@ -19,6 +19,10 @@ pub(super) struct RecordSql {
     pub(super) marker: &'static str,
     /// Stores the `indexed` marker of this write: `$1 id, $2 marker`.
     pub(super) mark: &'static str,
+    /// `mark` for a write that also keeps a closed step in the record's step history (turns
+    /// only): `$3` the step's index, `$4` its JSON. The upsert rides in the same statement, so
+    /// keeping the step costs the write no round trip.
+    pub(super) mark_step: Option<&'static str>,
     /// Drops what was recorded beside the record and the update has taken in: `$1 id`.
     pub(super) absorbed: Option<&'static str>,
 }
@@ -56,6 +60,15 @@ pub(super) const TURNS: RecordSql = RecordSql {
             ON CONFLICT (request_id) DO UPDATE SET turn_id = excluded.turn_id",
     marker: "SELECT indexed, wake_at FROM turns WHERE id = $1",
     mark: "UPDATE turns SET indexed = $2 WHERE id = $1",
+    // A step closed again with the same index replaces its row; a row already holding the same
+    // JSON (the step the previous write carried, unchanged) is not written again. A
+    // data-modifying CTE runs whether or not the statement reads it.
+    mark_step: Some(
+        "WITH kept AS (INSERT INTO turn_steps (turn_id, step, json) VALUES ($1, $3, $4) \
+         ON CONFLICT (turn_id, step) DO UPDATE SET json = excluded.json \
+         WHERE turn_steps.json <> excluded.json) \
+         UPDATE turns SET indexed = $2 WHERE id = $1",
+    ),
     absorbed: Some("DELETE FROM turn_patches WHERE turn_id = $1"),
 };
 
@@ -90,5 +103,6 @@ pub(super) const TASKS: RecordSql = RecordSql {
             ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
     marker: "SELECT indexed, wake_at FROM tasks WHERE id = $1",
     mark: "UPDATE tasks SET indexed = $2 WHERE id = $1",
+    mark_step: None,
     absorbed: None,
 };

@@ -123,12 +123,15 @@ pub(super) fn delete_hooks(tx: &Transaction<'_>, turns: &[String]) -> Result<(),
     Ok(())
 }
 
-/// Deletes turn `id` with its request index rows, recorded answers and journals: its calls'
-/// (`<turn>/<call>`, a task's too) and its steering log (`<turn>#steering`).
+/// Deletes turn `id` with its request index rows, recorded answers, step history and
+/// journals: its calls' (`<turn>/<call>`, a task's too) and its steering log
+/// (`<turn>#steering`).
 pub(super) fn delete_turn(tx: &Transaction<'_>, id: &str) -> Result<(), Failure> {
     tx.prepare_cached("DELETE FROM requests WHERE turn_id = ?1")?
         .execute([id])?;
     tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")?
+        .execute([id])?;
+    tx.prepare_cached("DELETE FROM turn_steps WHERE turn_id = ?1")?
         .execute([id])?;
     let (from, to) = journal_range(id);
     tx.prepare_cached("DELETE FROM journal WHERE run_id >= ?1 AND run_id < ?2")?

@@ -23,8 +23,8 @@ use super::{
     Written,
 };
 use crate::record::{
-    AttachmentRecord, ConversationEntry, JournalEntry, PinRecord, SessionRecord, StepPatch,
-    TaskRecord, TurnRecord,
+    AttachmentRecord, ClosedStep, ConversationEntry, JournalEntry, PinRecord, SessionRecord,
+    StepPatch, TaskRecord, TurnRecord,
 };
 
 mod attachments;
@@ -698,6 +698,18 @@ impl Store for SqliteStore {
         self.call("listing turns".to_owned(), move |conn| {
             listings::turns(conn, &filter, &page)
         })
+    }
+
+    fn turn_steps<'a>(
+        &'a self,
+        turn_id: &'a str,
+        page: &'a PageRequest,
+    ) -> BoxFuture<'a, Result<Page<ClosedStep>, StoreError>> {
+        let (turn_id, page) = (turn_id.to_owned(), page.clone());
+        self.call(
+            format!("listing the steps of turn `{turn_id}`"),
+            move |conn| turns::steps(conn, &turn_id, &page),
+        )
     }
 
     fn list_tasks<'a>(

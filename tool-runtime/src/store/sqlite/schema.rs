@@ -19,7 +19,7 @@ const APPLICATION_ID: i32 = 0x5457_7374;
 /// `n + 1`. A released script is never edited; a schema change appends one.
 const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
-    SCHEMA_V9,
+    SCHEMA_V9, SCHEMA_V10,
 ];
 
 /// Version 1.
@@ -195,6 +195,26 @@ CREATE INDEX sessions_by_update ON sessions (updated_ms, id);
 CREATE INDEX turns_by_status ON turns (status, updated) WHERE status NOT IN ('waiting', 'running');
 CREATE INDEX turns_by_session_update ON turns (session_id, updated);
 CREATE INDEX tasks_by_creation ON tasks (created);
+";
+
+/// Version 10: the history of a turn's closed steps (`Store::turn_steps`), one row per step
+/// index holding its [`ClosedStep`](crate::record::ClosedStep) as the turn's write last
+/// carried it (`TurnRecord::last_step`), written in the transaction of that write and deleted
+/// with the turn. The turns the file holds keep the one closed step their record has: it is
+/// copied in (a record that is not valid JSON is left out, not failed on; its turn reads as
+/// corrupt anyway).
+const SCHEMA_V10: &str = "
+CREATE TABLE turn_steps (
+    turn_id TEXT NOT NULL,
+    step    INTEGER NOT NULL,
+    json    TEXT NOT NULL,
+    PRIMARY KEY (turn_id, step)
+) WITHOUT ROWID;
+INSERT INTO turn_steps (turn_id, step, json)
+    SELECT id, json_extract(json, '$.last_step.index'), json_extract(json, '$.last_step')
+    FROM turns
+    WHERE CASE WHEN json_valid(json) THEN json_type(json, '$.last_step') = 'object'
+               AND json_type(json, '$.last_step.index') = 'integer' ELSE 0 END;
 ";
 
 /// The file's schema version, after checking the file is a toolwright store this build can use.

@@ -1,14 +1,21 @@
-//! Turns in the SQLite file: the record, and the answers recorded beside it
-//! (`turn_patches`) until the next write of the whole record takes them in.
+//! Turns in the SQLite file: the record, the answers recorded beside it (`turn_patches`)
+//! until the next write of the whole record takes them in, and the history of its closed steps
+//! (`turn_steps`), which every write carrying a closed step keeps up to date.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Failure;
 use super::claims::{OwnedClaim, check_claim, claim_holds, next_lease, now_ms, take_lease};
 use super::requests::index_requests;
-use crate::record::TurnRecord;
-use crate::store::rows::{clamp, decode_turn, encode, status_name, stored_versions, written};
-use crate::store::{Appended, Claim, Lease, LeaseKind, Since, StepSince, StoreError, Written};
+use crate::record::{ClosedStep, TurnRecord};
+use crate::store::page::sql::step_position;
+use crate::store::rows::{
+    StepRow, clamp, closed_step, decode_turn, encode, status_name, step_page, stored_versions,
+    written,
+};
+use crate::store::{
+    Appended, Claim, Lease, LeaseKind, Page, PageRequest, Since, StepSince, StoreError, Written,
+};
 use serde_json::Value;
 
 /// Turn `id` with the answers recorded since its last write applied, read in one transaction
@@ -145,7 +152,16 @@ pub(super) struct TurnWrite {
     /// The conversation's messages the write appends: the first one's position, and each
     /// message encoded.
     appended: (u64, Vec<String>),
+    /// The closed step the record carries (`last_step`), its index and JSON, for the step
+    /// history.
+    step: Option<(i64, String)>,
 }
+
+/// Keeps a turn's closed step in its history (`?1` the turn, `?2` the index, `?3` the JSON): a
+/// step closed again with the same index replaces the row, and a row already holding the same
+/// JSON (the step the previous write carried, unchanged) is not written again.
+const KEEP_STEP: &str = "INSERT INTO turn_steps (turn_id, step, json) VALUES (?1, ?2, ?3) \
+    ON CONFLICT (turn_id, step) DO UPDATE SET json = excluded.json WHERE json != excluded.json";
 
 impl TurnWrite {
     /// Encodes `record` for a write at `expected` doing `claim`.
@@ -172,12 +188,14 @@ impl TurnWrite {
                 appended.first,
                 appended.messages.iter().map(Value::to_string).collect(),
             ),
+            step: closed_step(record)?,
         })
     }
 }
 
 /// Writes the whole record (see [`crate::Store::write_turn`]); the answers recorded beside the
-/// turn are in it now, and go.
+/// turn are in it now, and go. The closed step it carries goes into the turn's step history
+/// in the same transaction (one statement more, only when the record has one).
 pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written, Failure> {
     let TurnWrite {
         id,
@@ -186,6 +204,7 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
         expected,
         claim,
         appended: (first, messages),
+        step,
         ..
     } = write;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -206,6 +225,10 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
     // answer is recognised as an answer to a settled request, not an unknown one.
     index_requests(&tx, LeaseKind::Turn, id, requests, stored_marker)?;
     super::conversation::insert(&tx, session_id, id, *first, messages)?;
+    if let Some((index, json)) = step {
+        tx.prepare_cached(KEEP_STEP)?
+            .execute(params![id, index, json])?;
+    }
     tx.commit()?;
     Ok(Written { version, lease })
 }
@@ -324,4 +347,26 @@ fn next_sequence(tx: &rusqlite::Transaction<'_>) -> Result<i64, Failure> {
     Ok(tx
         .prepare_cached("SELECT coalesce(max(updated), 0) + 1 FROM turns")?
         .query_row([], |row| row.get(0))?)
+}
+
+/// One page of turn `turn_id`'s closed steps, oldest first (see [`crate::Store::turn_steps`]):
+/// one statement, reading the primary key in order from after the cursor's index.
+pub(super) fn steps(
+    conn: &mut Connection,
+    turn_id: &str,
+    page: &PageRequest,
+) -> Result<Page<ClosedStep>, Failure> {
+    let limit = page.checked_limit()?;
+    let after = step_position(page.after.as_ref())?;
+    let fetch = i64::try_from(limit).map_or(i64::MAX, |limit| limit + 1);
+    let rows = conn
+        .prepare_cached(
+            "SELECT step, json FROM turn_steps WHERE turn_id = ?1 AND step > ?2 \
+             ORDER BY step LIMIT ?3",
+        )?
+        .query_map(params![turn_id, after, fetch], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<Result<Vec<StepRow>, _>>()?;
+    Ok(step_page(turn_id, rows, limit)?)
 }
