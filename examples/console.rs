@@ -437,7 +437,8 @@ async fn show(
     let first = views::page(None, 50);
     match what {
         Shown::Turn => {
-            let turn = views::turn(runtime, Some(principal), id).await?;
+            let steps = views::page(None, toolwright::runtime::MAX_PAGE_LIMIT);
+            let turn = views::turn(runtime, Some(principal), id, steps).await?;
             print(json, &turn, |t| {
                 println!(
                     "turn {}  {:?}  session {}  steps {}",
@@ -468,6 +469,12 @@ async fn show(
                 }
                 for j in &t.journals {
                     println!("  journal {} ({} entries)", j.run_id, j.entries.len());
+                }
+                if let Some(next) = &t.steps_next {
+                    println!(
+                        "  more steps after step {} (the web console pages through them)",
+                        next.as_str()
+                    );
                 }
             });
         }

@@ -505,23 +505,37 @@ struct TurnPage<'a> {
     events: &'a [crate::RecentEvent],
 }
 
+#[derive(Deserialize)]
+struct TurnQuery {
+    steps_after: Option<String>,
+}
+
 async fn turn(
     State(shared): SharedState,
     operator: Operator,
     headers: HeaderMap,
     Path(id): Path<String>,
+    Query(q): Query<TurnQuery>,
 ) -> Response {
-    match views::turn(&shared.runtime, Some(&operator.principal), &id).await {
+    let steps = views::page(q.steps_after.as_deref(), shared.page_size);
+    match views::turn(&shared.runtime, Some(&operator.principal), &id, steps).await {
         Ok(view) => {
             let events = shared.recent.of(&id);
             let frame = frame(&shared, &operator);
+            let next = view.steps_next.as_ref().map(|c| {
+                shared.link(&format!(
+                    "/turns/{}?steps_after={}",
+                    pages::segment(&id),
+                    pages::query_value(c.as_str())
+                ))
+            });
             page(
                 &headers,
                 &TurnPage {
                     turn: &view,
                     events: &events,
                 },
-                |_| pages::turn(&frame, &view, &events),
+                |_| pages::turn(&frame, &view, &events, next),
             )
         }
         Err(error) => failed(&shared, &operator, &headers, &error),

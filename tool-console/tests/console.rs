@@ -50,6 +50,18 @@ async fn restart(args: RestartArgs) -> Restarted {
     }
 }
 
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct StatusArgs {
+    /// The service.
+    service: String,
+}
+
+/// Tells whether a service is up.
+#[tool(effect = read)]
+async fn status(args: StatusArgs) -> String {
+    format!("{} is up", args.service)
+}
+
 /// Tokens `alice-token` and `bob-token`.
 struct Tokens;
 
@@ -88,7 +100,7 @@ struct Setup {
 impl Setup {
     async fn new(page_size: usize) -> Setup {
         let dir = tempfile::tempdir().unwrap();
-        let registry = Registry::from_tools([restart::TOOL]).unwrap();
+        let registry = Registry::from_tools([restart::TOOL, status::TOOL]).unwrap();
         let runtime = Runtime::builder(registry)
             .store(SqliteStore::open(dir.path().join("console.db")).unwrap())
             .build()
@@ -628,4 +640,66 @@ async fn a_turns_messages_from_the_conversation_are_on_its_page() {
         !page.contains("elsewhere"),
         "another turn's message: {page}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_steps_are_paged_oldest_first_with_the_parked_one_last() {
+    let setup = Setup::new(2).await;
+    let session = setup
+        .runtime
+        .open_session(SessionSpec::new("many-steps").initiator(alice()))
+        .await
+        .unwrap();
+    let turn = session
+        .begin_turn(Some(alice()), Caller::Model)
+        .await
+        .unwrap();
+    for (n, service) in ["alpha", "beta", "gamma"].into_iter().enumerate() {
+        let input = serde_json::json!({ "service": service }).to_string();
+        let outcome = turn
+            .step(vec![ToolCall::new(format!("s{n}"), "status", input)])
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, StepOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+    }
+    let input = serde_json::json!({ "service": "delta-api", "code": "otp-4711" }).to_string();
+    let StepOutcome::Waiting { requests, .. } = turn
+        .step(vec![ToolCall::new("r1", "restart", input)])
+        .await
+        .unwrap()
+    else {
+        panic!("restart waits for approval");
+    };
+    let (cookie, _) = sign_in(&setup, "alice-token").await;
+
+    let first = get(&setup, &cookie, &format!("/turns/{}", turn.id())).await;
+    assert!(
+        first.contains("alpha is up") && first.contains("beta is up"),
+        "{first}"
+    );
+    assert!(
+        !first.contains("gamma is up"),
+        "a page holds two steps: {first}"
+    );
+    assert!(
+        !first.contains(&requests[0].request_id),
+        "the parked step comes last: {first}"
+    );
+    let next = first
+        .split("href=\"")
+        .filter_map(|rest| rest.split('"').next())
+        .find(|href| href.contains("steps_after="))
+        .expect("a link to the later steps")
+        .replace("&amp;", "&");
+    let second = get(&setup, &cookie, &next).await;
+    assert!(second.contains("gamma is up"), "{second}");
+    assert!(!second.contains("alpha is up"), "{second}");
+    assert!(
+        second.contains(&requests[0].request_id),
+        "the parked step: {second}"
+    );
+    assert!(!second.contains("Later steps"), "{second}");
 }

@@ -195,7 +195,12 @@ fn call_entry(frame: &Frame<'_>, call: &CallView) -> Markup {
 
 /// One turn's page: its record, then its timeline (calls, requests, journals) and the events
 /// this process saw.
-pub(crate) fn turn(frame: &Frame<'_>, view: &TurnView, events: &[RecentEvent]) -> Markup {
+pub(crate) fn turn(
+    frame: &Frame<'_>,
+    view: &TurnView,
+    events: &[RecentEvent],
+    next: Option<String>,
+) -> Markup {
     let open = !matches!(name_of(&view.status).as_str(), "completed" | "cancelled");
     layout(
         frame,
@@ -223,6 +228,9 @@ pub(crate) fn turn(frame: &Frame<'_>, view: &TurnView, events: &[RecentEvent]) -
                 @if view.calls.is_empty() && view.requests.is_empty() { p.muted { "No step recorded yet." } }
                 @for call in &view.calls { (call_entry(frame, call)) }
                 @for request in &view.requests { (request_card(frame, request)) }
+            }
+            @if let Some(next) = next {
+                nav.pages { a href=(next) rel="next" { "Later steps →" } }
             }
             @if !view.tasks.is_empty() {
                 h2 { "Tasks it started" }
