@@ -380,7 +380,14 @@ async fn respond(
         form.note.clone(),
     )
     .await;
+    // Accepted: on to what the answer moved (a task's page for its question, else the turn's);
+    // refused or dropped: back to the inbox, which says why.
     let to = match &report {
+        Ok(ActionReport {
+            task_id: Some(task),
+            accepted: true,
+            ..
+        }) => shared.link(&format!("/tasks/{}", pages::segment(task))),
         Ok(ActionReport {
             turn_id: Some(turn),
             accepted: true,

@@ -183,14 +183,22 @@ async fn a_tasks_question_is_answered_from_the_inbox() {
         "the options as buttons: {inbox}"
     );
 
-    let status = post(
-        &server,
-        &cookie,
-        &format!("/requests/{question}/respond"),
-        &[("csrf", &csrf), ("option", "Switch")],
-    )
-    .await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
+    let response = client()
+        .post(format!(
+            "http://{}/requests/{question}/respond",
+            server.addr()
+        ))
+        .header("cookie", &cookie)
+        .form(&[("csrf", csrf.as_str()), ("option", "Switch")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        response.headers()["location"],
+        format!("/tasks/{}", task.id),
+        "on to the task the answer moved"
+    );
     let done = wait_for(&runtime, &task.id, |t| t.status == TaskStatus::Finished).await;
     assert_eq!(done.calls[0].result.as_ref().unwrap().output, "switched");
 
