@@ -26,6 +26,7 @@ pub enum Answer {
 
 /// What an action did, for a person and for a script.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct ActionReport {
     /// Whether the action took effect (`false`: refused or dropped; nothing changed).
     pub accepted: bool,

@@ -17,6 +17,7 @@ const MAX_EVENTS: usize = 200;
 
 /// One event with when this process saw it.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct RecentEvent {
     /// When it was seen, Unix milliseconds.
     pub at_ms: u64,

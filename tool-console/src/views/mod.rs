@@ -27,6 +27,7 @@ pub use work::{
 
 /// A pending or past input request, as one principal may see it.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct RequestView {
     /// The request's id (what an answer names).
     pub request_id: String,
@@ -73,6 +74,7 @@ pub struct RequestView {
 
 /// The inbox: the pending requests of one page of waiting turns and one page of open tasks.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct Inbox {
     /// The pending requests, turns' first, then tasks'.
     pub requests: Vec<RequestView>,

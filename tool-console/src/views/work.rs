@@ -17,6 +17,7 @@ use super::{RequestView, redact_input, request_view};
 
 /// A call's result, sensitive values redacted.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct ResultView {
     /// Whether the call failed.
     pub is_error: bool,
@@ -30,6 +31,7 @@ pub struct ResultView {
 
 /// One call of a turn's step.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct CallView {
     /// The step it belongs to.
     pub step: u32,
@@ -56,6 +58,7 @@ pub struct CallView {
 
 /// A journal of a durable call or a workflow body.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct JournalView {
     /// The journal's id (`<turn>/<call>`).
     pub run_id: String,
@@ -66,6 +69,7 @@ pub struct JournalView {
 
 /// A turn: its status, taint and steps.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct TurnView {
     /// The turn id.
     pub id: String,
@@ -104,6 +108,7 @@ pub const MESSAGES_PER_TURN: usize = 200;
 
 /// A workflow task.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct TaskView {
     /// The task id.
     pub id: String,
@@ -129,6 +134,7 @@ pub struct TaskView {
 
 /// A session with a page of its turns and its tasks.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct SessionView {
     /// The session id.
     pub id: String,
@@ -150,6 +156,7 @@ pub struct SessionView {
 
 /// A withheld remote tool and the change that withheld it.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct WithheldView {
     /// The tool's name (`<connection>__<tool>`).
     pub name: String,
@@ -159,6 +166,7 @@ pub struct WithheldView {
 
 /// A remote connection.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct ConnectionView {
     /// Its name.
     pub name: String,
