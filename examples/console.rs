@@ -28,7 +28,7 @@ use toolwright::console::actions::{self, ActionReport, Answer};
 use toolwright::console::{Console, views};
 use toolwright::mcp::TokenVerifier;
 use toolwright::registry::Audience;
-use toolwright::runtime::{Runtime, SqliteStore, TaskFilter, TurnFilter, TurnStatus};
+use toolwright::runtime::{Runtime, SqliteStore, TaskFilter, TurnFilter};
 use toolwright::{Principal, Registry};
 
 #[path = "seed/mod.rs"]
@@ -288,9 +288,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
                         filter = filter.session(session);
                     }
                     if let Some(status) = status {
-                        let status: TurnStatus = serde_json::from_value(serde_json::Value::String(status.clone()))
-                            .map_err(|_| format!("unknown status `{status}`: active, waiting, running, completed or cancelled"))?;
-                        filter = filter.status(status);
+                        filter = filter.status(views::turn_status(&status)?);
                     }
                     let page = views::turns(&runtime, filter, page).await?;
                     print(json, &page, |page| {

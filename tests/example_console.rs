@@ -177,7 +177,7 @@ async fn the_cli_lists_approves_and_denies() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("restart_service"));
     let bad = console(&db, &["list", "turns", "--status", "sleepy"]);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown status `sleepy`"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown turn status `sleepy`"));
 }
 
 /// A child process killed when dropped (a failed assertion leaves nothing running).
@@ -282,4 +282,33 @@ fn an_approval_from_the_console_answers_an_mcp_client_still_asking() {
         "{turn}"
     );
     assert!(client.0.wait().unwrap().success());
+}
+
+#[test]
+fn serving_beyond_loopback_warns_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("toolwright-mcp.db");
+    let mut console = Running(
+        Command::new(example("console"))
+            .arg("--db")
+            .arg(&db)
+            .args(["serve", "--addr", "0.0.0.0:0", "--token", "t"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Read on a thread of its own: without the warning the console would serve silently, and
+    // the test must fail, not wait forever.
+    let mut stderr = BufReader::new(console.0.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = stderr.read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let warning = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the console warned of nothing before serving beyond loopback");
+    assert!(warning.contains("not a loopback address"), "{warning}");
 }

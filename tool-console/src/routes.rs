@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use maud::Markup;
 use serde::{Deserialize, Serialize};
 use toolwright_core::Audience;
-use toolwright_runtime::{RuntimeError, TaskFilter, TurnFilter, TurnStatus};
+use toolwright_runtime::{RuntimeError, TaskFilter, TurnFilter};
 
 use crate::actions::{self, ActionReport, Answer};
 use crate::auth::{self, Operator};
@@ -289,7 +289,7 @@ async fn inbox(
     )
     .await;
     // "Waiting on me": the requests of the same pages that this principal may answer.
-    let mine = q.mine.as_deref().is_some_and(|m| !m.is_empty() && m != "0");
+    let mine = flag(q.mine.as_deref());
     let view = view.map(|mut inbox| {
         if mine {
             inbox.requests.retain(|r| r.may_answer);
@@ -468,8 +468,9 @@ async fn session(
     })
 }
 
-fn turn_status(name: &str) -> Option<TurnStatus> {
-    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+/// Whether a query flag (`?open=1`, `?mine=1`) is set: present, not empty and not `0`.
+fn flag(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 async fn turns(
@@ -481,11 +482,9 @@ async fn turns(
     let status = q.status.as_deref().filter(|s| !s.is_empty());
     let mut filter = TurnFilter::default();
     if let Some(name) = status {
-        match turn_status(name) {
-            Some(s) => filter = filter.status(s),
-            None => {
-                return (StatusCode::BAD_REQUEST, format!("unknown turn status `{name}`: use active, waiting, running, completed or cancelled")).into_response();
-            }
+        match views::turn_status(name) {
+            Ok(s) => filter = filter.status(s),
+            Err(message) => return (StatusCode::BAD_REQUEST, message).into_response(),
         }
     }
     let view = views::turns(
@@ -575,7 +574,7 @@ async fn tasks(
     headers: HeaderMap,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let open = q.open.as_deref().is_some_and(|o| !o.is_empty() && o != "0");
+    let open = flag(q.open.as_deref());
     let filter = if open {
         TaskFilter::default().open()
     } else {

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderValue};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,6 +16,10 @@ use toolwright::mcp::TokenVerifier;
 use toolwright::prelude::*;
 use toolwright::runtime::{Runtime, SessionSpec, SqliteStore, StepOutcome, ToolCall};
 use toolwright::{Caller, Principal};
+
+mod support;
+
+use support::{client, get, post, sign_in};
 
 /// The services `restart` ran for, in order: each test parks calls for services of its own,
 /// so it counts its own runs while the others run in parallel.
@@ -117,6 +120,10 @@ impl Setup {
         }
     }
 
+    fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr()
+    }
+
     fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.server.addr())
     }
@@ -147,74 +154,6 @@ impl Setup {
             other => panic!("the call should wait for approval: {other:?}"),
         }
     }
-}
-
-fn client() -> reqwest::Client {
-    // Loopback HTTP only; reqwest still wants a TLS provider when `tls` is on.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// Signs in with `token`: the session cookie and the page's CSRF token.
-async fn sign_in(setup: &Setup, token: &str) -> (String, String) {
-    let response = client()
-        .post(setup.url("/login"))
-        .form(&[("token", token), ("next", "/inbox")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    assert_eq!(response.headers()["location"], "/inbox");
-    let set_cookie = response.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
-    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
-    let page = get(setup, &cookie, "/inbox").await;
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("every signed-in page carries the CSRF token in its forms")
-        .to_owned();
-    (cookie, csrf)
-}
-
-async fn get(setup: &Setup, cookie: &str, path: &str) -> String {
-    let response = client()
-        .get(setup.url(path))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "GET {path}");
-    response.text().await.unwrap()
-}
-
-async fn post(
-    setup: &Setup,
-    cookie: &str,
-    path: &str,
-    form: &[(&str, &str)],
-    origin: Option<&str>,
-) -> reqwest::Response {
-    let mut headers = HeaderMap::new();
-    headers.insert("cookie", HeaderValue::from_str(cookie).unwrap());
-    if let Some(origin) = origin {
-        headers.insert("origin", HeaderValue::from_str(origin).unwrap());
-    }
-    client()
-        .post(setup.url(path))
-        .headers(headers)
-        .form(form)
-        .send()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,13 +187,13 @@ async fn signing_in_takes_a_token_the_verifier_accepts() {
         .unwrap();
     assert_eq!(response.headers()["location"], "/");
 
-    let (cookie, csrf) = sign_in(&setup, "alice-token").await;
-    let inbox = get(&setup, &cookie, "/inbox").await;
+    let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
+    let inbox = get(setup.addr(), &cookie, "/inbox").await;
     assert!(inbox.contains("Signed in as"), "{inbox}");
     assert!(inbox.contains("alice"), "{inbox}");
 
     // Signing out needs the CSRF token too, and ends the session.
-    let response = post(&setup, &cookie, "/logout", &[("csrf", &csrf)], None).await;
+    let response = post(setup.addr(), &cookie, "/logout", &[("csrf", &csrf)], None).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let response = client()
         .get(setup.url("/inbox"))
@@ -270,8 +209,8 @@ async fn only_those_who_may_answer_see_the_input_and_the_form() {
     let setup = Setup::new(50).await;
     let (turn, request) = setup.park("payments-api").await;
 
-    let (alice_cookie, _) = sign_in(&setup, "alice-token").await;
-    let page = get(&setup, &alice_cookie, "/inbox").await;
+    let (alice_cookie, _) = sign_in(setup.addr(), "alice-token").await;
+    let page = get(setup.addr(), &alice_cookie, "/inbox").await;
     assert!(page.contains(&request), "{page}");
     assert!(page.contains("Restart payments-api?"), "the prompt: {page}");
     assert!(
@@ -287,8 +226,8 @@ async fn only_those_who_may_answer_see_the_input_and_the_form() {
         "alice may approve: {page}"
     );
 
-    let (bob_cookie, _) = sign_in(&setup, "bob-token").await;
-    let page = get(&setup, &bob_cookie, "/inbox").await;
+    let (bob_cookie, _) = sign_in(setup.addr(), "bob-token").await;
+    let page = get(setup.addr(), &bob_cookie, "/inbox").await;
     assert!(page.contains(&request), "bob sees that it waits: {page}");
     assert!(page.contains("restart"), "and on which tool: {page}");
     assert!(page.contains("alice"), "and who asked: {page}");
@@ -299,13 +238,13 @@ async fn only_those_who_may_answer_see_the_input_and_the_form() {
     );
     assert!(!page.contains("value=\"approve\""), "nor a form: {page}");
     assert!(page.contains("You may not answer this"), "{page}");
-    let mine = get(&setup, &bob_cookie, "/inbox?mine=1").await;
+    let mine = get(setup.addr(), &bob_cookie, "/inbox?mine=1").await;
     assert!(!mine.contains(&request), "not waiting on bob: {mine}");
     assert!(mine.contains("Nothing on this page waits on you"), "{mine}");
-    let mine = get(&setup, &alice_cookie, "/inbox?mine=1").await;
+    let mine = get(setup.addr(), &alice_cookie, "/inbox?mine=1").await;
     assert!(mine.contains(&request), "waiting on alice: {mine}");
     // The turn page hides the waiting call's input from bob as well.
-    let page = get(&setup, &bob_cookie, &format!("/turns/{turn}")).await;
+    let page = get(setup.addr(), &bob_cookie, &format!("/turns/{turn}")).await;
     assert!(!page.contains("payments-api"), "{page}");
 }
 
@@ -313,13 +252,20 @@ async fn only_those_who_may_answer_see_the_input_and_the_form() {
 async fn forms_without_the_csrf_token_or_from_another_site_are_refused() {
     let setup = Setup::new(50).await;
     let (turn, request) = setup.park("search-api").await;
-    let (cookie, csrf) = sign_in(&setup, "alice-token").await;
+    let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
     let path = format!("/requests/{request}/respond");
 
-    let missing = post(&setup, &cookie, &path, &[("decision", "approve")], None).await;
+    let missing = post(
+        setup.addr(),
+        &cookie,
+        &path,
+        &[("decision", "approve")],
+        None,
+    )
+    .await;
     assert_eq!(missing.status(), StatusCode::FORBIDDEN);
     let wrong = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &path,
         &[("decision", "approve"), ("csrf", "forged")],
@@ -328,7 +274,7 @@ async fn forms_without_the_csrf_token_or_from_another_site_are_refused() {
     .await;
     assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
     let cross_site = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &path,
         &[("decision", "approve"), ("csrf", &csrf)],
@@ -355,13 +301,13 @@ async fn forms_without_the_csrf_token_or_from_another_site_are_refused() {
 async fn approving_runs_the_call_once_and_the_first_answer_wins() {
     let setup = Setup::new(50).await;
     let (turn, request) = setup.park("billing-api").await;
-    let (cookie, csrf) = sign_in(&setup, "alice-token").await;
+    let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
     let path = format!("/requests/{request}/respond");
     let origin = setup.url("");
 
-    let (bob_cookie, bob_csrf) = sign_in(&setup, "bob-token").await;
+    let (bob_cookie, bob_csrf) = sign_in(setup.addr(), "bob-token").await;
     let refused = post(
-        &setup,
+        setup.addr(),
         &bob_cookie,
         &path,
         &[("decision", "approve"), ("csrf", &bob_csrf)],
@@ -370,11 +316,11 @@ async fn approving_runs_the_call_once_and_the_first_answer_wins() {
     .await;
     assert_eq!(refused.status(), StatusCode::SEE_OTHER, "back to the inbox");
     assert_eq!(refused.headers()["location"], "/inbox");
-    let inbox = get(&setup, &bob_cookie, "/inbox").await;
+    let inbox = get(setup.addr(), &bob_cookie, "/inbox").await;
     assert!(inbox.contains("Not accepted"), "bob is told why: {inbox}");
 
     let approved = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &path,
         &[("decision", "approve"), ("csrf", &csrf), ("note", "")],
@@ -384,7 +330,7 @@ async fn approving_runs_the_call_once_and_the_first_answer_wins() {
     assert_eq!(approved.status(), StatusCode::SEE_OTHER);
     assert_eq!(approved.headers()["location"], format!("/turns/{turn}"));
     assert_eq!(runs("billing-api"), 1, "ran once");
-    let page = get(&setup, &cookie, &format!("/turns/{turn}")).await;
+    let page = get(setup.addr(), &cookie, &format!("/turns/{turn}")).await;
     assert!(
         page.contains("The turn resumed: restart ran"),
         "the notice: {page}"
@@ -396,7 +342,7 @@ async fn approving_runs_the_call_once_and_the_first_answer_wins() {
     assert!(page.contains("action.result"), "and its event: {page}");
 
     let again = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &path,
         &[("decision", "approve"), ("csrf", &csrf)],
@@ -404,7 +350,7 @@ async fn approving_runs_the_call_once_and_the_first_answer_wins() {
     )
     .await;
     assert_eq!(again.status(), StatusCode::SEE_OTHER);
-    let inbox = get(&setup, &cookie, "/inbox").await;
+    let inbox = get(setup.addr(), &cookie, "/inbox").await;
     assert!(inbox.contains("already settled"), "{inbox}");
     assert_eq!(runs("billing-api"), 1, "still once");
 }
@@ -413,9 +359,9 @@ async fn approving_runs_the_call_once_and_the_first_answer_wins() {
 async fn a_denial_with_a_note_reaches_the_model() {
     let setup = Setup::new(50).await;
     let (turn, request) = setup.park("ledger-api").await;
-    let (cookie, csrf) = sign_in(&setup, "alice-token").await;
+    let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
     let denied = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &format!("/requests/{request}/respond"),
         &[
@@ -442,7 +388,7 @@ async fn a_denial_with_a_note_reaches_the_model() {
         model_sees.contains("not during the quarter close"),
         "the note is in what the model gets: {model_sees}"
     );
-    let page = get(&setup, &cookie, &format!("/turns/{turn}")).await;
+    let page = get(setup.addr(), &cookie, &format!("/turns/{turn}")).await;
     assert!(page.contains("not during the quarter close"), "{page}");
 }
 
@@ -516,9 +462,9 @@ async fn bearer_tokens_get_json_and_listings_are_paged() {
 async fn cancelling_a_turn_revokes_its_requests() {
     let setup = Setup::new(50).await;
     let (turn, request) = setup.park("cache-api").await;
-    let (cookie, csrf) = sign_in(&setup, "alice-token").await;
+    let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
     let response = post(
-        &setup,
+        setup.addr(),
         &cookie,
         &format!("/turns/{turn}/cancel"),
         &[("csrf", &csrf)],
@@ -526,9 +472,9 @@ async fn cancelling_a_turn_revokes_its_requests() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
-    let page = get(&setup, &cookie, &format!("/turns/{turn}")).await;
+    let page = get(setup.addr(), &cookie, &format!("/turns/{turn}")).await;
     assert!(page.contains("was cancelled"), "{page}");
-    let inbox = get(&setup, &cookie, "/inbox").await;
+    let inbox = get(setup.addr(), &cookie, "/inbox").await;
     assert!(!inbox.contains(&request), "no longer waiting: {inbox}");
 }
 
@@ -632,8 +578,8 @@ async fn a_turns_messages_from_the_conversation_are_on_its_page() {
         )
         .await
         .unwrap();
-    let (cookie, _) = sign_in(&setup, "alice-token").await;
-    let page = get(&setup, &cookie, &format!("/turns/{turn}")).await;
+    let (cookie, _) = sign_in(setup.addr(), "alice-token").await;
+    let page = get(setup.addr(), &cookie, &format!("/turns/{turn}")).await;
     assert!(page.contains("Messages of this turn"), "{page}");
     assert!(page.contains("the queue is stuck, restart it"), "{page}");
     assert!(
@@ -673,9 +619,9 @@ async fn a_turns_steps_are_paged_oldest_first_with_the_parked_one_last() {
     else {
         panic!("restart waits for approval");
     };
-    let (cookie, _) = sign_in(&setup, "alice-token").await;
+    let (cookie, _) = sign_in(setup.addr(), "alice-token").await;
 
-    let first = get(&setup, &cookie, &format!("/turns/{}", turn.id())).await;
+    let first = get(setup.addr(), &cookie, &format!("/turns/{}", turn.id())).await;
     assert!(
         first.contains("alpha is up") && first.contains("beta is up"),
         "{first}"
@@ -694,7 +640,7 @@ async fn a_turns_steps_are_paged_oldest_first_with_the_parked_one_last() {
         .find(|href| href.contains("steps_after="))
         .expect("a link to the later steps")
         .replace("&amp;", "&");
-    let second = get(&setup, &cookie, &next).await;
+    let second = get(setup.addr(), &cookie, &next).await;
     assert!(second.contains("gamma is up"), "{second}");
     assert!(!second.contains("alpha is up"), "{second}");
     assert!(

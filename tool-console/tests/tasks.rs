@@ -16,6 +16,10 @@ use toolwright::runtime::{
 };
 use toolwright::{Caller, Principal};
 
+mod support;
+
+use support::{client, get, post, sign_in};
+
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct MigrateArgs {
     /// The table.
@@ -57,14 +61,6 @@ impl TokenVerifier for Alice {
 
 fn alice() -> Principal {
     Principal::user("test", "alice")
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 async fn start(dir: &tempfile::TempDir) -> (Runtime, ConsoleServer) {
@@ -121,61 +117,15 @@ async fn wait_for(runtime: &Runtime, id: &str, done: impl Fn(&TaskRecord) -> boo
     );
 }
 
-async fn sign_in(server: &ConsoleServer) -> (String, String) {
-    let response = client()
-        .post(format!("http://{}/login", server.addr()))
-        .form(&[("token", "alice-token")])
-        .send()
-        .await
-        .unwrap();
-    let cookie = response.headers()["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_owned();
-    let page = get(server, &cookie, "/inbox").await;
-    let csrf = page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_owned();
-    (cookie, csrf)
-}
-
-async fn get(server: &ConsoleServer, cookie: &str, path: &str) -> String {
-    let response = client()
-        .get(format!("http://{}{path}", server.addr()))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "GET {path}");
-    response.text().await.unwrap()
-}
-
-async fn post(
-    server: &ConsoleServer,
-    cookie: &str,
-    path: &str,
-    form: &[(&str, &str)],
-) -> StatusCode {
-    client()
-        .post(format!("http://{}{path}", server.addr()))
-        .header("cookie", cookie)
-        .form(form)
-        .send()
-        .await
-        .unwrap()
-        .status()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_question_is_answered_from_the_inbox() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, server) = start(&dir).await;
     let task = parked_task(&runtime, "orders").await;
     let question = task.requests[0].request_id.clone();
-    let (cookie, csrf) = sign_in(&server).await;
+    let (cookie, csrf) = sign_in(server.addr(), "alice-token").await;
 
-    let inbox = get(&server, &cookie, "/inbox").await;
+    let inbox = get(server.addr(), &cookie, "/inbox").await;
     assert!(inbox.contains("Copied orders. Switch over?"), "{inbox}");
     assert!(inbox.contains(&format!("/tasks/{}", task.id)), "{inbox}");
     assert!(
@@ -202,7 +152,7 @@ async fn a_tasks_question_is_answered_from_the_inbox() {
     let done = wait_for(&runtime, &task.id, |t| t.status == TaskStatus::Finished).await;
     assert_eq!(done.calls[0].result.as_ref().unwrap().output, "switched");
 
-    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    let page = get(server.addr(), &cookie, &format!("/tasks/{}", task.id)).await;
     for step in ["copy", "switch"] {
         assert!(
             page.contains(&format!("<code>{step}</code>")),
@@ -221,22 +171,24 @@ async fn a_parked_task_is_cancelled_with_its_cleanup() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, server) = start(&dir).await;
     let task = parked_task(&runtime, "invoices").await;
-    let (cookie, csrf) = sign_in(&server).await;
+    let (cookie, csrf) = sign_in(server.addr(), "alice-token").await;
 
-    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    let page = get(server.addr(), &cookie, &format!("/tasks/{}", task.id)).await;
     assert!(page.contains("Cancel this task"), "{page}");
     let status = post(
-        &server,
+        server.addr(),
         &cookie,
         &format!("/tasks/{}/cancel", task.id),
         &[("csrf", &csrf)],
+        None,
     )
-    .await;
+    .await
+    .status();
     assert_eq!(status, StatusCode::SEE_OTHER);
 
     let after = wait_for(&runtime, &task.id, |t| t.status.is_over()).await;
     assert_eq!(after.status, TaskStatus::Cancelled);
-    let page = get(&server, &cookie, &format!("/tasks/{}", task.id)).await;
+    let page = get(server.addr(), &cookie, &format!("/tasks/{}", task.id)).await;
     assert!(page.contains("was cancelled"), "the notice: {page}");
     assert!(
         page.contains("<code>undo-copy</code>"),
@@ -246,6 +198,6 @@ async fn a_parked_task_is_cancelled_with_its_cleanup() {
         !page.contains("value=\"Switch\""),
         "the question is revoked: {page}"
     );
-    let inbox = get(&server, &cookie, "/inbox").await;
+    let inbox = get(server.addr(), &cookie, "/inbox").await;
     assert!(!inbox.contains("Copied invoices"), "{inbox}");
 }

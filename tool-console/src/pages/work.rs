@@ -255,20 +255,12 @@ pub(crate) fn turn(
             } @else {
                 ol.events {
                     @for e in events {
-                        li { (super::time(e.at_ms)) " " strong { (event_name(&e.event)) } }
+                        li { (super::time(e.at_ms)) " " strong { (name_of(&e.event)) } }
                     }
                 }
             }
         },
     )
-}
-
-/// An event's type (`action.result`).
-fn event_name(event: &toolwright_runtime::Event) -> String {
-    serde_json::to_value(event)
-        .ok()
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
-        .unwrap_or_default()
 }
 
 fn journal_table(journal: &JournalView) -> Markup {

@@ -92,6 +92,16 @@ pub fn page(after: Option<&str>, limit: usize) -> PageRequest {
     }
 }
 
+/// The turn status named `name` (`active`, `waiting`, `running`, `completed`, `cancelled`),
+/// as listings filter by it; an unknown name is refused with the names that exist.
+pub fn turn_status(name: &str) -> Result<TurnStatus, String> {
+    serde_json::from_value(Value::String(name.to_owned())).map_err(|_| {
+        format!(
+            "unknown turn status `{name}`: use active, waiting, running, completed or cancelled"
+        )
+    })
+}
+
 /// Whether `principal` may answer `request` (and why not), as [`Runtime::respond`] would
 /// decide. A request no longer pending is nobody's to answer.
 async fn verdict(

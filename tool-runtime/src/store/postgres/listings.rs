@@ -201,12 +201,8 @@ impl PostgresStore {
 
 #[cfg(test)]
 mod tests {
-    use std::str::FromStr;
-
-    use sqlx_core::query::query;
     use sqlx_core::query_scalar::query_scalar;
     use sqlx_core::sql_str::AssertSqlSafe;
-    use sqlx_postgres::{PgConnectOptions, PgPoolOptions};
 
     use super::*;
 
@@ -215,30 +211,16 @@ mod tests {
     /// the plan names the index and sorts nothing.
     #[tokio::test]
     async fn every_listing_reads_an_index_in_order_from_the_cursor() {
-        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
-            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
+        let Some(scratch) = super::super::scratch::Scratch::new(
+            "tw_listings",
+            1,
+            &[("enable_seqscan", "off"), ("enable_sort", "off")],
+        )
+        .await
+        else {
             return;
         };
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(PgConnectOptions::from_str(&url).unwrap())
-            .await
-            .unwrap();
-        let schema = format!("tw_listings_{}", uuid::Uuid::new_v4().simple());
-        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options = PgConnectOptions::from_str(&url).unwrap().options([
-            ("search_path", schema.as_str()),
-            ("enable_seqscan", "off"),
-            ("enable_sort", "off"),
-        ]);
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .unwrap();
+        let pool = scratch.pool.clone();
         super::super::migrate::migrate(&pool, "test").await.unwrap();
         let explain = |sql: &'static str, texts: Vec<&'static str>| {
             let pool = pool.clone();
@@ -343,10 +325,6 @@ mod tests {
             plan.contains("turn_steps_pkey") && !plan.contains("Sort"),
             "{plan}"
         );
-        pool.close().await;
-        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
-            .execute(&admin)
-            .await
-            .unwrap();
+        scratch.drop().await;
     }
 }

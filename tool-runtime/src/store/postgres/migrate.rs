@@ -129,44 +129,16 @@ fn migration_error(place: &str, error: MigrateError) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use std::str::FromStr;
-
     use sqlx_core::query::query;
     use sqlx_core::query_as::query_as;
-    use sqlx_core::sql_str::AssertSqlSafe;
-    use sqlx_postgres::{PgConnectOptions, PgPoolOptions};
 
+    use super::super::scratch::Scratch;
     use super::*;
 
-    /// A database at schema version 2 (before grants had requesters), holding the grants of a
-    /// session where only alice acted and of one where alice and bob did, is migrated: alice
-    /// keeps hers in the first, nobody gets those of the second.
-    #[tokio::test]
-    async fn grants_without_requesters_go_to_the_one_requester_who_acted() {
-        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
-            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
-            return;
-        };
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(PgConnectOptions::from_str(&url).unwrap())
-            .await
-            .unwrap();
-        let schema = format!("tw_migrate_{}", uuid::Uuid::new_v4().simple());
-        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options = PgConnectOptions::from_str(&url)
-            .unwrap()
-            .options([("search_path", schema.as_str())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(options)
-            .await
-            .unwrap();
+    /// Runs the first `n` migrations on `pool`, as a release that had only those did.
+    async fn migrate_to(pool: &PgPool, n: usize) {
         let mut old = Migrator::with_migrations(
-            MIGRATIONS[..2]
+            MIGRATIONS[..n]
                 .iter()
                 .map(|&(version, description, sql)| {
                     Migration::new(
@@ -182,7 +154,18 @@ mod tests {
         old.dangerous_set_table_name(MIGRATIONS_TABLE);
         let mut conn = pool.acquire().await.unwrap();
         old.run_direct(None, &mut *conn, false).await.unwrap();
-        drop(conn);
+    }
+
+    /// A database at schema version 2 (before grants had requesters), holding the grants of a
+    /// session where only alice acted and of one where alice and bob did, is migrated: alice
+    /// keeps hers in the first, nobody gets those of the second.
+    #[tokio::test]
+    async fn grants_without_requesters_go_to_the_one_requester_who_acted() {
+        let Some(scratch) = Scratch::new("tw_migrate", 2, &[]).await else {
+            return;
+        };
+        let pool = scratch.pool.clone();
+        migrate_to(&pool, 2).await;
         let alice =
             r#""current":{"authenticator":"oidc","principal_type":"user","principal_id":"alice"}"#;
         let bob = r#""current":{"authenticator":"oidc","issuer":"a:b@c","principal_type":"user","principal_id":"bob"}"#;
@@ -240,11 +223,7 @@ mod tests {
             crate::store::requester_key(Some(&bob)),
             "user:oidc@a%3Ab%40c:bob"
         );
-        pool.close().await;
-        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
-            .execute(&admin)
-            .await
-            .unwrap();
+        scratch.drop().await;
     }
 
     /// A database at migration 6 (before the listings' indexes), holding a session, a parked
@@ -252,46 +231,11 @@ mod tests {
     #[tokio::test]
     async fn a_v6_database_gets_the_listing_indexes_and_lists_its_records() {
         use crate::store::{PageRequest, Store, TaskFilter, TurnFilter};
-        let Ok(url) = std::env::var("TOOLWRIGHT_TEST_POSTGRES_URL") else {
-            eprintln!("skipping: TOOLWRIGHT_TEST_POSTGRES_URL is not set");
+        let Some(scratch) = Scratch::new("tw_migrate", 2, &[]).await else {
             return;
         };
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(PgConnectOptions::from_str(&url).unwrap())
-            .await
-            .unwrap();
-        let schema = format!("tw_migrate_{}", uuid::Uuid::new_v4().simple());
-        query(AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options = PgConnectOptions::from_str(&url)
-            .unwrap()
-            .options([("search_path", schema.as_str())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(options)
-            .await
-            .unwrap();
-        let mut old = Migrator::with_migrations(
-            MIGRATIONS[..6]
-                .iter()
-                .map(|&(version, description, sql)| {
-                    Migration::new(
-                        version,
-                        description.into(),
-                        MigrationType::Simple,
-                        sql.into_sql_str(),
-                        false,
-                    )
-                })
-                .collect(),
-        );
-        old.dangerous_set_table_name(MIGRATIONS_TABLE);
-        let mut conn = pool.acquire().await.unwrap();
-        old.run_direct(None, &mut *conn, false).await.unwrap();
-        drop(conn);
+        let pool = scratch.pool.clone();
+        migrate_to(&pool, 6).await;
         let store = crate::store::PostgresStore {
             pool: pool.clone(),
             place: "test".into(),
@@ -347,10 +291,6 @@ mod tests {
             .await
             .unwrap();
         assert!(tasks.items.is_empty());
-        pool.close().await;
-        query(AssertSqlSafe(format!("DROP SCHEMA \"{schema}\" CASCADE")))
-            .execute(&admin)
-            .await
-            .unwrap();
+        scratch.drop().await;
     }
 }

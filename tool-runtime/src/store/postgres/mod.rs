@@ -68,6 +68,8 @@ mod migrate;
 mod pg_step;
 mod records;
 mod retention;
+#[cfg(test)]
+mod scratch;
 mod since;
 mod tables;
 
