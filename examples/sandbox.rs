@@ -7,6 +7,8 @@
 //! cargo run --example sandbox -- --dir ./work # in a directory of yours
 //! ```
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use toolwright::runtime::{
     CallResult, InputResponse, RespondOutcome, Runtime, SessionSpec, SqliteStore, StepOutcome,
@@ -31,7 +33,7 @@ async fn call(turn: &Turn, id: &str, tool: &str, input: Value) -> StepOutcome {
         .expect("the step runs")
 }
 
-fn results(outcome: StepOutcome) -> Vec<CallResult> {
+fn results(outcome: StepOutcome) -> Vec<Arc<CallResult>> {
     match outcome {
         StepOutcome::Completed { results, .. } => results,
         StepOutcome::Waiting { .. } => panic!("unexpected request"),

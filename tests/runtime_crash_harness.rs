@@ -301,7 +301,7 @@ fn calls() -> Vec<ToolCall> {
 }
 
 /// Results as the parent compares them: call id, output, whether an error.
-fn results_json(results: &[CallResult]) -> Value {
+fn results_json(results: &[Arc<CallResult>]) -> Value {
     results
         .iter()
         .map(|r| json!({ "call_id": r.call_id, "output": r.output, "is_error": r.is_error }))

@@ -63,7 +63,9 @@ async fn one(turn: &Turn, name: &str, arguments: Value) -> StepOutcome {
 
 fn done(outcome: StepOutcome) -> CallResult {
     match outcome {
-        StepOutcome::Completed { mut results, .. } => results.remove(0),
+        StepOutcome::Completed { mut results, .. } => {
+            std::sync::Arc::unwrap_or_clone(results.remove(0))
+        }
         other => panic!("expected a completed step, got {other:?}"),
     }
 }

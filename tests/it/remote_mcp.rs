@@ -839,7 +839,10 @@ fn outcome_for_the_model(outcome: &StepOutcome) -> (Vec<CallResult>, Vec<String>
         }
         | StepOutcome::Completed {
             results, notices, ..
-        } => (results.clone(), notices.clone()),
+        } => (
+            results.iter().map(|r| CallResult::clone(r)).collect(),
+            notices.clone(),
+        ),
     }
 }
 

@@ -1041,7 +1041,7 @@ async fn ten_thousand_bad_calls_each_get_a_structured_error() {
                     let call_id = format!("b{}", index + i);
                     check(
                         case,
-                        results.iter().find(|r| r.call_id == call_id),
+                        results.iter().find(|r| r.call_id == call_id).map(|r| &**r),
                         &mut findings,
                     );
                 }
@@ -1248,7 +1248,7 @@ async fn results_of(runtime: &Runtime, calls: Vec<ToolCall>) -> BTreeMap<String,
     match turn.step(calls).await.unwrap() {
         StepOutcome::Completed { results, .. } => results
             .into_iter()
-            .map(|r| (r.call_id.clone(), r))
+            .map(|r| (r.call_id.clone(), std::sync::Arc::unwrap_or_clone(r)))
             .collect(),
         other => panic!("{other:?}"),
     }

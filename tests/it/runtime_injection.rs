@@ -821,7 +821,10 @@ struct Tally {
 
 fn expect_completed(outcome: StepOutcome, what: &str) -> Vec<CallResult> {
     match outcome {
-        StepOutcome::Completed { results, .. } => results,
+        StepOutcome::Completed { results, .. } => results
+            .into_iter()
+            .map(std::sync::Arc::unwrap_or_clone)
+            .collect(),
         other => panic!("{what}: expected a completed step, got {other:?}"),
     }
 }

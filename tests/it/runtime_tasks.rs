@@ -205,7 +205,9 @@ async fn call(turn: &Turn, id: &str, tool: &str, input: Value) -> toolwright::ru
         .await
         .unwrap()
     {
-        StepOutcome::Completed { mut results, .. } => results.remove(0),
+        StepOutcome::Completed { mut results, .. } => {
+            std::sync::Arc::unwrap_or_clone(results.remove(0))
+        }
         other => panic!("expected a completed step, got {other:?}"),
     }
 }

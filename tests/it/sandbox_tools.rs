@@ -75,6 +75,9 @@ async fn approved(rt: &Runtime, outcome: StepOutcome) -> Vec<CallResult> {
         panic!("expected the approved call to run, got {outcome:?}");
     };
     results
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 async fn turn(rt: &Runtime) -> Turn {
@@ -84,7 +87,9 @@ async fn turn(rt: &Runtime) -> Turn {
 async fn run(turn: &Turn, name: &str, arguments: Value) -> CallResult {
     let call = ToolCall::new("c", name, arguments.to_string());
     match turn.step(vec![call]).await.unwrap() {
-        StepOutcome::Completed { mut results, .. } => results.remove(0),
+        StepOutcome::Completed { mut results, .. } => {
+            std::sync::Arc::unwrap_or_clone(results.remove(0))
+        }
         other => panic!("expected `{name}` to complete, got {other:?}"),
     }
 }

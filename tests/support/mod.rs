@@ -19,6 +19,8 @@ pub(crate) mod crash;
 pub(crate) mod effects;
 pub(crate) mod programs;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio::sync::broadcast;
 use toolwright::registry::ToolDescriptor;
@@ -133,7 +135,7 @@ fn completed_step(outcome: StepOutcome) -> (Vec<CallResult>, bool, Vec<String>) 
             ends_turn,
             notices,
             ..
-        } => (results, ends_turn, notices),
+        } => (owned(results), ends_turn, notices),
         other => panic!("expected a completed step, got {other:?}"),
     }
 }
@@ -143,9 +145,14 @@ pub(crate) fn waiting(outcome: StepOutcome) -> (Vec<CallResult>, Vec<InputReques
     match outcome {
         StepOutcome::Waiting {
             results, requests, ..
-        } => (results, requests),
+        } => (owned(results), requests),
         other => panic!("expected a waiting step, got {other:?}"),
     }
+}
+
+/// A step's results as values of their own (the step shares them with the turn's record).
+pub(crate) fn owned(results: Vec<Arc<CallResult>>) -> Vec<CallResult> {
+    results.into_iter().map(Arc::unwrap_or_clone).collect()
 }
 
 /// The results of a turn that an answer resumed and whose step then completed.

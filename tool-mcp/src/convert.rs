@@ -1,5 +1,7 @@
 //! Conversions from toolwright's results and errors to MCP's.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::ErrorData;
@@ -90,7 +92,10 @@ pub(crate) fn internal(error: RuntimeError) -> ErrorData {
     ErrorData::internal_error(error.to_string(), None)
 }
 
-pub(crate) fn first(results: Vec<CallResult>, call_id: &str) -> Result<CallResult, ErrorData> {
+pub(crate) fn first(
+    results: Vec<Arc<CallResult>>,
+    call_id: &str,
+) -> Result<Arc<CallResult>, ErrorData> {
     results
         .into_iter()
         .find(|r| r.call_id == call_id)

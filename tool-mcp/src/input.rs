@@ -2,6 +2,8 @@
 //! on 2026-07-28 or later, form elicitation for older peers that declared it, and a refusal that
 //! says why for clients that can do neither.
 
+use std::sync::Arc;
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationSchema, InputRequests, InputRequiredResult, JsonObject, ProtocolVersion,
@@ -158,14 +160,14 @@ impl McpServer {
                 Some(result) => result,
                 None => return self.input_required(turn.id(), principal, &requests, call_id),
             },
-            RespondOutcome::Rejected { reason } => CallResult::failed(
+            RespondOutcome::Rejected { reason } => Arc::new(CallResult::failed(
                 call_id,
                 request.tool.as_deref().unwrap_or_default(),
                 toolwright_core::ToolError::with_code(
                     toolwright_core::ErrorCode::Denied,
                     format!("the answer was refused: {reason}"),
                 ),
-            ),
+            )),
             _ => {
                 // Already answered (a repeated retry) or other requests still pending.
                 let record = turn.record().await.map_err(internal)?;
@@ -196,7 +198,7 @@ impl McpServer {
         turn: &Turn,
         principal: Option<Principal>,
         call_id: &str,
-    ) -> Result<CallResult, ErrorData> {
+    ) -> Result<Arc<CallResult>, ErrorData> {
         let mut events = self.runtime().subscribe();
         loop {
             let record = turn.record().await.map_err(internal)?;
@@ -212,7 +214,7 @@ impl McpServer {
                         .find(|call| call.call_id == call_id)
                         .map(|call| &call.state);
                     if let Some(toolwright_runtime::CallState::Finished { result }) = state {
-                        return Ok(result.clone());
+                        return Ok(Arc::new(result.clone()));
                     }
                     if step
                         .requests
@@ -257,7 +259,7 @@ impl McpServer {
         principal: Option<Principal>,
         mut requests: Vec<InputRequest>,
         call_id: &str,
-    ) -> Result<CallResult, ErrorData> {
+    ) -> Result<Arc<CallResult>, ErrorData> {
         let can_elicit = can_elicit(cx);
         loop {
             let Some(request) = requests.into_iter().find(InputRequest::is_pending) else {
@@ -271,7 +273,7 @@ impl McpServer {
                 let response = InputResponse::cancel(&request.request_id, principal.clone())
                     .note("this MCP client cannot ask its user");
                 let _ = self.runtime().respond(response).await;
-                return Ok(cannot_ask(&request, call_id));
+                return Ok(Arc::new(cannot_ask(&request, call_id)));
             }
             // Only the question to the client races the cancellation: the answer, whatever it
             // is, is settled in full (a cancelled call's request is settled as cancelled), so
@@ -306,14 +308,14 @@ impl McpServer {
                     requests = next;
                 }
                 RespondOutcome::Rejected { reason } => {
-                    return Ok(CallResult::failed(
+                    return Ok(Arc::new(CallResult::failed(
                         call_id,
                         request.tool.as_deref().unwrap_or_default(),
                         toolwright_core::ToolError::with_code(
                             toolwright_core::ErrorCode::Denied,
                             format!("the answer was refused: {reason}"),
                         ),
-                    ));
+                    )));
                 }
                 RespondOutcome::Settled { .. }
                 | RespondOutcome::Dropped

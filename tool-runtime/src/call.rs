@@ -70,8 +70,9 @@ impl ToolCall {
 pub enum StepOutcome {
     /// Every call has its result.
     Completed {
-        /// One result per call, in the model's order.
-        results: Vec<CallResult>,
+        /// One result per call, in the model's order (shared with the turn's record of the
+        /// step, [`ClosedStep::results`](crate::record::ClosedStep::results)).
+        results: Vec<Arc<CallResult>>,
         /// Whether the turn ended (every call may end it and all succeeded).
         ends_turn: bool,
         /// Notices for the model, e.g. "New tool available: publish_release".
@@ -80,7 +81,7 @@ pub enum StepOutcome {
     /// Some calls wait for input; the turn is parked in the store.
     Waiting {
         /// The results known so far (calls that ran or failed).
-        results: Vec<CallResult>,
+        results: Vec<Arc<CallResult>>,
         /// The open requests.
         requests: Vec<InputRequest>,
         /// Notices for the model.

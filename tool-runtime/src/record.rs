@@ -2,6 +2,7 @@
 //! and input requests. They serialize as JSON (stable field names) into any [`crate::Store`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -140,8 +141,9 @@ pub struct TurnRecord {
 pub struct ClosedStep {
     /// The step's index in the turn.
     pub index: u32,
-    /// One result per call, in the model's order.
-    pub results: Vec<CallResult>,
+    /// One result per call, in the model's order: shared with the [`StepOutcome`](crate::StepOutcome)
+    /// the step returned (a result is written once and never changed).
+    pub results: Vec<Arc<CallResult>>,
     /// The input requests the step parked on, as they ended (approved, cancelled, revoked):
     /// how a host learns the answer to a [`RequestKind::SessionLimit`] request, whose step
     /// has no call.
@@ -295,6 +297,8 @@ pub enum StepInput {
 }
 
 /// Shared messages as a JSON array.
+mod result_json;
+
 mod shared_values {
     use std::sync::Arc;
 
@@ -552,7 +556,11 @@ impl InputRequest {
 }
 
 /// The result of one call, as the model and the events see it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// As JSON, `model` is left out when the model saw the output itself (a tool without a
+/// projection, the most common case), and reads back as the output: a result's output is
+/// written once, not twice.
+#[derive(Clone, Debug, PartialEq)]
 pub struct CallResult {
     /// The call id.
     pub call_id: String,
@@ -565,17 +573,13 @@ pub struct CallResult {
     /// What the model sees.
     pub model: ModelOutput,
     /// The error, when the call failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
     /// Whether this call may end the turn.
-    #[serde(default)]
     pub ends_turn: bool,
     /// The completion label, if rendered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// What the call's model asks used (`ctx.model()`, subagents), summed, when a backend
     /// counted it: the model loop counts it against the turn's budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_usage: Option<ModelUsage>,
 }
 

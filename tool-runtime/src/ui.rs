@@ -206,7 +206,10 @@ impl Session {
                         Err(error) => return Err(error),
                     }
                 }
-                Ok(Invoked::Done { result, turn })
+                Ok(Invoked::Done {
+                    result: Arc::unwrap_or_clone(result),
+                    turn,
+                })
             }
             StepOutcome::Waiting { requests, .. } => Ok(Invoked::Waiting { turn, requests }),
         }

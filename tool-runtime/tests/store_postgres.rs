@@ -408,7 +408,7 @@ fn closed_step(index: u32, form: &str) -> ClosedStep {
     );
     ClosedStep {
         index,
-        results: vec![result],
+        results: vec![Arc::new(result)],
         requests: Vec::new(),
     }
 }

@@ -84,7 +84,7 @@ pub enum AgentOutcome {
     /// The model answered without calling tools; the turn is completed.
     Answered(Response),
     /// A tool that ends the turn succeeded (every call of its step could end it).
-    Ended(Vec<CallResult>),
+    Ended(Vec<Arc<CallResult>>),
     /// The turn is parked on these requests: answer them with
     /// [`Runtime::respond`](toolwright_runtime::Runtime::respond), then [`Agent::resume`].
     /// A [`RequestKind::SessionLimit`](toolwright_runtime::RequestKind::SessionLimit)
@@ -328,7 +328,7 @@ impl Agent {
                 None => self.drive(&turn, conversation).await,
             };
         };
-        let messages = step.results.iter().map(result_message).collect();
+        let messages = step.results.iter().map(|r| result_message(r)).collect();
         conversation.append(store, turn_id, messages).await?;
         if record.status == TurnStatus::Completed {
             return done(AgentOutcome::Ended(step.results));
@@ -436,7 +436,8 @@ impl Agent {
                 ends_turn,
                 notices,
             } => {
-                let mut messages: Vec<Message> = results.iter().map(result_message).collect();
+                let mut messages: Vec<Message> =
+                    results.iter().map(|r| result_message(r)).collect();
                 messages.extend(notices.into_iter().map(Message::context));
                 let delivered = turn.task_results().await?;
                 messages.extend(delivered.iter().map(|r| Message::context(r.message())));
@@ -716,7 +717,10 @@ fn approved(request: &InputRequest) -> bool {
 /// The results of `calls` as `record` knows them (its last closed step, or a parked step's
 /// finished calls): a call with none on record never ran.
 fn known_results(record: &TurnRecord, calls: &[ToolUse]) -> Vec<Message> {
-    let closed = record.last_step.iter().flat_map(|step| &step.results);
+    let closed = record
+        .last_step
+        .iter()
+        .flat_map(|step| step.results.iter().map(|r| &**r));
     let parked = record
         .pending
         .iter()

@@ -287,7 +287,7 @@ async fn park_again(
         requests: asked.iter().map(|r| r.request_id.clone()).collect(),
     });
     Ok(StepOutcome::Waiting {
-        results,
+        results: crate::pipeline::close::shared(results),
         requests: asked,
         notices: Vec::new(),
     })

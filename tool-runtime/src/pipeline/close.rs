@@ -126,7 +126,7 @@ async fn park(
             scope.stored = None;
             keep_messages(engine, &scope.turn, scope.appended()).await?;
             return Ok(StepOutcome::Completed {
-                results: cancelled_results(prepared, &parked, results),
+                results: shared(cancelled_results(prepared, &parked, results)),
                 ends_turn: false,
                 notices: std::mem::take(&mut scope.notices),
             });
@@ -145,7 +145,7 @@ async fn park(
         requests: requests.iter().map(|r| r.request_id.clone()).collect(),
     });
     Ok(StepOutcome::Waiting {
-        results,
+        results: shared(results),
         requests,
         notices: std::mem::take(&mut scope.notices),
     })
@@ -279,6 +279,8 @@ pub(crate) async fn finish(
     // A turn an output guardrail stopped ends whatever its calls say (a resumed step too).
     let stopped = super::guard::stopped(&results);
     let ends = ends || (stopped && turn.status != TurnStatus::Cancelled);
+    // The record and the outcome share the results: a step's results are never copied.
+    let results = shared(results);
     turn.close_step(&results, ends);
     let stored = match engine
         .store()
@@ -318,6 +320,11 @@ pub(crate) async fn finish(
         notices,
     };
     Ok((outcome, Some(stored)))
+}
+
+/// Each result behind an [`Arc`], as the record and the outcome of a step hold them.
+pub(crate) fn shared(results: Vec<CallResult>) -> Vec<Arc<CallResult>> {
+    results.into_iter().map(Arc::new).collect()
 }
 
 /// Whether a message steered into turn `turn_id` keeps it going, when its step could end it:

@@ -216,7 +216,7 @@ async fn refuse_repeated_ids(
     scope.conversation = None;
     scope.stored = Some(written.version);
     Ok(Some(StepOutcome::Completed {
-        results,
+        results: close::shared(results),
         ends_turn: false,
         notices: std::mem::take(&mut scope.notices),
     }))

@@ -1,6 +1,7 @@
 //! Transitions of a turn and of the calls of its pending step.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
@@ -135,7 +136,7 @@ impl TurnRecord {
     /// Closes the pending step with one result per call: the turn takes steps again, or ends
     /// when `ends` (a cancelled turn stays cancelled). The step's requests are kept with its
     /// results, as they ended.
-    pub(crate) fn close_step(&mut self, results: &[CallResult], ends: bool) {
+    pub(crate) fn close_step(&mut self, results: &[Arc<CallResult>], ends: bool) {
         let requests = self
             .pending
             .take()

@@ -1,5 +1,7 @@
 //! The part `steps`: the history of a turn's closed steps ([`Store::turn_steps`]).
 
+use std::sync::Arc;
+
 use serde_json::json;
 use toolwright_core::ToolError;
 
@@ -20,7 +22,7 @@ pub(super) fn closed(index: u32, form: &str) -> ClosedStep {
     result.label = Some(form.to_owned());
     ClosedStep {
         index,
-        results: vec![result],
+        results: vec![Arc::new(result)],
         requests: Vec::new(),
     }
 }

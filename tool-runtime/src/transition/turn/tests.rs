@@ -1,5 +1,7 @@
 //! The turn transitions, one test each; no store.
 
+use std::sync::Arc;
+
 use serde_json::json;
 use toolwright_core::{AskRequest, Caller, ErrorCode, Principal, SessionInfo, ToolError};
 
@@ -188,7 +190,7 @@ fn closing_a_step_keeps_its_results_and_takes_steps_again_or_ends() {
         Vec::new(),
         None,
     );
-    turn.close_step(&[ok("c1", "read")], false);
+    turn.close_step(&[Arc::new(ok("c1", "read"))], false);
     assert_eq!((turn.status, turn.steps), (TurnStatus::Active, 1));
     assert!(turn.pending.is_none());
     let closed = turn.last_step.as_ref().unwrap();
@@ -199,7 +201,7 @@ fn closing_a_step_keeps_its_results_and_takes_steps_again_or_ends() {
         Vec::new(),
         None,
     );
-    turn.close_step(&[ok("c2", "end")], true);
+    turn.close_step(&[Arc::new(ok("c2", "end"))], true);
     assert_eq!((turn.status, turn.steps), (TurnStatus::Completed, 2));
 }
 
