@@ -3,6 +3,10 @@
 
 use serde::de::DeserializeOwned;
 
+mod turn_json;
+
+pub(super) use turn_json::encode_turn;
+
 use super::{Lease, StoreError};
 use crate::record::{
     AttachmentPlace, AttachmentRecord, ClosedStep, ConversationEntry, StepPatch, TaskStatus,
@@ -112,17 +116,6 @@ pub(super) fn decode_message(
         turn_id,
         message,
     })
-}
-
-/// The closed step a write of `record` carries into the step history
-/// ([`super::Store::turn_steps`]): its index and its JSON, encoded once per write; `None` when
-/// the record has no closed step (the write then adds nothing to the history).
-pub(super) fn closed_step(record: &TurnRecord) -> Result<Option<(i64, String)>, StoreError> {
-    record
-        .last_step
-        .as_ref()
-        .map(|step| Ok((i64::from(step.index), encode(&record.id, step)?)))
-        .transpose()
 }
 
 /// The columns a page of a turn's steps reads: the index and the JSON.

@@ -9,7 +9,12 @@ use crate::record::{
 };
 
 /// A turn of `session` in `status` whose pending step waits on `requests`.
-pub(super) fn turn(id: &str, session: &str, status: TurnStatus, requests: &[&str]) -> TurnRecord {
+pub(in crate::store) fn turn(
+    id: &str,
+    session: &str,
+    status: TurnStatus,
+    requests: &[&str],
+) -> TurnRecord {
     TurnRecord {
         id: id.to_owned(),
         session_id: session.to_owned(),

@@ -47,7 +47,7 @@ mod approvals;
 mod attachments;
 mod conversation;
 mod delete;
-mod fixtures;
+pub(in crate::store) mod fixtures;
 mod leases;
 mod listings;
 mod part;

@@ -21,7 +21,7 @@ use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::rows::{
-    clamp, closed_step, decode, decode_pins, encode, status_name, stored_versions,
+    clamp, decode, decode_pins, encode, encode_turn, status_name, stored_versions,
     task_status_name, written,
 };
 use super::{
@@ -352,15 +352,16 @@ impl Store for PostgresStore {
     ) -> BoxFuture<'a, Result<Written, StoreError>> {
         Box::pin(async move {
             let result = async {
+                let (json, step) = encode_turn(record)?;
                 let row = RecordRow {
                     id: &record.id,
                     session_id: &record.session_id,
                     status: status_name(record.status),
-                    json: encode(&record.id, record)?,
+                    json,
                     wake_at: record.wake_at().map(clamp),
                     requests: owned(record.request_ids()),
                     appended,
-                    step: closed_step(record)?,
+                    step,
                     announce: Announce::WakeUp,
                 };
                 self.write_record(&TURNS, row, expected, claim).await

@@ -10,8 +10,7 @@ use super::requests::index_requests;
 use crate::record::{ClosedStep, TurnRecord};
 use crate::store::page::sql::step_position;
 use crate::store::rows::{
-    StepRow, clamp, closed_step, decode_turn, encode, status_name, step_page, stored_versions,
-    written,
+    StepRow, clamp, decode_turn, encode_turn, status_name, step_page, stored_versions, written,
 };
 use crate::store::{
     Appended, Claim, Lease, LeaseKind, Page, PageRequest, Since, StepSince, StoreError, Written,
@@ -171,11 +170,12 @@ impl TurnWrite {
         claim: Claim<'_>,
         appended: Appended<'_>,
     ) -> Result<TurnWrite, StoreError> {
+        let (json, step) = encode_turn(record)?;
         Ok(TurnWrite {
             id: record.id.clone(),
             session_id: record.session_id.clone(),
             status: status_name(record.status),
-            json: encode(&record.id, record)?,
+            json,
             wake_at: record.wake_at().map(clamp),
             requests: record
                 .request_ids()
@@ -188,7 +188,7 @@ impl TurnWrite {
                 appended.first,
                 appended.messages.iter().map(Value::to_string).collect(),
             ),
-            step: closed_step(record)?,
+            step,
         })
     }
 }
