@@ -39,19 +39,21 @@ pub(in crate::store) fn encode_turn(record: &TurnRecord) -> Result<EncodedTurn, 
         .serialize(&mut serializer)
         .map_err(|error| encoding(&record.id, &error))?;
     let json = String::from_utf8(out).map_err(|error| encoding(&record.id, &error))?;
-    let step = match (&record.last_step, located.range) {
-        (Some(step), Some((start, end))) => {
-            let cut = json.get(start..end).ok_or_else(|| {
-                StoreError::Backend(format!(
-                    "cannot encode record `{}`: its last step is not where it was written",
-                    record.id
-                ))
-            })?;
-            debug_assert_eq!(serde_json::to_string(step).ok().as_deref(), Some(cut));
-            Some((i64::from(step.index), cut.to_owned()))
-        }
-        _ => None,
+    let Some(step) = &record.last_step else {
+        return Ok((json, None));
     };
+    // A step that is not found is an error, never a write that leaves the history behind.
+    let cut = located
+        .range
+        .and_then(|(start, end)| json.get(start..end))
+        .ok_or_else(|| {
+            StoreError::Backend(format!(
+                "cannot encode record `{}`: its last step is not where it was written",
+                record.id
+            ))
+        })?;
+    debug_assert_eq!(serde_json::to_string(step).ok().as_deref(), Some(cut));
+    let step = Some((i64::from(step.index), cut.to_owned()));
     Ok((json, step))
 }
 
