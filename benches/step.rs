@@ -7,7 +7,8 @@
 //!   makes;
 //! - `step/sqlite_transaction`: one rusqlite transaction on an in-memory database writing the
 //!   rows a step's close writes (the turn's row, with the record's JSON as the runtime wrote it,
-//!   and its answers' rows deleted), without the runtime;
+//!   the closed step's row in the turn's step history, and its answers' rows deleted), without
+//!   the runtime;
 //! - `step/read_call`: `Turn::step` with one `read_logs` call, approval `never`, on
 //!   `SqliteStore::in_memory()` (events on, no subscriber): a step of reads records nothing
 //!   before it runs, so its one write is the close;
@@ -50,8 +51,8 @@ fn calls(tool: &str, n: usize) -> Vec<ToolCall> {
         .collect()
 }
 
-/// An in-memory database with the columns of the store's `turns` and `turn_patches` tables,
-/// holding turn `t1` at version 1.
+/// An in-memory database with the columns of the store's `turns`, `turn_steps` and
+/// `turn_patches` tables, holding turn `t1` at version 1.
 fn reference_database(json: &str) -> Connection {
     let conn = Connection::open_in_memory().expect("database");
     conn.execute_batch(
@@ -60,7 +61,9 @@ fn reference_database(json: &str) -> Connection {
          finished_ms INTEGER); \
          CREATE INDEX turns_status ON turns (status, updated); \
          CREATE TABLE turn_patches (turn_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL, \
-         PRIMARY KEY (turn_id, seq));",
+         PRIMARY KEY (turn_id, seq)); \
+         CREATE TABLE turn_steps (turn_id TEXT NOT NULL, step INTEGER NOT NULL, json TEXT NOT NULL, \
+         PRIMARY KEY (turn_id, step)) WITHOUT ROWID;",
     )
     .expect("schema");
     conn.execute(
@@ -72,8 +75,9 @@ fn reference_database(json: &str) -> Connection {
     conn
 }
 
-/// One transaction writing the turn's row at the next version, as a step's close does.
-fn write_turn_row(conn: &mut Connection, json: &str, version: &mut i64) {
+/// One transaction writing the turn's row at the next version and its closed step (`step`)
+/// into the history, as a step's close does.
+fn write_turn_row(conn: &mut Connection, (json, step): (&str, &str), version: &mut i64) {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .expect("begin");
@@ -94,6 +98,13 @@ fn write_turn_row(conn: &mut Connection, json: &str, version: &mut i64) {
         ])
         .expect("update");
     assert_eq!(updated, 1);
+    tx.prepare_cached(
+        "INSERT INTO turn_steps (turn_id, step, json) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (turn_id, step) DO UPDATE SET json = excluded.json WHERE json != excluded.json",
+    )
+    .expect("statement")
+    .execute(params!["t1", *version, step])
+    .expect("history");
     tx.prepare_cached("DELETE FROM turn_patches WHERE turn_id = ?1")
         .expect("statement")
         .execute(["t1"])
@@ -112,10 +123,15 @@ fn step(c: &mut Criterion) {
         .expect("runtime");
     let reads = turn(&tokio, &runtime);
     let writes = turn(&tokio, &runtime);
-    // The record as a step of one read call leaves it: the bytes the reference writes.
-    let json = tokio.block_on(async {
+    // The record as a step of one read call leaves it, and its closed step: the bytes the
+    // reference writes.
+    let (json, step_json) = tokio.block_on(async {
         reads.step(calls("read_logs", 1)).await.expect("step");
-        serde_json::to_string(&reads.record().await.expect("record")).expect("json")
+        let record = reads.record().await.expect("record");
+        (
+            serde_json::to_string(&record).expect("json"),
+            serde_json::to_string(&record.last_step).expect("step json"),
+        )
     });
     let mut conn = reference_database(&json);
     let mut version = 1;
@@ -132,7 +148,7 @@ fn step(c: &mut Criterion) {
         b.iter(|| tokio.block_on(async { tokio::task::spawn_blocking(|| 1).await.expect("hop") }))
     });
     group.bench_function("sqlite_transaction", |b| {
-        b.iter(|| write_turn_row(&mut conn, &json, &mut version))
+        b.iter(|| write_turn_row(&mut conn, (&json, &step_json), &mut version))
     });
     group.bench_function("read_call", |b| {
         b.iter(|| {
