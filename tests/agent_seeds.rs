@@ -864,7 +864,7 @@ async fn a_step_whose_record_is_refused_neither_stores_its_calls_nor_runs_them(v
     assert_eq!(writers[1], "elsewhere");
     let turns: Vec<String> = std::iter::from_fn(|| events.try_recv().ok())
         .filter_map(|event| match event {
-            Event::ActionResult { result, .. } => Some(result.tool),
+            Event::ActionResult { result, .. } => Some(result.tool.clone()),
             Event::TurnStarted { turn_id, .. } => Some(turn_id),
             _ => None,
         })

@@ -80,7 +80,7 @@ impl Terminal {
                 format!("  ✗ {}: {}", result.tool, result.model.to_text())
             }
             Event::ActionResult { result, .. } => {
-                let label = result.label.unwrap_or(result.tool);
+                let label = result.label.as_deref().unwrap_or(&result.tool);
                 format!("  ✓ {label} {}", shortened(&result.output))
             }
             _ => return,

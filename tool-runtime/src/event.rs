@@ -1,5 +1,7 @@
 //! Events: everything a client renders, with stable JSON names (`{"type": "action.result", ...}`).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolwright_core::{Caller, LogLevel, Principal, ResponseDecision};
@@ -113,8 +115,8 @@ pub enum Event {
         session_id: String,
         /// The turn.
         turn_id: String,
-        /// The result.
-        result: CallResult,
+        /// The result, shared with the step's outcome and its record.
+        result: Arc<CallResult>,
     },
     /// A request for input was opened.
     #[serde(rename = "input.requested")]

@@ -49,7 +49,7 @@ fn announce(engine: &Arc<Engine>, turn: &TurnRecord, cancellation: Cancellation)
         engine.emit(Event::ActionResult {
             session_id: turn.session_id.clone(),
             turn_id: turn.id.clone(),
-            result,
+            result: Arc::new(result),
         });
     }
     // A resumption that registered after the first look still sees the cancel.

@@ -148,6 +148,7 @@ pub(crate) async fn resume(
             result.model = with_note(&result.model, note);
         }
     }
+    let ran: Vec<Arc<CallResult>> = ran.into_iter().map(Arc::new).collect();
     let results = step_results(engine, &session, &turn, &step, &ran);
     for result in &results {
         turn.note_taint(&result.tool, invoked.contains(&result.call_id));
@@ -189,13 +190,13 @@ fn step_results(
     session: &SessionRecord,
     turn: &TurnRecord,
     step: &PendingStep,
-    ran: &[CallResult],
-) -> Vec<CallResult> {
-    let announce = |result: &CallResult| {
+    ran: &[Arc<CallResult>],
+) -> Vec<Arc<CallResult>> {
+    let announce = |result: &Arc<CallResult>| {
         engine.emit(Event::ActionResult {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
-            result: result.clone(),
+            result: Arc::clone(result),
         });
     };
     let mut results = Vec::with_capacity(step.calls.len());
@@ -203,18 +204,19 @@ fn step_results(
         let result = match (&call.state, ran.iter().find(|r| r.call_id == call.call_id)) {
             (_, Some(result)) => {
                 announce(result);
-                result.clone()
+                Arc::clone(result)
             }
             (CallState::Finished { result }, None) => {
                 // A call that waited on a request was settled (cancelled, revoked) while the
                 // turn was parked: its result is new. One that never waited had its result
                 // announced by the step itself.
+                let result = Arc::new(result.clone());
                 if step.gated(&call.call_id) {
-                    announce(result);
+                    announce(&result);
                 }
-                result.clone()
+                result
             }
-            (CallState::Waiting { .. }, None) => CallResult::failed(
+            (CallState::Waiting { .. }, None) => Arc::new(CallResult::failed(
                 &call.call_id,
                 &call.tool,
                 ToolError::with_code(
@@ -224,8 +226,8 @@ fn step_results(
                         call.tool
                     ),
                 ),
-            ),
-            _ => CallResult::failed(
+            )),
+            _ => Arc::new(CallResult::failed(
                 &call.call_id,
                 &call.tool,
                 ToolError::with_code(
@@ -235,7 +237,7 @@ fn step_results(
                         call.tool
                     ),
                 ),
-            ),
+            )),
         };
         results.push(result);
     }
@@ -256,7 +258,7 @@ async fn park_again(
     let mut results = Vec::with_capacity(ran.len());
     for (result, invoked) in ran {
         turn.note_taint(&result.tool, invoked);
-        results.push(result);
+        results.push(Arc::new(result));
     }
     let Some(asked) = turn.park(&results, parked) else {
         return Err(RuntimeError::Store(StoreError::Corrupt {
@@ -272,7 +274,7 @@ async fn park_again(
         engine.emit(Event::ActionResult {
             session_id: session.id.clone(),
             turn_id: turn.id.clone(),
-            result: result.clone(),
+            result: Arc::clone(result),
         });
     }
     for request in &asked {
@@ -287,7 +289,7 @@ async fn park_again(
         requests: asked.iter().map(|r| r.request_id.clone()).collect(),
     });
     Ok(StepOutcome::Waiting {
-        results: crate::pipeline::close::shared(results),
+        results,
         requests: asked,
         notices: Vec::new(),
     })

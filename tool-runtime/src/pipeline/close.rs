@@ -47,13 +47,14 @@ pub(super) async fn close_or_park(
 }
 
 /// The results of the calls that have one, in the model's order, each announced and noted for
-/// taint; and the workflow calls that parked.
+/// taint; and the workflow calls that parked. A result is shared from here on: by its event,
+/// the step's outcome and the turn's record.
 fn collect(
     engine: &Engine,
     scope: &mut StepScope,
     prepared: &[Prepared],
     ran: Vec<Option<Executed>>,
-) -> (Vec<CallResult>, Vec<Parked>) {
+) -> (Vec<Arc<CallResult>>, Vec<Parked>) {
     let mut results = Vec::new();
     let mut suspended = Vec::new();
     for (prep, ran) in prepared.iter().zip(ran) {
@@ -74,10 +75,11 @@ fn collect(
             _ => continue,
         };
         scope.turn.note_taint(&result.tool, invoked);
+        let result = Arc::new(result);
         engine.emit_with(|| Event::ActionResult {
             session_id: scope.session.id.clone(),
             turn_id: scope.turn.id.clone(),
-            result: result.clone(),
+            result: Arc::clone(&result),
         });
         results.push(result);
     }
@@ -89,7 +91,7 @@ async fn park(
     engine: &Engine,
     scope: &mut StepScope,
     prepared: &[Prepared],
-    results: Vec<CallResult>,
+    results: Vec<Arc<CallResult>>,
     suspended: Vec<Parked>,
     claimed: Claimed,
 ) -> Result<StepOutcome, RuntimeError> {
@@ -126,7 +128,7 @@ async fn park(
             scope.stored = None;
             keep_messages(engine, &scope.turn, scope.appended()).await?;
             return Ok(StepOutcome::Completed {
-                results: shared(cancelled_results(prepared, &parked, results)),
+                results: cancelled_results(prepared, &parked, results),
                 ends_turn: false,
                 notices: std::mem::take(&mut scope.notices),
             });
@@ -145,7 +147,7 @@ async fn park(
         requests: requests.iter().map(|r| r.request_id.clone()).collect(),
     });
     Ok(StepOutcome::Waiting {
-        results: shared(results),
+        results,
         requests,
         notices: std::mem::take(&mut scope.notices),
     })
@@ -156,8 +158,8 @@ async fn park(
 fn cancelled_results(
     prepared: &[Prepared],
     parked: &HashSet<String>,
-    results: Vec<CallResult>,
-) -> Vec<CallResult> {
+    results: Vec<Arc<CallResult>>,
+) -> Vec<Arc<CallResult>> {
     let mut ran = results.into_iter();
     let mut all = Vec::with_capacity(prepared.len());
     for prep in prepared {
@@ -166,14 +168,14 @@ fn cancelled_results(
                 if prep.asks() || parked.contains(call_id) =>
             {
                 let name = tool.name();
-                all.push(CallResult::failed(
+                all.push(Arc::new(CallResult::failed(
                     call_id,
                     name,
                     ToolError::with_code(
                         ErrorCode::Cancelled,
                         format!("`{name}` was cancelled with its turn"),
                     ),
-                ));
+                )));
             }
             _ => all.extend(ran.next()),
         }
@@ -188,7 +190,7 @@ async fn stop(
     engine: &Arc<Engine>,
     scope: &mut StepScope,
     prepared: &[Prepared],
-    results: Vec<CallResult>,
+    results: Vec<Arc<CallResult>>,
     suspended: Vec<Parked>,
     claimed: Claimed,
 ) -> Result<StepOutcome, RuntimeError> {
@@ -216,7 +218,7 @@ async fn stop(
 async fn close(
     engine: &Engine,
     scope: &mut StepScope,
-    results: Vec<CallResult>,
+    results: Vec<Arc<CallResult>>,
     claimed: Claimed,
     steer: &CancellationToken,
 ) -> Result<StepOutcome, RuntimeError> {
@@ -263,7 +265,7 @@ pub(crate) struct Closing<'a> {
 pub(crate) async fn finish(
     engine: &Engine,
     turn: &mut TurnRecord,
-    results: Vec<CallResult>,
+    results: Vec<Arc<CallResult>>,
     closing: Closing<'_>,
 ) -> Result<(StepOutcome, Option<u64>), RuntimeError> {
     let Closing {
@@ -280,7 +282,6 @@ pub(crate) async fn finish(
     let stopped = super::guard::stopped(&results);
     let ends = ends || (stopped && turn.status != TurnStatus::Cancelled);
     // The record and the outcome share the results: a step's results are never copied.
-    let results = shared(results);
     turn.close_step(&results, ends);
     let stored = match engine
         .store()
@@ -320,11 +321,6 @@ pub(crate) async fn finish(
         notices,
     };
     Ok((outcome, Some(stored)))
-}
-
-/// Each result behind an [`Arc`], as the record and the outcome of a step hold them.
-pub(crate) fn shared(results: Vec<CallResult>) -> Vec<Arc<CallResult>> {
-    results.into_iter().map(Arc::new).collect()
 }
 
 /// Whether a message steered into turn `turn_id` keeps it going, when its step could end it:

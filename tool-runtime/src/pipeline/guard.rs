@@ -7,6 +7,7 @@
 //! no approval. Without guardrails nothing here allocates.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -287,7 +288,7 @@ fn output_trip(name: &str, verdict: Option<OutputVerdict>) -> Option<Tripped<Out
 }
 
 /// Whether an output guardrail stopped the turn in a step with `results`.
-pub(crate) fn stopped(results: &[CallResult]) -> bool {
+pub(crate) fn stopped(results: &[Arc<CallResult>]) -> bool {
     results.iter().any(|r| {
         r.error
             .as_ref()

@@ -193,18 +193,18 @@ async fn refuse_repeated_ids(
         "call ids must be unique within one response, and {} repeat; none of these calls ran, call them again with distinct ids",
         repeated.join(", ")
     );
-    let results: Vec<CallResult> = calls
+    let results: Vec<Arc<CallResult>> = calls
         .iter()
         .map(|call| {
             let error = ToolError::with_code(ErrorCode::InvalidInput, message.clone());
-            CallResult::failed(&call.call_id, &call.name, error)
+            Arc::new(CallResult::failed(&call.call_id, &call.name, error))
         })
         .collect();
     for result in &results {
         engine.emit(Event::ActionResult {
             session_id: scope.session.id.clone(),
             turn_id: scope.turn.id.clone(),
-            result: result.clone(),
+            result: Arc::clone(result),
         });
     }
     scope.turn.refuse_step();
@@ -216,7 +216,7 @@ async fn refuse_repeated_ids(
     scope.conversation = None;
     scope.stored = Some(written.version);
     Ok(Some(StepOutcome::Completed {
-        results: close::shared(results),
+        results,
         ends_turn: false,
         notices: std::mem::take(&mut scope.notices),
     }))

@@ -91,14 +91,14 @@ impl TurnRecord {
     /// the turn has no pending step (a corrupt record).
     pub(crate) fn park(
         &mut self,
-        results: &[CallResult],
+        results: &[Arc<CallResult>],
         parked: Vec<Parked>,
     ) -> Option<Vec<InputRequest>> {
         let step = self.pending.as_mut()?;
         for result in results {
             if let Some(call) = step.call_mut(&result.call_id) {
                 call.state = CallState::Finished {
-                    result: result.clone(),
+                    result: CallResult::clone(result),
                 };
             }
         }
@@ -244,7 +244,7 @@ impl TurnRecord {
     /// Whether a step with `results` may end the turn: every call may end it and all
     /// succeeded. Subagents must answer their parent, and structured-output turns must
     /// produce it, so theirs never end so.
-    pub(crate) fn may_end(&self, results: &[CallResult]) -> bool {
+    pub(crate) fn may_end(&self, results: &[Arc<CallResult>]) -> bool {
         self.caller != Caller::Subagent
             && !self.structured_output
             && !results.is_empty()

@@ -152,7 +152,9 @@ fn parking_records_results_and_parked_calls() {
         },
     );
     let sleep = Parked::new(&turn, "c3", "wait", Suspension::Sleep { until_ms: 50 });
-    let opened = turn.park(&[ok("c1", "read")], vec![ask, sleep]).unwrap();
+    let opened = turn
+        .park(&[Arc::new(ok("c1", "read"))], vec![ask, sleep])
+        .unwrap();
     assert_eq!(turn.status, TurnStatus::Waiting);
     assert!(matches!(state(&turn, "c1"), CallState::Finished { .. }));
     assert_eq!(state(&turn, "c3"), CallState::Sleeping { until_ms: 50 });
@@ -504,12 +506,13 @@ fn a_step_may_end_the_turn_only_when_every_call_succeeded_and_may_end_it() {
         ends_turn: true,
         ..ok("c1", "react")
     };
-    let failed = CallResult::failed("c2", "react", ToolError::new("no"));
+    let ending = Arc::new(ending);
+    let failed = Arc::new(CallResult::failed("c2", "react", ToolError::new("no")));
     let turn = turn();
     assert!(turn.may_end(std::slice::from_ref(&ending)));
     assert!(!turn.may_end(&[]));
-    assert!(!turn.may_end(&[ending.clone(), ok("c3", "read")]));
-    assert!(!turn.may_end(&[ending.clone(), failed]));
+    assert!(!turn.may_end(&[Arc::clone(&ending), Arc::new(ok("c3", "read"))]));
+    assert!(!turn.may_end(&[Arc::clone(&ending), failed]));
     let subagent = TurnRecord::begin("t".into(), "s".into(), None, Caller::Subagent, false);
     assert!(!subagent.may_end(std::slice::from_ref(&ending)));
     let structured = TurnRecord::begin("t".into(), "s".into(), None, Caller::Model, true);
