@@ -15,6 +15,8 @@
 //! - `step/ten_read_calls`: the same step with ten calls, which run concurrently;
 //! - `step/write_call`: one call of a `write` tool, recorded as running before it runs, then
 //!   closed: two writes.
+//! - `step/ten_read_calls_subscribed`: `ten_read_calls` while a subscriber drains the runtime's
+//!   events on another task (as the console and the MCP server subscribe).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -168,6 +170,24 @@ fn step(c: &mut Criterion) {
         b.iter(|| {
             tokio
                 .block_on(writes.step(calls("write_logs", 1)))
+                .expect("step")
+        })
+    });
+    // Last: the subscriber stays for the rest of the process.
+    let mut events = runtime.subscribe();
+    tokio.spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => drop(std::hint::black_box(event)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    group.bench_function("ten_read_calls_subscribed", |b| {
+        b.iter(|| {
+            tokio
+                .block_on(reads.step(calls("read_logs", 10)))
                 .expect("step")
         })
     });
