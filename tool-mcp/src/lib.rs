@@ -53,6 +53,7 @@
 #![warn(missing_docs)]
 
 mod binding;
+mod changes;
 mod client;
 mod compose;
 mod convert;

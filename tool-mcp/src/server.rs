@@ -12,11 +12,13 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
 use toolwright_core::{Caller, Principal};
-use toolwright_runtime::{Event, Runtime, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus};
+use toolwright_runtime::{Runtime, SessionSpec, StepOutcome, ToolCall, Turn, TurnStatus};
 
 use crate::McpError;
 use crate::binding::{Binding, BindingState, SharedBinding};
+use crate::changes::{Change, Changes};
 use crate::compose::{Composed, not_served};
 use crate::convert::{first, internal};
 use crate::input::{asks_person, can_elicit, modern};
@@ -54,6 +56,8 @@ pub struct McpServer {
     binding: Arc<Binding>,
     /// The `rmcp` handler serving prompts, resources and completions beside the tools.
     pub(crate) composed: Option<Arc<dyn Composed>>,
+    /// The changes sessions' watchers act on, relayed once for the server and its clones.
+    changes: Arc<Changes>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -94,6 +98,7 @@ impl McpServer {
             locale: None,
             binding: Arc::new(Binding::new(false)),
             composed: None,
+            changes: Arc::new(Changes::default()),
         }
     }
 
@@ -265,23 +270,17 @@ impl McpServer {
         session_id: &str,
         peer: rmcp::Peer<RoleServer>,
     ) -> tokio::task::JoinHandle<()> {
-        let mut events = self.runtime.subscribe();
+        let mut changes = self.changes.subscribe(&self.runtime);
         let binding = Arc::downgrade(binding);
         let session_id = session_id.to_owned();
         let (runtime, cache) = (self.runtime.clone(), Arc::clone(&self.listing));
         tokio::spawn(async move {
             loop {
-                let event = events.recv().await;
-                let (changed, remote) = match event {
-                    Ok(Event::SessionChanged { session_id: s }) => (s == session_id, false),
-                    Ok(
-                        Event::ConnectionChanged { .. }
-                        | Event::ToolDefinitionChanged { .. }
-                        | Event::ToolsRegistered { .. },
-                    ) => (false, true),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (true, true),
-                    Err(_) => break,
-                    Ok(_) => (false, false),
+                let (changed, remote) = match changes.recv().await {
+                    Ok(Change::Session(s)) => (*s == *session_id, false),
+                    Ok(Change::Tools) => (false, true),
+                    Ok(Change::Missed) | Err(RecvError::Lagged(_)) => (true, true),
+                    Err(RecvError::Closed) => break,
                 };
                 if !changed && !remote {
                     continue;
