@@ -8,6 +8,7 @@
 
 use std::cell::Cell;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter, Serializer};
@@ -18,11 +19,17 @@ use crate::record::TurnRecord;
 /// The record's JSON, and its closed step's index and JSON when it has one.
 type EncodedTurn = (String, Option<(i64, String)>);
 
+/// The length of the last record encoded: the next one starts with room for as much, so that
+/// a record of many results is not copied as its buffer doubles (records of one process are
+/// much alike in size; a wrong guess costs one allocation of the wrong size).
+static LAST_LEN: AtomicUsize = AtomicUsize::new(0);
+
 /// Encodes `record`, and gives its closed step's JSON as a copy of its bytes.
 pub(in crate::store) fn encode_turn(record: &TurnRecord) -> Result<EncodedTurn, StoreError> {
     let at = Cell::new(0);
     let mut located = Located::default();
-    let mut out = Vec::with_capacity(512);
+    let room = LAST_LEN.load(Ordering::Relaxed).clamp(512, 1 << 20);
+    let mut out = Vec::with_capacity(room);
     let mut serializer = Serializer::with_formatter(
         Counted {
             out: &mut out,
@@ -38,6 +45,7 @@ pub(in crate::store) fn encode_turn(record: &TurnRecord) -> Result<EncodedTurn, 
     record
         .serialize(&mut serializer)
         .map_err(|error| encoding(&record.id, &error))?;
+    LAST_LEN.store(out.len() + out.len() / 8, Ordering::Relaxed);
     let json = String::from_utf8(out).map_err(|error| encoding(&record.id, &error))?;
     let Some(step) = &record.last_step else {
         return Ok((json, None));
