@@ -300,11 +300,10 @@ impl CallScope for Scope {
     }
 }
 
-/// A call's session: the one its builder was given, or the detached default, shared by every
-/// detached call instead of built for each.
-#[allow(clippy::large_enum_variant)] // reason: one per context, inside its `Arc`; a box would be the allocation this saves
+/// A call's session: the one its builder was given (shared: the calls of one step see the same
+/// session), or the detached default, shared by every detached call instead of built for each.
 enum SessionSlot {
-    Given(SessionInfo),
+    Given(Arc<SessionInfo>),
     Detached,
 }
 
@@ -374,7 +373,7 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 /// Builds a [`CallContext`].
 #[derive(Debug)]
 pub struct CallContextBuilder {
-    session: Option<SessionInfo>,
+    session: Option<Arc<SessionInfo>>,
     call_id: Option<String>,
     tool_name: String,
     caller: Caller,
@@ -391,6 +390,23 @@ impl std::fmt::Debug for dyn CallHost {
 impl CallContextBuilder {
     /// The session of the call.
     pub fn session(mut self, session: SessionInfo) -> Self {
+        self.session = Some(Arc::new(session));
+        self
+    }
+
+    /// The session of the call, shared with other calls (a runtime's calls of one step see
+    /// the same session, built once).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use toolwright_core::{CallContext, SessionInfo};
+    ///
+    /// let session = Arc::new(SessionInfo::new("s-1", "t-1"));
+    /// let first = CallContext::builder().shared_session(Arc::clone(&session)).build();
+    /// let second = CallContext::builder().shared_session(session).build();
+    /// assert_eq!(first.session(), second.session());
+    /// ```
+    pub fn shared_session(mut self, session: Arc<SessionInfo>) -> Self {
         self.session = Some(session);
         self
     }

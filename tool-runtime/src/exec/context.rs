@@ -35,8 +35,8 @@ pub(crate) fn session_info(
 pub(crate) struct Body<'a> {
     /// The tool (a snapshot: the registry may change while the body runs).
     pub(crate) tool: &'a Arc<Tool>,
-    /// Its session, as [`session_info`] describes it.
-    pub(crate) info: SessionInfo,
+    /// Its session, as [`session_info`] describes it (shared by the calls of one step).
+    pub(crate) info: Arc<SessionInfo>,
     /// The call (for a task, its starting call).
     pub(crate) call_id: &'a str,
     /// Who issued the call.
@@ -68,8 +68,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         sandbox: engine.sandbox().cloned(),
         model: body.model.or_else(|| engine.model().cloned()),
         credentials: engine.credentials().cloned(),
-        session_id: body.info.id.clone(),
-        turn_id: body.info.turn_id.clone(),
+        session: Arc::clone(&body.info),
         call_id: body.call_id.to_owned(),
         // Only delta labels read the input back; other calls need not copy it.
         input: if tool.label().delta.is_some() {
@@ -90,7 +89,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         webhook_url: engine.options().webhook_url.as_deref().map(Arc::from),
     });
     let mut builder = CallContext::builder()
-        .session(body.info)
+        .shared_session(body.info)
         .call_id(body.call_id)
         .tool_name(tool.name())
         .caller(body.caller)

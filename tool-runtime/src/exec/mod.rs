@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{ErrorCode, ModelBackend, Tool, ToolError};
+use toolwright_core::{ErrorCode, ModelBackend, SessionInfo, Tool, ToolError};
 use tracing::Instrument;
 
 use crate::engine::Engine;
@@ -17,13 +17,16 @@ use crate::host::Journal;
 use crate::record::{Approver, CallResult, SessionRecord, TurnRecord};
 use crate::store::Lease;
 use crate::transition::Suspension;
-use context::{Body, session_info};
+use context::Body;
 use result::call_result;
 
 /// One execution of a turn's call.
 pub(crate) struct Execution<'a> {
     pub(crate) session: &'a SessionRecord,
     pub(crate) turn: &'a TurnRecord,
+    /// The session as the call's context sees it ([`context::session_info`] of `session` and `turn`),
+    /// built once for a step's calls.
+    pub(crate) info: Arc<SessionInfo>,
     pub(crate) tool: &'a Arc<Tool>,
     pub(crate) call_id: &'a str,
     /// The validated input.
@@ -66,6 +69,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
     let Execution {
         session,
         turn,
+        info,
         tool,
         call_id,
         input,
@@ -104,7 +108,7 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         engine,
         Body {
             tool,
-            info: session_info(session, &turn.id, turn.current.as_ref(), turn.caller),
+            info,
             call_id,
             caller: turn.caller,
             input: &input,
@@ -131,7 +135,10 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         // Pinned out here so the tool is dropped only after its token fired on a timeout:
         // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
         let mut run = std::pin::pin!(run);
+        // The body first: one that finishes when first polled (most reads) never registers
+        // with the turn's token or the host's notification.
         tokio::select! {
+            biased;
             result = slot.within(limit, run.as_mut()) => match result {
                 Ok(result) => result,
                 Err(_) => {

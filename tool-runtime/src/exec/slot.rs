@@ -65,13 +65,16 @@ impl Slot {
                 let resumed = self.resumed.notified();
                 if self.waited().1 {
                     tokio::select! {
+                        biased;
                         output = run.as_mut() => return Ok(output),
                         () = resumed => continue,
                     }
                 }
                 continue;
             }
+            // The body first: one that finishes when first polled never starts the timer.
             tokio::select! {
+                biased;
                 output = run.as_mut() => return Ok(output),
                 () = tokio::time::sleep_until(start + limit + waited) => {
                     let (now_waited, now_waiting) = self.waited();

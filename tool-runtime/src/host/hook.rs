@@ -170,8 +170,8 @@ impl RuntimeHost {
         let registration = Registration {
             name: name.to_owned(),
             schema,
-            session_id: self.session_id.clone(),
-            turn_id: self.turn_id.clone(),
+            session_id: self.session.id.clone(),
+            turn_id: self.session.turn_id.clone(),
             call_id: self.call_id.clone(),
             task_id: self.task.as_ref().map(|task| task.task_id.clone()),
         };

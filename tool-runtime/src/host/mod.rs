@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     AskAnswer, AskRequest, CallHost, CallOutput, CredentialBroker, ErrorCode, LogLevel, Messages,
-    ModelBackend, Sandbox, ServeIncoming, StepNames, Tool, ToolError,
+    ModelBackend, Sandbox, ServeIncoming, SessionInfo, StepNames, Tool, ToolError,
 };
 
 pub(crate) mod hook;
@@ -38,8 +38,8 @@ pub(crate) struct RuntimeHost {
     pub(crate) model: Option<Arc<dyn ModelBackend>>,
     /// The broker of tokens the host installed on the runtime.
     pub(crate) credentials: Option<Arc<dyn CredentialBroker>>,
-    pub(crate) session_id: String,
-    pub(crate) turn_id: String,
+    /// The call's session and turn, as its context sees them (shared by a step's calls).
+    pub(crate) session: Arc<SessionInfo>,
     pub(crate) call_id: String,
     pub(crate) input: Value,
     pub(crate) interactive: bool,
@@ -124,8 +124,8 @@ impl RuntimeHost {
             return;
         }
         let _ = self.events.send(Event::ActionStep {
-            session_id: self.session_id.clone(),
-            turn_id: self.turn_id.clone(),
+            session_id: self.session.id.clone(),
+            turn_id: self.session.turn_id.clone(),
             call_id: self.call_id.clone(),
             tool: self.tool_name().to_owned(),
             step: name.to_owned(),
@@ -164,8 +164,8 @@ impl CallHost for RuntimeHost {
     fn log(&self, level: LogLevel, message: &str) {
         tracing::event!(tracing::Level::DEBUG, call_id = %self.call_id, ?level, "{message}");
         let _ = self.events.send(Event::ActionLog {
-            session_id: self.session_id.clone(),
-            turn_id: self.turn_id.clone(),
+            session_id: self.session.id.clone(),
+            turn_id: self.session.turn_id.clone(),
             call_id: self.call_id.clone(),
             tool: self.tool_name().to_owned(),
             level,
@@ -185,8 +185,8 @@ impl CallHost for RuntimeHost {
         .ok()
         .flatten();
         let _ = self.events.send(Event::ActionPartial {
-            session_id: self.session_id.clone(),
-            turn_id: self.turn_id.clone(),
+            session_id: self.session.id.clone(),
+            turn_id: self.session.turn_id.clone(),
             call_id: self.call_id.clone(),
             tool: tool.name().to_owned(),
             snapshot,

@@ -70,10 +70,10 @@ impl RuntimeHost {
     async fn read_state(&self, key: &str) -> Result<Option<Value>, ToolError> {
         let session = self
             .store
-            .session(&self.session_id)
+            .session(&self.session.id)
             .await
             .map_err(|error| unavailable("the session state cannot be read", error))?;
-        let (record, _) = session.ok_or_else(|| gone(&self.session_id))?;
+        let (record, _) = session.ok_or_else(|| gone(&self.session.id))?;
         Ok(record.state.get(key).cloned())
     }
 
@@ -88,14 +88,14 @@ impl RuntimeHost {
                 record.state.remove(key);
             }
         };
-        let found = crate::store::update_session(&*self.store, &self.session_id, change)
+        let found = crate::store::update_session(&*self.store, &self.session.id, change)
             .await
             .map_err(|error| unavailable("the session state cannot be written", error))?;
         if !found {
-            return Err(gone(&self.session_id));
+            return Err(gone(&self.session.id));
         }
         let _ = self.events.send(Event::SessionChanged {
-            session_id: self.session_id.clone(),
+            session_id: self.session.id.clone(),
         });
         Ok(())
     }
@@ -138,7 +138,7 @@ impl RuntimeHost {
     }
 
     pub(super) fn messages_op(&self) -> BoxFuture<'_, Result<Messages, ToolError>> {
-        Box::pin(self.messages.get(&*self.store, &self.session_id))
+        Box::pin(self.messages.get(&*self.store, &self.session.id))
     }
 
     /// The model input of the step that made `serve` call `key` (`#<index>`).
@@ -154,10 +154,10 @@ impl RuntimeHost {
                 .zip(index)
                 .and_then(|(task, index)| task.calls.get(index));
             let Some(call) = call else {
-                return self.messages.get(&*self.store, &self.session_id).await;
+                return self.messages.get(&*self.store, &self.session.id).await;
             };
             StepMessages::new(call.step_input.clone())
-                .get(&*self.store, &self.session_id)
+                .get(&*self.store, &self.session.id)
                 .await
         })
     }

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{Engine, find_tool};
 use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
+use crate::exec::context::session_info;
 use crate::exec::{Executed, Execution, RunMode, execute};
 use crate::record::{Outcome, TurnRecord, TurnStatus};
 use crate::store::StoreError;
@@ -74,6 +75,12 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
         return;
     };
     let registry = engine.registry();
+    let info = Arc::new(session_info(
+        &session,
+        &turn.id,
+        turn.current.as_ref(),
+        turn.caller,
+    ));
     let runs = bodies.into_iter().filter_map(|(call_id, tool, mut input)| {
         let found = find_tool(&registry, &tool)?;
         let sealing = &engine.options().sealing;
@@ -89,12 +96,13 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                 &mut input,
             )
             .ok()?;
-        let (session, turn) = (&session, &turn);
+        let (session, turn, info) = (&session, &turn, Arc::clone(&info));
         Some(async move {
             let token = CancellationToken::new();
             let run = Execution {
                 session,
                 turn,
+                info,
                 tool: &found,
                 call_id: &call_id,
                 input,

@@ -401,6 +401,7 @@ async fn run_approved(
     let run = Execution {
         session,
         turn,
+        info: session_info(session, &turn.id, turn.current.as_ref(), turn.caller).into(),
         tool: &tool,
         call_id: &call.call_id,
         input,

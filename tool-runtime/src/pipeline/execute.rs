@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolwright_core::{Entry, ToolKind};
+use toolwright_core::{Entry, SessionInfo, ToolKind};
 
 use super::prepared::Prepared;
 use super::scope::StepScope;
@@ -43,22 +43,27 @@ pub(crate) async fn run_call(engine: &Arc<Engine>, run: Execution<'_>) -> Execut
 /// `None` for those settled before anything ran. When several calls start or reach workflow
 /// tasks, those run one after another in the model's order (each is a store write), beside the
 /// others: two calls to one `serve` task in a step reach it in the order the model made them.
+/// A call that runs takes its input out of `prepared` (closing the step needs only its id and
+/// tool; its record, when it has one, was written before it ran).
 pub(super) async fn execute_all(
     engine: &Arc<Engine>,
     scope: &StepScope,
-    prepared: &[Prepared],
+    prepared: &mut [Prepared],
     token: &CancellationToken,
     steer: &CancellationToken,
     lease: Option<&Lease>,
 ) -> Vec<Option<Executed>> {
-    let run = |p| run_prepared(engine, scope, p, token, steer, lease);
+    // The calls' context sees one session, built once for the step.
+    let info = Arc::new(scope.info());
+    let run = |p| run_prepared(engine, scope, &info, p, token, steer, lease);
     if prepared.iter().filter(|p| starts_task(p)).count() < 2 {
-        return futures_util::future::join_all(prepared.iter().map(run)).await;
+        return futures_util::future::join_all(prepared.iter_mut().map(run)).await;
     }
     // Boxed: the ordered chain holds a whole call's future, which would otherwise make every
     // step's future larger (and every spawn of one copy more).
+    let count = prepared.len();
     let (tasks, others): (Vec<_>, Vec<_>) = prepared
-        .iter()
+        .iter_mut()
         .enumerate()
         .partition(|(_, p)| starts_task(p));
     let in_order = Box::pin(async move {
@@ -74,7 +79,7 @@ pub(super) async fn execute_all(
             .map(|(i, p)| async move { (i, run(p).await) }),
     );
     let (tasks, others) = futures_util::future::join(in_order, together).await;
-    let mut outcomes: Vec<Option<Executed>> = prepared.iter().map(|_| None).collect();
+    let mut outcomes: Vec<Option<Executed>> = (0..count).map(|_| None).collect();
     for (index, outcome) in tasks.into_iter().chain(others) {
         outcomes[index] = outcome;
     }
@@ -86,11 +91,12 @@ fn starts_task(prepared: &Prepared) -> bool {
     matches!(prepared, Prepared::Run { tool, .. } if matches!(tool.kind(), ToolKind::Workflow(Entry::Task | Entry::Serve)))
 }
 
-/// Runs one prepared call, if it runs.
+/// Runs one prepared call, if it runs, taking its input.
 async fn run_prepared(
     engine: &Arc<Engine>,
     scope: &StepScope,
-    prepared: &Prepared,
+    info: &Arc<SessionInfo>,
+    prepared: &mut Prepared,
     token: &CancellationToken,
     steer: &CancellationToken,
     lease: Option<&Lease>,
@@ -104,9 +110,10 @@ async fn run_prepared(
             let run = Execution {
                 session: &scope.session,
                 turn: &scope.turn,
+                info: Arc::clone(info),
                 tool,
                 call_id,
-                input: input.clone(),
+                input: std::mem::take(input),
                 approved_by: None,
                 token,
                 // A `task` or `serve` call only starts its task: steering leaves the body

@@ -125,7 +125,7 @@ impl Ready {
         let Ready {
             engine,
             mut scope,
-            prepared,
+            mut prepared,
             version,
             session_version,
             running,
@@ -135,7 +135,7 @@ impl Ready {
         let claimed = record_running(engine, &mut scope, version, &prepared, &running).await?;
         let lease = claimed.lease.as_ref();
         let steer = running.steer_token();
-        let ran = execute::execute_all(engine, &scope, &prepared, &token, steer, lease).await;
+        let ran = execute::execute_all(engine, &scope, &mut prepared, &token, steer, lease).await;
         let outcome =
             close::close_or_park(engine, &mut scope, prepared, ran, claimed, steer).await?;
         keep(engine, scope, session_version);

@@ -193,11 +193,12 @@ async fn run_body(
         discarding: AtomicBool::new(false),
         call_tokens: Arc::clone(calls),
     };
+    let info = session_info(&session, &task.turn_id, task.current.as_ref(), task.caller);
     let (host, cx) = context::build(
         engine,
         Body {
             tool: &tool,
-            info: session_info(&session, &task.turn_id, task.current.as_ref(), task.caller),
+            info: Arc::new(info),
             call_id: &first.call_id,
             caller: task.caller,
             input: &first.input,
