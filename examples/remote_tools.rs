@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!({ "a": 2, "b": 3 }).to_string(),
     );
     if let StepOutcome::Completed { results, .. } = turn.step(vec![sum]).await? {
-        println!("everything__get-sum ran at once: {:?}", results[0].model);
+        println!("everything__get-sum ran at once: {:?}", results[0].model());
     }
 
     let echo = ToolCall::new(
@@ -89,7 +89,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .respond(InputResponse::approve(&requests[0].request_id, Some(you)))
         .await?;
     if let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome {
-        println!("approved; everything__echo returned {:?}", results[0].model);
+        println!(
+            "approved; everything__echo returned {:?}",
+            results[0].model()
+        );
     }
     let record = turn.record().await?;
     println!(

@@ -19,7 +19,7 @@ use toolwright::{Caller, ModelOutput, Principal, Registry};
 
 /// What the model would read of a result.
 fn shown(result: &CallResult) -> String {
-    let text = match &result.model {
+    let text = match &*result.model() {
         ModelOutput::Text(text) => text.clone(),
         other => serde_json::to_string(other).unwrap_or_default(),
     };

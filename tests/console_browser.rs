@@ -237,7 +237,7 @@ async fn a_denial_with_a_note_in_the_browser_reaches_the_model() {
         .unwrap()
         .expect("the denied step closed");
     assert!(last.results[0].is_error, "a denied call does not run");
-    let model = serde_json::to_string(&last.results[0].model).unwrap();
+    let model = serde_json::to_string(&last.results[0].model()).unwrap();
     assert!(
         model.contains("not during the sale"),
         "the model reads the note: {model}"

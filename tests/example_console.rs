@@ -154,7 +154,7 @@ async fn the_cli_lists_approves_and_denies() {
         .await
         .unwrap()
         .expect("the denied step closed");
-    let model = serde_json::to_string(&last.results[0].model).unwrap();
+    let model = serde_json::to_string(&last.results[0].model()).unwrap();
     assert!(
         model.contains("not during the sale"),
         "the model reads the note: {model}"

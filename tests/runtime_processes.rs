@@ -398,7 +398,7 @@ async fn child_inspect(runtime: &Runtime, ids: &Path, report: &Path) {
         Some(ErrorCode::ResultUnknown),
         "{results:?}"
     );
-    notes.push(format!("recovered:{:?}", results[0].model));
+    notes.push(format!("recovered:{:?}", results[0].model()));
     let record = turn.record().await.unwrap();
     assert_eq!(record.id, p.turn_id);
     assert_eq!(record.status, TurnStatus::Active, "{record:?}");

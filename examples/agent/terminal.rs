@@ -77,7 +77,7 @@ impl Terminal {
                 label: Some(label), ..
             } => format!("  · {label}"),
             Event::ActionResult { result, .. } if result.is_error => {
-                format!("  ✗ {}: {}", result.tool, result.model.to_text())
+                format!("  ✗ {}: {}", result.tool, result.model().to_text())
             }
             Event::ActionResult { result, .. } => {
                 let label = result.label.as_deref().unwrap_or(&result.tool);

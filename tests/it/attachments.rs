@@ -73,7 +73,8 @@ fn shown(output: &ModelOutput) -> ModelOutput {
 
 /// The attachment parts of a result's model output: (id, media type, size, path).
 fn attachments_of(result: &CallResult) -> Vec<(String, String, u64, Option<String>)> {
-    let ModelOutput::Content(parts) = &result.model else {
+    let model = result.model();
+    let ModelOutput::Content(parts) = &*model else {
         return Vec::new();
     };
     parts
@@ -144,8 +145,11 @@ async fn a_returned_file_is_stored_once_and_only_its_reference_is_recorded_and_s
         std::slice::from_ref(&expected),
         "the same file, the same id"
     );
-    assert!(files_of(&first.model).is_empty(), "no bytes in the result");
-    assert_eq!(first.model.to_text(), "Picture 7\n[image/png file]");
+    assert!(
+        files_of(&first.model()).is_empty(),
+        "no bytes in the result"
+    );
+    assert_eq!(first.model().to_text(), "Picture 7\n[image/png file]");
 
     // Events carry the reference, never the bytes.
     for event in drain(&mut events) {
@@ -168,11 +172,11 @@ async fn a_returned_file_is_stored_once_and_only_its_reference_is_recorded_and_s
     assert_eq!(attachment.data, bytes);
     assert_eq!(attachment.media_type, "image/png");
     assert_eq!(
-        files_of(&session.resolve_attachments(&first.model).await),
+        files_of(&session.resolve_attachments(&first.model()).await),
         [(base64.clone(), "image/png".to_owned())]
     );
     assert_eq!(
-        files_of(&turn.resolve_attachments(&second.model).await),
+        files_of(&turn.resolve_attachments(&second.model()).await),
         [(base64.clone(), "image/png".to_owned())]
     );
     assert!(
@@ -266,7 +270,7 @@ async fn a_file_over_the_limit_is_left_out_with_a_warning() {
         "the call ran: its result is kept, without the file"
     );
     assert!(attachments_of(&result).is_empty());
-    let text = result.model.to_text();
+    let text = result.model().to_text();
     assert!(
         text.contains("left out") && text.contains("attachment_max_bytes"),
         "{text}"
@@ -295,7 +299,7 @@ async fn with_a_sandbox_the_file_is_kept_there_and_deleted_with_the_session_atta
     let bytes = png_bytes(3);
     let result = step(&turn, "c1", "draw", json!({ "seed": 3 })).await;
     let [(id, _, size, Some(path))] = &attachments_of(&result)[..] else {
-        panic!("one attachment with a sandbox path: {:?}", result.model)
+        panic!("one attachment with a sandbox path: {:?}", result.model())
     };
     assert_eq!(*size, bytes.len() as u64);
     assert!(
@@ -319,7 +323,7 @@ async fn with_a_sandbox_the_file_is_kept_there_and_deleted_with_the_session_atta
 
     // Changed in the sandbox: not sent as if it were the file the tool returned.
     std::fs::write(sandbox.path().join(path), b"changed").unwrap();
-    let text = session.resolve_attachments(&result.model).await.to_text();
+    let text = session.resolve_attachments(&result.model()).await.to_text();
     assert!(text.contains("changed in the sandbox"), "{text}");
     assert!(session.attachment(id).await.is_err());
 
@@ -330,7 +334,7 @@ async fn with_a_sandbox_the_file_is_kept_there_and_deleted_with_the_session_atta
         "the session's directory goes with it"
     );
     assert!(session.attachment(id).await.unwrap().is_none());
-    let text = session.resolve_attachments(&result.model).await.to_text();
+    let text = session.resolve_attachments(&result.model()).await.to_text();
     assert!(text.contains("no longer available"), "{text}");
 }
 
@@ -362,7 +366,7 @@ async fn a_store_without_attachments_keeps_files_inline() {
     let result = step(&turn, "c1", "draw", json!({ "seed": 9 })).await;
     assert!(attachments_of(&result).is_empty());
     assert_eq!(
-        files_of(&result.model),
+        files_of(&result.model()),
         [(STANDARD.encode(png_bytes(9)), "image/png".to_owned())]
     );
 }

@@ -304,7 +304,7 @@ async fn runtime_guardrails_run_in_order_before_the_tools_own() {
         .unwrap(),
     );
     assert_eq!(
-        results[0].model,
+        *results[0].model(),
         ModelOutput::Json(json!({"withheld": true}))
     );
     assert_eq!(results[0].output, json!({"withheld": true}));

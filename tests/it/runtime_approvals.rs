@@ -207,7 +207,7 @@ async fn a_note_sent_with_an_approval_reaches_the_model() {
     let RespondOutcome::Resumed(StepOutcome::Completed { results, .. }) = outcome else {
         panic!("{outcome:?}")
     };
-    let seen = serde_json::to_string(&results[0].model).unwrap();
+    let seen = serde_json::to_string(&results[0].model()).unwrap();
     assert!(seen.contains("only the replicas, please"), "{seen}");
     // The raw output for events and clients is untouched.
     assert_eq!(results[0].output, serde_json::json!({ "service": "db" }));

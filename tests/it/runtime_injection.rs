@@ -501,7 +501,7 @@ fn model_text(result: &CallResult) -> String {
         }
     }
     let mut out = String::new();
-    match &result.model {
+    match &*result.model() {
         ModelOutput::Text(text) => out.push_str(text),
         ModelOutput::Json(value) => strings(value, &mut out),
         ModelOutput::Content(parts) => {

@@ -341,7 +341,7 @@ async fn the_model_sees_the_projection_and_the_event_carries_the_raw_output() {
     let turn = turn_in(&rt, "s-projection", Some(alice())).await;
     let result = run_one(&turn, "service_detail", json!({ "service": "payment-api" })).await;
     assert_eq!(
-        result.model,
+        *result.model(),
         ModelOutput::Text("payment-api is degraded, 6 instances, 0.65% errors".into())
     );
     let raw = json!({
@@ -360,7 +360,11 @@ async fn the_model_sees_the_projection_and_the_event_carries_the_raw_output() {
         })
         .expect("an action.result event");
     assert_eq!(event.output, raw);
-    assert_eq!(event.model, result.model);
+    assert_eq!(event.projection, result.projection);
+    assert!(
+        result.projection.is_some(),
+        "a projection is kept beside the output"
+    );
 }
 
 #[tokio::test]
@@ -396,7 +400,8 @@ async fn a_file_over_3_mib_for_the_model_raises_a_warning() {
         .unwrap(),
     );
     assert!(!results[0].is_error);
-    let ModelOutput::Content(parts) = &results[0].model else {
+    let model = results[0].model();
+    let ModelOutput::Content(parts) = &*model else {
         panic!("expected content parts")
     };
     assert_eq!(parts.len(), 2);
@@ -657,10 +662,14 @@ async fn partials_and_logs_become_events_with_labels() {
         result.label.as_deref(),
         Some("storefront report ready: 3 sections")
     );
-    // The partials never reach the model: only the final output does.
+    // The partials never reach the model: only the final output does, held once.
     assert_eq!(
-        result.model,
+        *result.model(),
         ModelOutput::Json(json!({ "sections": ["Delivery", "Risks", "Next"] }))
+    );
+    assert_eq!(
+        result.projection, None,
+        "no copy of the output for the model"
     );
 
     let events = drain(&mut events);

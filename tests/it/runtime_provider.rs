@@ -111,7 +111,7 @@ async fn a_provider_error_reaches_the_model_as_an_error() {
     let results = completed(turn.step(vec![failed]).await.unwrap());
     assert!(results[0].is_error);
     assert!(
-        serde_json::to_string(&results[0].model)
+        serde_json::to_string(&results[0].model())
             .unwrap()
             .contains("max_uses_exceeded")
     );
@@ -135,7 +135,7 @@ async fn calls_that_mix_up_who_runs_a_tool_are_errors() {
         ErrorCode::InvalidInput
     );
     assert!(
-        serde_json::to_string(&results[0].model)
+        serde_json::to_string(&results[0].model())
             .unwrap()
             .contains("provider_result")
     );
@@ -144,7 +144,7 @@ async fn calls_that_mix_up_who_runs_a_tool_are_errors() {
         ErrorCode::InvalidInput
     );
     assert!(
-        serde_json::to_string(&results[1].model)
+        serde_json::to_string(&results[1].model())
             .unwrap()
             .contains("not a provider-native tool")
     );

@@ -330,7 +330,7 @@ async fn a_parked_call_resumes_where_the_key_is_shared_and_asks_again_where_it_i
             .unwrap(),
     );
     assert_eq!(code(&results[0]), ErrorCode::Unavailable);
-    let message = results[0].model.to_text();
+    let message = results[0].model().to_text();
     assert!(
         message.contains("sealed by another process") && message.contains("call the tool again"),
         "{message}"
@@ -446,7 +446,7 @@ async fn an_error_quoting_the_input_reaches_nobody_with_its_sensitive_values() {
             .await
             .unwrap(),
     );
-    let message = results[0].model.to_text();
+    let message = results[0].model().to_text();
     assert_eq!(
         message,
         format!("no account `gus` with password `{REDACTED}`")

@@ -119,11 +119,11 @@ async fn a_deleted_session_takes_its_turns_journals_hooks_conversation_and_files
             .await
             .unwrap(),
     );
-    let ContentPart::Attachment { id: file, path, .. } = (match &drawn[0].model {
+    let ContentPart::Attachment { id: file, path, .. } = (match &*drawn[0].model() {
         ModelOutput::Content(parts) => parts[0].clone(),
         other => panic!("{other:?}"),
     }) else {
-        panic!("an attachment: {:?}", drawn[0].model)
+        panic!("an attachment: {:?}", drawn[0].model())
     };
     let path = sandbox.path().join(path.expect("kept in the sandbox"));
     assert!(path.exists());

@@ -111,7 +111,7 @@ async fn write_the_inline_files_fixture() {
             .unwrap(),
         );
         assert_eq!(
-            file_of(&results[0].model),
+            file_of(&results[0].model()),
             Some((PNG.to_owned(), "image/png".to_owned()))
         );
         turn.complete().await.unwrap();
@@ -129,7 +129,7 @@ async fn write_the_inline_files_fixture() {
             .unwrap(),
         );
         assert_eq!(requests.len(), 1);
-        assert!(file_of(&results[0].model).is_some(), "{results:?}");
+        assert!(file_of(&results[0].model()).is_some(), "{results:?}");
     }
     // Leave one file in rollback mode, the log folded into it.
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -164,7 +164,7 @@ async fn a_turn_parked_with_inline_files_resumes_and_its_files_still_reach_the_m
     assert_eq!(PUBLISHED.load(Ordering::SeqCst), published + 1);
     let chart = results.iter().find(|r| r.call_id == "c2").unwrap();
     assert_eq!(
-        file_of(&chart.model),
+        file_of(&chart.model()),
         Some((PNG.to_owned(), "image/png".to_owned())),
         "a file recorded inline before the upgrade still reaches the model"
     );
@@ -193,14 +193,15 @@ async fn after_the_upgrade_a_returned_file_is_stored_once_beside_the_inline_ones
         .await
         .unwrap(),
     );
-    let ModelOutput::Content(parts) = &results[0].model else {
-        panic!("content parts: {:?}", results[0].model)
+    let model = results[0].model();
+    let ModelOutput::Content(parts) = &*model else {
+        panic!("content parts: {:?}", results[0].model())
     };
     assert!(
         matches!(&parts[1], ContentPart::Attachment { media_type, .. } if media_type == "image/png"),
         "a file returned after the upgrade is an attachment: {parts:?}"
     );
-    let resolved = session.resolve_attachments(&results[0].model).await;
+    let resolved = session.resolve_attachments(&results[0].model()).await;
     assert_eq!(
         file_of(&resolved),
         Some((PNG.to_owned(), "image/png".to_owned()))

@@ -170,7 +170,7 @@ pub(crate) fn code(result: &CallResult) -> ErrorCode {
 
 /// The text the model reads; the result must be a text.
 pub(crate) fn model_text(result: &CallResult) -> String {
-    match &result.model {
+    match &*result.model() {
         ModelOutput::Text(text) => text.clone(),
         other => panic!("expected a text for the model, got {other:?}"),
     }
@@ -178,7 +178,7 @@ pub(crate) fn model_text(result: &CallResult) -> String {
 
 /// The text the model reads, or the model output as JSON when it is not a text.
 pub(crate) fn text(result: &CallResult) -> String {
-    match &result.model {
+    match &*result.model() {
         ModelOutput::Text(text) => text.clone(),
         other => serde_json::to_string(other).unwrap(),
     }

@@ -383,7 +383,7 @@ async fn a_denial_with_a_note_reaches_the_model() {
         .await
         .unwrap()
         .expect("the step closed");
-    let model_sees = serde_json::to_string(&last.results[0].model).unwrap();
+    let model_sees = serde_json::to_string(&last.results[0].model()).unwrap();
     assert!(
         model_sees.contains("not during the quarter close"),
         "the note is in what the model gets: {model_sees}"

@@ -1,5 +1,6 @@
 //! Conversions from toolwright's results and errors to MCP's.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -20,10 +21,13 @@ impl McpServer {
     /// A toolwright result of a call in session `session_id` as an MCP `CallToolResult`, its
     /// attachments read back as the blocks of the files they replaced.
     pub(crate) async fn to_mcp(&self, session_id: &str, result: &CallResult) -> CallToolResult {
-        let model = self
-            .runtime()
-            .resolve_attachments(session_id, &result.model)
-            .await;
+        let model = match &result.projection {
+            // Only content parts hold attachments.
+            Some(parts @ ModelOutput::Content(_)) => {
+                Cow::Owned(self.runtime().resolve_attachments(session_id, parts).await)
+            }
+            _ => result.model(),
+        };
         let content = content_of(&model);
         if result.is_error {
             return CallToolResult::error(content);

@@ -169,7 +169,7 @@ async fn a_call_waiting_for_its_user_stops_when_cancelled_and_the_session_answer
                 settled = true;
             }
             Event::ActionResult { result, .. } if result.tool == "restart" => {
-                let said = serde_json::to_string(&result.model).unwrap();
+                let said = serde_json::to_string(&result.model()).unwrap();
                 assert!(
                     result.is_error && said.contains("cancelled the call"),
                     "{said}"

@@ -84,7 +84,7 @@ impl Origin<'_> {
 /// stays inline; each with a warning.
 pub(crate) async fn keep(engine: &Engine, origin: Origin<'_>, result: &mut CallResult) {
     let mut kept = Kept::default();
-    if let ModelOutput::Content(parts) = &mut result.model {
+    if let Some(ModelOutput::Content(parts)) = &mut result.projection {
         for part in parts.iter_mut() {
             if let ContentPart::File { data, media_type } = part
                 && let Some(replacement) = kept.file(engine, origin, data, media_type, true).await

@@ -1,6 +1,7 @@
 //! The durable records of the runtime: sessions, turns, the step a turn is parked on, its calls
 //! and input requests. They serialize as JSON (stable field names) into any [`crate::Store`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -557,9 +558,9 @@ impl InputRequest {
 
 /// The result of one call, as the model and the events see it.
 ///
-/// As JSON, `model` is left out when the model saw the output itself (a tool without a
-/// projection, the most common case), and reads back as the output: a result's output is
-/// written once, not twice.
+/// What the model sees is [`CallResult::model`]: the output itself as JSON (a tool without a
+/// projection, the most common case) or [`CallResult::projection`]. A result holds its output
+/// once, in memory and as JSON: there, `model` is written only for a projection.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallResult {
     /// The call id.
@@ -570,8 +571,10 @@ pub struct CallResult {
     pub is_error: bool,
     /// The raw output (for events and clients), or the error as JSON.
     pub output: Value,
-    /// What the model sees.
-    pub model: ModelOutput,
+    /// What the model sees when it is not the output itself: the tool's projection, a failed
+    /// call's message, the output with its sensitive values taken out. `None`: the model sees
+    /// `output` as JSON. Read it through [`CallResult::model`].
+    pub projection: Option<ModelOutput>,
     /// The error, when the call failed.
     pub error: Option<ToolError>,
     /// Whether this call may end the turn.
@@ -592,11 +595,53 @@ impl CallResult {
             tool: tool.to_owned(),
             is_error: true,
             output: serde_json::to_value(&error).unwrap_or(Value::Null),
-            model: ModelOutput::Text(error.message().to_owned()),
+            projection: Some(ModelOutput::Text(error.message().to_owned())),
             error: Some(error),
             ends_turn: false,
             label: None,
         }
+    }
+
+    /// What the model sees: the projection, or else the output as JSON (a copy, made when
+    /// asked).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolwright_core::{ErrorCode, ModelOutput, ToolError};
+    /// use toolwright_runtime::CallResult;
+    ///
+    /// let mut result = CallResult {
+    ///     call_id: "c1".into(),
+    ///     tool: "read_logs".into(),
+    ///     is_error: false,
+    ///     output: json!({ "lines": 3 }),
+    ///     projection: None,
+    ///     error: None,
+    ///     ends_turn: false,
+    ///     label: None,
+    ///     model_usage: None,
+    /// };
+    /// assert_eq!(*result.model(), ModelOutput::Json(json!({ "lines": 3 })));
+    /// result.set_model(ModelOutput::text("3 lines"));
+    /// assert_eq!(result.model().to_text(), "3 lines");
+    ///
+    /// let error = ToolError::with_code(ErrorCode::ToolFailed, "no logs");
+    /// assert_eq!(CallResult::failed("c2", "read_logs", error).model().to_text(), "no logs");
+    /// ```
+    pub fn model(&self) -> Cow<'_, ModelOutput> {
+        match &self.projection {
+            Some(model) => Cow::Borrowed(model),
+            None => Cow::Owned(ModelOutput::Json(self.output.clone())),
+        }
+    }
+
+    /// Sets what the model sees: a projection, or none when `model` is the output itself as
+    /// JSON.
+    pub fn set_model(&mut self, model: ModelOutput) {
+        self.projection = match model {
+            ModelOutput::Json(value) if value == self.output => None,
+            model => Some(model),
+        };
     }
 }
 
@@ -830,7 +875,7 @@ impl TaskResult {
             self.task_id,
             self.result.tool,
             self.call_id,
-            self.result.model.to_text()
+            self.result.model().to_text()
         )
     }
 }

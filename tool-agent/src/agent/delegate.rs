@@ -469,7 +469,7 @@ impl Agent {
                 AgentOutcome::Ended(results) => {
                     guard.0 = None;
                     let usage = child.spent(&turn).await?;
-                    let text: Vec<String> = results.iter().map(|r| r.model.to_text()).collect();
+                    let text: Vec<String> = results.iter().map(|r| r.model().to_text()).collect();
                     let model = child.inner.model_name().to_owned();
                     return Ok(ModelReply::new(model, text.join("\n\n"))
                         .stop_reason(StopReason::EndTurn)

@@ -697,7 +697,7 @@ fn result_message(result: &CallResult) -> Message {
         usage: result.model_usage,
         call_id: result.call_id.clone(),
         name: result.tool.clone(),
-        output: result.model.clone(),
+        output: result.model().into_owned(),
         is_error: result.is_error,
         error: result.error.as_ref().map(ToolError::code),
     }

@@ -28,11 +28,15 @@ pub(crate) async fn call_result(
             let paths = &tool.sensitivity().output;
             let secrets = paths.texts_in(&output.value);
             paths.redact(&mut output.value);
-            let mut model = output.for_model();
+            // The model sees the tool's projection, or the output itself (not copied).
+            let mut projection = output.model.take();
             if !secrets.is_empty() {
+                let mut model =
+                    projection.unwrap_or_else(|| ModelOutput::Json(output.value.clone()));
                 scrub_model(&mut model, paths, &secrets);
+                projection = Some(model);
             }
-            let label = output.complete_label.clone().or_else(|| {
+            let label = output.complete_label.take().or_else(|| {
                 tool.label()
                     .complete
                     .then(|| names::humanize(tool.short_name()))
@@ -43,7 +47,7 @@ pub(crate) async fn call_result(
                 tool: tool.name().to_owned(),
                 is_error: false,
                 output: output.value,
-                model,
+                projection,
                 error: None,
                 ends_turn: output.ends_turn,
                 label,
@@ -54,6 +58,10 @@ pub(crate) async fn call_result(
                 call_id,
             };
             attachments::keep(engine, origin, &mut result).await;
+            // A scrubbed view equal to the output is the output.
+            if let Some(model) = result.projection.take() {
+                result.set_model(model);
+            }
             result
         }
         Err(error) => CallResult::failed(call_id, tool.name(), error),

@@ -120,7 +120,7 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                     call_id,
                     tool,
                     "cleanup of a cancelled body: {}",
-                    result.model.to_text()
+                    result.model().to_text()
                 );
             }
         })

@@ -145,7 +145,7 @@ pub(crate) async fn resume(
     // A note sent with an approval reaches the model beside the result.
     for result in &mut ran {
         if let Some(note) = step.approver_note(&result.call_id) {
-            result.model = with_note(&result.model, note);
+            result.set_model(with_note(&result.model(), note));
         }
     }
     let ran: Vec<Arc<CallResult>> = ran.into_iter().map(Arc::new).collect();

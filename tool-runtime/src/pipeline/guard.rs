@@ -188,7 +188,8 @@ impl<'a> OutputGuard<'a> {
             self.tool.is_untrusted(),
             &cancel,
         );
-        let check = OutputCheck::new(call, &result.output, &result.model);
+        let model = result.model();
+        let check = OutputCheck::new(call, &result.output, &model);
         let mut tripped = None;
         for (name, guardrail) in &engine.hooks().output {
             if let Some(found) = output_trip(name, guarded(|| guardrail.check(&check)).await) {
@@ -228,7 +229,7 @@ impl<'a> OutputGuard<'a> {
                     ModelOutput::Json(value) => value.clone(),
                     other => serde_json::to_value(other).unwrap_or(Value::Null),
                 };
-                result.model = replacement;
+                result.set_model(replacement);
                 (GuardrailAction::Redact, reason)
             }
             OutputTrip::Stop(reason) => {

@@ -99,15 +99,17 @@ pub(super) fn ask_question(
 
 /// A meta-tool's successful result.
 fn answered(call: &ToolCall, tool: &str, model: ModelOutput, output: Value) -> CallResult {
-    CallResult {
+    let mut result = CallResult {
         model_usage: None,
         call_id: call.call_id.clone(),
         tool: tool.into(),
         is_error: false,
-        model,
+        projection: None,
         output,
         error: None,
         ends_turn: false,
         label: None,
-    }
+    };
+    result.set_model(model);
+    result
 }

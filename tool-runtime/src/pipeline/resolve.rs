@@ -210,7 +210,7 @@ fn provider_result(call: &ToolCall, tool: &Tool, provided: &ProviderResult) -> C
         call_id: call.call_id.clone(),
         tool: tool.name().to_owned(),
         is_error: false,
-        model: toolwright_core::ModelOutput::Json(provided.output.clone()),
+        projection: None,
         output: provided.output.clone(),
         error: None,
         ends_turn: false,

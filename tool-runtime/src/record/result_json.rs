@@ -1,6 +1,7 @@
-//! A [`CallResult`]'s JSON: `model` is written only when it differs from the output (a tool
-//! with a projection, a failed call's message); left out, it reads back as the output. A
-//! step's record, its history row and its events would otherwise carry every output twice.
+//! A [`CallResult`]'s JSON: `model` is written only for a projection (a tool's own, a failed
+//! call's message); left out, the model saw the output. A step's record, its history row and
+//! its events would otherwise carry every output twice. Results written before carry `model`
+//! always: one equal to the output reads back as no projection.
 //!
 //! Both directions go through a mirror of the struct built by destructuring every field, so a
 //! field added to `CallResult` does not compile until it is handled here.
@@ -55,19 +56,18 @@ impl Serialize for CallResult {
             tool,
             is_error,
             output,
-            model,
+            projection,
             error,
             ends_turn,
             label,
             model_usage,
         } = self;
-        let own = !matches!(model, ModelOutput::Json(value) if value == output);
         Written {
             call_id,
             tool,
             is_error: *is_error,
             output,
-            model: own.then_some(model),
+            model: projection.as_ref(),
             error: error.as_ref(),
             ends_turn: *ends_turn,
             label: label.as_deref(),
@@ -90,11 +90,13 @@ impl<'de> Deserialize<'de> for CallResult {
             label,
             model_usage,
         } = Read::deserialize(deserializer)?;
+        let projection =
+            model.filter(|model| !matches!(model, ModelOutput::Json(value) if *value == output));
         Ok(CallResult {
             call_id,
             tool,
             is_error,
-            model: model.unwrap_or_else(|| ModelOutput::Json(output.clone())),
+            projection,
             output,
             error,
             ends_turn,
@@ -110,13 +112,13 @@ mod tests {
 
     use super::*;
 
-    fn result(model: ModelOutput) -> CallResult {
+    fn result(projection: Option<ModelOutput>) -> CallResult {
         CallResult {
             call_id: "c1".into(),
             tool: "read_logs".into(),
             is_error: false,
             output: json!({ "lines": ["a \"quoted\" line"], "truncated": false }),
-            model,
+            projection,
             error: None,
             ends_turn: true,
             label: Some("Read".into()),
@@ -126,9 +128,7 @@ mod tests {
 
     #[test]
     fn the_output_the_model_saw_is_written_once() {
-        let plain = result(ModelOutput::Json(
-            json!({ "lines": ["a \"quoted\" line"], "truncated": false }),
-        ));
+        let plain = result(None);
         let json = serde_json::to_value(&plain).unwrap();
         assert_eq!(
             json,
@@ -148,7 +148,7 @@ mod tests {
             ModelOutput::Text("2 lines".into()),
             ModelOutput::Json(json!({ "lines": 1 })),
         ] {
-            let projected = result(model.clone());
+            let projected = result(Some(model.clone()));
             let json = serde_json::to_value(&projected).unwrap();
             assert_eq!(json["model"], serde_json::to_value(&model).unwrap());
             let back: CallResult = serde_json::from_str(&json.to_string()).unwrap();
@@ -169,7 +169,11 @@ mod tests {
             "model": { "type": "json", "value": [1, 2] }, "ends_turn": false,
         });
         let read: CallResult = serde_json::from_value(same.clone()).unwrap();
-        assert_eq!(read.model, ModelOutput::Json(json!([1, 2])));
+        assert_eq!(
+            read.projection, None,
+            "a model equal to the output is no projection"
+        );
+        assert_eq!(*read.model(), ModelOutput::Json(json!([1, 2])));
         // Written again, the copy goes.
         let mut expected = same;
         expected.as_object_mut().unwrap().remove("model");

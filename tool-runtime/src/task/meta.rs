@@ -46,7 +46,7 @@ impl MetaCall<'_> {
             tool: self.name.to_owned(),
             is_error: false,
             output,
-            model: ModelOutput::Text(text),
+            projection: Some(ModelOutput::Text(text)),
             error: None,
             ends_turn: false,
             label: None,

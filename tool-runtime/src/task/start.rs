@@ -186,7 +186,7 @@ fn receipt(tool: &Tool, call_id: &str, task_id: &str, status: &str, text: String
         tool: tool.name().to_owned(),
         is_error: false,
         output: json!({ "task_id": task_id, "status": status }),
-        model: ModelOutput::Text(text),
+        projection: Some(ModelOutput::Text(text)),
         error: None,
         ends_turn: false,
         label: None,

@@ -344,7 +344,7 @@ fn call_ending(
                 .map_or(ErrorCode::ToolFailed, |e| e.code()),
             format!(
                 "task {id} failed before replying: {}",
-                result.model.to_text()
+                result.model().to_text()
             ),
         ),
         (Entry::Serve, Ending::Returned(_)) => failed(
@@ -391,7 +391,7 @@ mod tests {
             tool: "deploy".into(),
             is_error: false,
             output: json!("done"),
-            model: ModelOutput::Text("done".into()),
+            projection: Some(ModelOutput::Text("done".into())),
             error: None,
             ends_turn: false,
             label: None,
@@ -593,7 +593,7 @@ mod tests {
             ("deploy-1", "c1")
         );
         assert_eq!(delivered.result.call_id, "c1", "the call's own id");
-        assert_eq!(delivered.result.model, ModelOutput::Text("done".into()));
+        assert_eq!(*delivered.result.model(), ModelOutput::Text("done".into()));
         assert_eq!(task.calls[0].result.as_ref(), Some(&delivered.result));
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolwright_core::{Caller, ErrorCode, ModelOutput, Principal, ToolError};
+use toolwright_core::{Caller, ErrorCode, Principal, ToolError};
 
 use super::{Parked, Suspension};
 use crate::record::{
@@ -631,7 +631,7 @@ fn answered(call: &PendingCall, answer: Option<&str>) -> CallResult {
         call_id: call.call_id.clone(),
         tool: call.tool.clone(),
         is_error: false,
-        model: ModelOutput::Json(output.clone()),
+        projection: None,
         output,
         error: None,
         ends_turn: false,

@@ -191,10 +191,10 @@ fn every_call_state(user: &Principal, request_prefix: &str) -> Vec<PendingCall> 
         tool: "wallet.balance".to_owned(),
         is_error: false,
         output: awkward_json(),
-        model: ModelOutput::content([
+        projection: Some(ModelOutput::content([
             ContentPart::text("balance: 12.50 EUR"),
             ContentPart::file("iVBORw0KGgo=", "image/png"),
-        ]),
+        ])),
         error: None,
         ends_turn: true,
         label: Some("Checked the balance".to_owned()),
@@ -212,12 +212,17 @@ fn every_call_state(user: &Principal, request_prefix: &str) -> Vec<PendingCall> 
     );
     let json_output = CallResult {
         model_usage: None,
-        model: ModelOutput::Json(json!({ "items": [1, 2, 3] })),
+        projection: Some(ModelOutput::Json(json!({ "items": [1, 2, 3] }))),
+        ..ok_result.clone()
+    };
+    // The model saw the output itself: it is held and written once.
+    let output_itself = CallResult {
+        projection: None,
         ..ok_result.clone()
     };
     let text_output = CallResult {
         model_usage: None,
-        model: ModelOutput::text("done"),
+        projection: Some(ModelOutput::text("done")),
         ends_turn: false,
         label: None,
         ..ok_result.clone()
@@ -264,6 +269,12 @@ fn every_call_state(user: &Principal, request_prefix: &str) -> Vec<PendingCall> 
             "call-9",
             CallState::Finished {
                 result: text_output,
+            },
+        ),
+        call(
+            "call-10",
+            CallState::Finished {
+                result: output_itself,
             },
         ),
     ]

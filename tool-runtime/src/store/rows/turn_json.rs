@@ -203,7 +203,7 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::{Value, json};
-    use toolwright_core::{ModelOutput, ToolError};
+    use toolwright_core::ToolError;
 
     use super::*;
     use crate::record::{CallResult, ClosedStep, TurnStatus};
@@ -224,7 +224,7 @@ mod tests {
             call_id: call_id.into(),
             tool: "read_logs".into(),
             is_error: false,
-            model: ModelOutput::Json(output.clone()),
+            projection: None,
             output,
             error: None,
             ends_turn: false,

@@ -29,7 +29,7 @@ fn ok(call_id: &str, tool: &str) -> CallResult {
         tool: tool.into(),
         is_error: false,
         output: json!(1),
-        model: ModelOutput::Json(json!(1)),
+        projection: None,
         error: None,
         ends_turn: false,
         label: None,
