@@ -145,6 +145,9 @@ struct State<'a> {
     text: &'a str,
     /// Byte offset the scan for the next number token starts at.
     number_cursor: usize,
+    /// Integers read since the scan last moved: passed over when it next moves (for a float to
+    /// check, or a failure to place), so that arguments without floats are never scanned.
+    integers_behind: usize,
     problems: Vec<InputProblem>,
     unlisted: usize,
     /// Pointer of the innermost value being read when serde_json failed.
@@ -158,6 +161,7 @@ impl<'a> State<'a> {
         State {
             text,
             number_cursor: 0,
+            integers_behind: 0,
             problems: Vec::new(),
             unlisted: 0,
             failed_at: None,
@@ -246,6 +250,7 @@ impl<'a> State<'a> {
         }
         let pointer = self.failed_at.take().unwrap_or_default();
         let offset = byte_offset(self.text, error.line(), error.column());
+        self.catch_up();
         // serde_json reports an out-of-range number after reading at least two of its bytes
         // (`1e400` at its end, `1e99999999999` where the exponent overflows), and other errors
         // at the start of the token ahead, so a missing `:` before `1e400` stays a syntax error.
@@ -279,11 +284,19 @@ impl<'a> State<'a> {
         self.problem(pointer, message);
     }
 
-    /// Consumes the next number token, which serde_json has just read as an integer that fits
-    /// `i64` or `u64`: written exactly, nothing to check.
+    /// Notes the next number token, which serde_json has just read as an integer that fits
+    /// `i64` or `u64`: written exactly, nothing to check, so the scan passes over it later.
     fn integer(&mut self) {
-        let token = self.next_number();
-        debug_assert!(token.is_some(), "the scan lost track of the numbers");
+        self.integers_behind += 1;
+    }
+
+    /// Moves the scan past the integers read since it last moved.
+    fn catch_up(&mut self) {
+        while self.integers_behind > 0 {
+            self.integers_behind -= 1;
+            let token = self.next_token();
+            debug_assert!(token.is_some(), "the scan lost track of the numbers");
+        }
     }
 
     /// Consumes the next number token, which serde_json has just read as `value`, and checks the
@@ -331,7 +344,13 @@ impl<'a> State<'a> {
         );
     }
 
+    /// The next number token after the integers read since the scan last moved.
     fn next_number(&mut self) -> Option<&'a str> {
+        self.catch_up();
+        self.next_token()
+    }
+
+    fn next_token(&mut self) -> Option<&'a str> {
         let (start, end) = next_number_token(self.text.as_bytes(), self.number_cursor)?;
         self.number_cursor = end;
         self.text.get(start..end)

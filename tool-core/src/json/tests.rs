@@ -338,3 +338,26 @@ fn the_number_scan_skips_strings() {
     assert_eq!(next_number_token(br#""abc\"#, 0), None);
     assert_eq!(next_number_token(br#"""#, 0), None);
 }
+
+#[test]
+fn integers_before_a_number_checked_later_are_passed_over() {
+    // Integers are not scanned when read; the scan passes over them when a float or a failure
+    // needs it, and must land on the right token.
+    let (pointer, message) =
+        only_problem(r#"{"a": 1, "b": [2, "3", -4], "c": {"d": 5}, "e": 9007199254740993.0}"#);
+    assert_eq!(pointer, "/e");
+    assert!(message.contains("9007199254740993.0"), "{message}");
+    let (pointer, message) = only_problem(r#"{"a": 1, "b": [2, 30], "c": 1e400}"#);
+    assert_eq!(pointer, "/c");
+    assert!(
+        message.contains("too large for a 64-bit float"),
+        "{message}"
+    );
+    let (pointer, message) = only_problem(r#"[1, 2, 3, 18446744073709551616]"#);
+    assert_eq!(pointer, "/3");
+    assert!(message.contains("18446744073709551616"), "{message}");
+    assert_eq!(
+        parse_arguments("t", r#"{"a": 1, "b": 2.5, "c": 3, "d": 0.1}"#).unwrap(),
+        json!({ "a": 1, "b": 2.5, "c": 3, "d": 0.1 })
+    );
+}
