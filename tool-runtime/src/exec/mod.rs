@@ -24,8 +24,8 @@ use result::call_result;
 pub(crate) struct Execution<'a> {
     pub(crate) session: &'a SessionRecord,
     pub(crate) turn: &'a TurnRecord,
-    /// The session as the call's context sees it ([`context::session_info`] of `session` and `turn`),
-    /// built once for a step's calls.
+    /// The session as the call's context sees it ([`context::session_info`] of `session` and
+    /// `turn`), built once for a step's calls.
     pub(crate) info: Arc<SessionInfo>,
     pub(crate) tool: &'a Arc<Tool>,
     pub(crate) call_id: &'a str,
