@@ -21,12 +21,14 @@ impl McpServer {
     /// A toolwright result of a call in session `session_id` as an MCP `CallToolResult`, its
     /// attachments read back as the blocks of the files they replaced.
     pub(crate) async fn to_mcp(&self, session_id: &str, result: &CallResult) -> CallToolResult {
+        // Only a projection can hold attachments; the output itself is read as it is.
         let model = match &result.projection {
-            // Only content parts hold attachments.
-            Some(parts @ ModelOutput::Content(_)) => {
-                Cow::Owned(self.runtime().resolve_attachments(session_id, parts).await)
-            }
-            _ => result.model(),
+            Some(projection) => Cow::Owned(
+                self.runtime()
+                    .resolve_attachments(session_id, projection)
+                    .await,
+            ),
+            None => result.model(),
         };
         let content = content_of(&model);
         if result.is_error {

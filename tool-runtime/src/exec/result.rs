@@ -47,21 +47,22 @@ pub(crate) async fn call_result(
                 tool: tool.name().to_owned(),
                 is_error: false,
                 output: output.value,
-                projection,
+                projection: None,
                 error: None,
                 ends_turn: output.ends_turn,
                 label,
             };
+            // A view that is the output itself (a scrubbed one that found nothing, a tool's
+            // projection to its own output) is not kept twice.
+            if let Some(model) = projection {
+                result.set_model(model);
+            }
             let origin = Origin {
                 session_id,
                 turn_id,
                 call_id,
             };
             attachments::keep(engine, origin, &mut result).await;
-            // A scrubbed view equal to the output is the output.
-            if let Some(model) = result.projection.take() {
-                result.set_model(model);
-            }
             result
         }
         Err(error) => CallResult::failed(call_id, tool.name(), error),

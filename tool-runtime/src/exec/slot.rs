@@ -199,4 +199,24 @@ mod tests {
         let body = std::pin::pin!(Arc::clone(&busy).hold(tokio::time::sleep(over)));
         assert_eq!(busy.within(limit, body).await, Err(()));
     }
+
+    #[tokio::test]
+    async fn a_body_ready_when_its_deadline_fires_keeps_its_value() {
+        // The body is pending once and ready from then on, but nothing wakes it: the task is
+        // woken by the timer, and both are ready in that poll. The body is polled first, so
+        // its value is kept (an unbiased select would pick the timeout about half the time).
+        let limit = Duration::from_millis(5);
+        for _ in 0..32 {
+            let slot = slot();
+            let mut polled = false;
+            let body = std::pin::pin!(std::future::poll_fn(|_| {
+                if std::mem::replace(&mut polled, true) {
+                    std::task::Poll::Ready("done")
+                } else {
+                    std::task::Poll::Pending
+                }
+            }));
+            assert_eq!(slot.within(limit, body).await, Ok("done"));
+        }
+    }
 }

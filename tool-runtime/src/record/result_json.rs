@@ -90,19 +90,21 @@ impl<'de> Deserialize<'de> for CallResult {
             label,
             model_usage,
         } = Read::deserialize(deserializer)?;
-        let projection =
-            model.filter(|model| !matches!(model, ModelOutput::Json(value) if *value == output));
-        Ok(CallResult {
+        let mut result = CallResult {
             call_id,
             tool,
             is_error,
-            projection,
+            projection: None,
             output,
             error,
             ends_turn,
             label,
             model_usage,
-        })
+        };
+        if let Some(model) = model {
+            result.set_model(model);
+        }
+        Ok(result)
     }
 }
 
