@@ -77,6 +77,15 @@ impl Origin<'_> {
     }
 }
 
+/// Whether `result` holds a file part to keep: in what the model sees, or anywhere in the raw
+/// output. Most results hold none: they are walked once, without allocating, and [`keep`]
+/// (whose future is large: it writes to the store) is not entered.
+pub(crate) fn holds_files(result: &CallResult) -> bool {
+    let in_view = matches!(&result.projection, Some(ModelOutput::Content(parts))
+        if parts.iter().any(|part| matches!(part, ContentPart::File { .. })));
+    in_view || contains_file_part(&result.output)
+}
+
 /// Stores the files of `result` once and puts references in their place: the file parts of
 /// what the model sees, and every file part (`{"type": "file", "data", "mediaType"}`) in the raw
 /// output. A file over [`Options::attachment_max_bytes`](crate::Options::attachment_max_bytes)
@@ -93,7 +102,6 @@ pub(crate) async fn keep(engine: &Engine, origin: Origin<'_>, result: &mut CallR
             }
         }
     }
-    // Most outputs hold no file: they are walked once, without allocating.
     if !contains_file_part(&result.output) {
         return;
     }

@@ -12,13 +12,13 @@ use tokio_util::sync::CancellationToken;
 use toolwright_core::{ErrorCode, ModelBackend, SessionInfo, Tool, ToolError};
 use tracing::Instrument;
 
+use crate::attachments::{self, Origin};
 use crate::engine::Engine;
 use crate::host::Journal;
 use crate::record::{Approver, CallResult, SessionRecord, TurnRecord};
 use crate::store::Lease;
 use crate::transition::Suspension;
 use context::Body;
-use result::call_result;
 
 /// One execution of a turn's call.
 pub(crate) struct Execution<'a> {
@@ -65,7 +65,12 @@ pub(crate) enum Executed {
 
 /// Executes one call: context, timeout, cancellation, panic capture (in `Tool::invoke`),
 /// output check and projection.
-pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
+pub(crate) fn execute<'a>(
+    engine: &'a Engine,
+    run: Execution<'a>,
+) -> impl Future<Output = Executed> + Send + 'a {
+    // Taken apart before the future is made: an `async fn` keeps its arguments for its
+    // whole life, beside the parts taken from them (every call's future was larger).
     let Execution {
         session,
         turn,
@@ -80,110 +85,122 @@ pub(crate) async fn execute(engine: &Engine, run: Execution<'_>) -> Executed {
         mode,
         model,
     } = run;
-    // Cached reads of the toolset are stale from the moment a write may start until after
-    // it ends, however it ends (a read that ran meanwhile may have seen half of it).
-    let _writing = engine.cache().writing(tool);
-    let slot = slot::Slot::new(engine.call_slots(), engine.call_permit().await);
-    // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
-    // the call.
-    let parent = steer.unwrap_or(token);
-    let call_token = parent.child_token();
-    let options = engine.options();
-    let limit = match mode {
-        RunMode::Normal => options.call_timeout,
-        RunMode::CleanupOnly => {
-            call_token.cancel();
-            options.task_cleanup.min(options.call_timeout)
-        }
-    };
-    let journal = if tool.kind().is_journaled() {
-        match journal(engine, tool, &turn.id, call_id, lease).await {
-            Ok(journal) => Some(journal),
-            Err(result) => return Executed::Done(result),
-        }
-    } else {
-        None
-    };
-    let (host, cx) = context::build(
-        engine,
-        Body {
-            tool,
-            info,
-            call_id,
-            caller: turn.caller,
-            input: &input,
-            approved_by: approved_by.as_ref(),
-            token: call_token.clone(),
-            journal,
-            task: None,
-            model,
-            step_input: turn.pending.as_ref().and_then(|step| step.input.clone()),
-        },
-    );
-    let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
-    // An error may quote the input (a server echoing it, a custom `Deserialize`): its
-    // sensitive values are taken out of the message.
-    let secrets = tool.sensitivity().input.texts_in(&input);
-    // Kept to read what the body's model asks used once it is done.
-    let spent = cx.clone();
-    // The body holds the call's place; it gives it up, and stops its timeout's clock, while
-    // it waits on other calls (`waiting_on_calls`).
-    let run = Arc::clone(&slot)
-        .hold(tool.invoke(input, cx))
-        .instrument(span);
-    let outcome = {
-        // Pinned out here so the tool is dropped only after its token fired on a timeout:
-        // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
-        let mut run = std::pin::pin!(run);
-        // The body first: one that finishes when first polled (most reads) never registers
-        // with the turn's token or the host's notification.
-        tokio::select! {
-            biased;
-            result = slot.within(limit, run.as_mut()) => match result {
-                Ok(result) => result,
-                Err(_) => {
-                    call_token.cancel();
-                    Err(ToolError::with_code(
-                        ErrorCode::Timeout,
-                        format!("`{}` did not finish within {limit:?} and was cancelled; try a narrower request", tool.name()),
-                    ))
-                }
-            },
-            () = parent.cancelled() => Err(stopped(tool, token)),
-            () = host.parked.notified() => {
-                // The body waits for a person: drop it here; it replays from its journal
-                // once the answer is recorded.
-                let suspension = host.suspended.lock().ok().and_then(|mut s| s.take());
-                match suspension {
-                    Some(Suspension::Receive { .. }) | None => {}
-                    Some(suspension) => return Executed::Suspended(suspension),
-                }
-                Err(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why"))
+    async move {
+        // Cached reads of the toolset are stale from the moment a write may start until after
+        // it ends, however it ends (a read that ran meanwhile may have seen half of it).
+        let _writing = engine.cache().writing(tool);
+        let slot = slot::Slot::new(engine.call_slots(), engine.call_permit().await);
+        // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
+        // the call.
+        let parent = steer.unwrap_or(token);
+        let call_token = parent.child_token();
+        let options = engine.options();
+        let limit = match mode {
+            RunMode::Normal => options.call_timeout,
+            RunMode::CleanupOnly => {
+                call_token.cancel();
+                options.task_cleanup.min(options.call_timeout)
             }
+        };
+        let journal = if tool.kind().is_journaled() {
+            match journal(engine, tool, &turn.id, call_id, lease).await {
+                Ok(journal) => Some(journal),
+                Err(result) => return Executed::Done(result),
+            }
+        } else {
+            None
+        };
+        let (host, cx) = context::build(
+            engine,
+            Body {
+                tool,
+                info,
+                call_id,
+                caller: turn.caller,
+                input: &input,
+                approved_by: approved_by.as_ref(),
+                token: call_token.clone(),
+                journal,
+                task: None,
+                model,
+                step_input: turn.pending.as_ref().and_then(|step| step.input.clone()),
+            },
+        );
+        let span = tracing::info_span!("tool_call", tool = tool.name(), call_id);
+        // An error may quote the input (a server echoing it, a custom `Deserialize`): its
+        // sensitive values are taken out of the message.
+        let secrets = tool.sensitivity().input.texts_in(&input);
+        // Kept to read what the body's model asks used once it is done.
+        let spent = cx.clone();
+        // The body holds the call's place; it gives it up, and stops its timeout's clock, while
+        // it waits on other calls (`waiting_on_calls`).
+        let run = Arc::clone(&slot)
+            .hold(tool.invoke(input, cx))
+            .instrument(span);
+        let outcome = {
+            // Pinned out here so the tool is dropped only after its token fired on a timeout:
+            // its cleanup (drop guards, tasks watching `ctx.cancelled()`) sees the cancellation.
+            let mut run = std::pin::pin!(run);
+            // The body first: one that finishes when first polled (most reads) never registers
+            // with the turn's token or the host's notification.
+            tokio::select! {
+                biased;
+                result = slot.within(limit, run.as_mut()) => match result {
+                    Ok(result) => result,
+                    Err(_) => {
+                        call_token.cancel();
+                        Err(ToolError::with_code(
+                            ErrorCode::Timeout,
+                            format!("`{}` did not finish within {limit:?} and was cancelled; try a narrower request", tool.name()),
+                        ))
+                    }
+                },
+                () = parent.cancelled() => Err(stopped(tool, token)),
+                () = host.parked.notified() => {
+                    // The body waits for a person: drop it here; it replays from its journal
+                    // once the answer is recorded.
+                    let suspension = host.suspended.lock().ok().and_then(|mut s| s.take());
+                    match suspension {
+                        Some(Suspension::Receive { .. }) | None => {}
+                        Some(suspension) => return Executed::Suspended(suspension),
+                    }
+                    Err(ToolError::with_code(ErrorCode::Journal, "the body stopped without saying why"))
+                }
+            }
+        };
+        // A body that saw its token fire may return its own error before the runtime notices
+        // the token: when steering fired it, the model learns why the call stopped all the same.
+        // (A body that finished with a value keeps it.)
+        let outcome = match outcome {
+            Err(error)
+                if steer.is_some_and(CancellationToken::is_cancelled)
+                    && !token.is_cancelled()
+                    && error.code() != ErrorCode::Interrupted =>
+            {
+                Err(stopped(tool, token))
+            }
+            // Only an output guardrail stops the turn: a body's own `STOPPED` is a failure.
+            Err(error) if error.code() == ErrorCode::Stopped => Err(ToolError::with_code(
+                ErrorCode::ToolFailed,
+                error.message().to_owned(),
+            )),
+            outcome => outcome,
+        };
+        let outcome = outcome.map_err(|error| error.scrubbed(&secrets));
+        let mut result = result::result_of(tool, call_id, outcome);
+        if attachments::holds_files(&result) {
+            // Boxed, with the result moved in: a result without files (most) awaits nothing, and
+            // every call's future stays the size of its plain path.
+            let origin = Origin {
+                session_id: &session.id,
+                turn_id: &turn.id,
+                call_id,
+            };
+            result = Box::pin(result::store_files(engine, origin, result)).await;
         }
-    };
-    // A body that saw its token fire may return its own error before the runtime notices
-    // the token: when steering fired it, the model learns why the call stopped all the same.
-    // (A body that finished with a value keeps it.)
-    let outcome = match outcome {
-        Err(error)
-            if steer.is_some_and(CancellationToken::is_cancelled)
-                && !token.is_cancelled()
-                && error.code() != ErrorCode::Interrupted =>
-        {
-            Err(stopped(tool, token))
-        }
-        // Only an output guardrail stops the turn: a body's own `STOPPED` is a failure.
-        Err(error) if error.code() == ErrorCode::Stopped => Err(ToolError::with_code(
-            ErrorCode::ToolFailed,
-            error.message().to_owned(),
-        )),
-        outcome => outcome,
-    };
-    let outcome = outcome.map_err(|error| error.scrubbed(&secrets));
-    let mut result = call_result(engine, &session.id, &turn.id, tool, call_id, outcome).await;
-    result.model_usage = spent.model_usage();
-    Executed::Done(result)
+        result.model_usage = spent.model_usage();
+        Executed::Done(result)
+    }
 }
 
 /// Why a call whose token fired stopped: its turn was cancelled (`turn` fired), or a new

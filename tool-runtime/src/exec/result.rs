@@ -19,6 +19,35 @@ pub(crate) async fn call_result(
     call_id: &str,
     outcome: Result<CallOutput, ToolError>,
 ) -> CallResult {
+    let origin = Origin {
+        session_id,
+        turn_id,
+        call_id,
+    };
+    store_files(engine, origin, result_of(tool, call_id, outcome)).await
+}
+
+/// `result` with its files stored once (see [`attachments::keep`]); a result without files
+/// passes through.
+pub(crate) async fn store_files(
+    engine: &Engine,
+    origin: Origin<'_>,
+    mut result: CallResult,
+) -> CallResult {
+    if attachments::holds_files(&result) {
+        // Boxed: the store's writes would otherwise size the caller's future.
+        Box::pin(attachments::keep(engine, origin, &mut result)).await;
+    }
+    result
+}
+
+/// The result of one execution of `tool` for call `call_id`, before its files are stored
+/// ([`store_files`]).
+pub(crate) fn result_of(
+    tool: &Tool,
+    call_id: &str,
+    outcome: Result<CallOutput, ToolError>,
+) -> CallResult {
     match outcome {
         Ok(mut output) => {
             // What a published output schema marks sensitive (a remote tool's, one defined at
@@ -57,12 +86,6 @@ pub(crate) async fn call_result(
             if let Some(model) = projection {
                 result.set_model(model);
             }
-            let origin = Origin {
-                session_id,
-                turn_id,
-                call_id,
-            };
-            attachments::keep(engine, origin, &mut result).await;
             result
         }
         Err(error) => CallResult::failed(call_id, tool.name(), error),

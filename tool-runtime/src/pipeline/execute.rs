@@ -2,8 +2,11 @@
 //! its task (the call's result is the receipt); the task meta-tools wait on or cancel tasks;
 //! anything else runs its body ([`crate::exec`]).
 
+use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
+use futures_util::future::Either;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{Entry, SessionInfo, ToolKind};
 
@@ -14,29 +17,47 @@ use crate::exec::{Executed, Execution, RunMode};
 use crate::store::Lease;
 
 /// Runs one call that may run.
-pub(crate) async fn run_call(engine: &Arc<Engine>, run: Execution<'_>) -> Executed {
+pub(crate) fn run_call<'a>(
+    engine: &'a Arc<Engine>,
+    run: Execution<'a>,
+) -> impl Future<Output = Executed> + Send + 'a {
     if let ToolKind::Workflow(Entry::Task | Entry::Serve) = run.tool.kind() {
-        // Cached reads of the toolset are stale while a write may start (the task's body
-        // makes them stale again while it runs).
-        let _writing = engine.cache().writing(run.tool);
-        // The body runs as a task of its own; the call's result is the receipt.
-        let receipt = crate::task::start::start(
-            engine,
-            run.session,
-            run.turn,
-            run.tool,
-            run.call_id,
-            run.input,
-            run.approved_by,
-        )
-        .await;
-        return Executed::Done(receipt);
+        // Boxed, as the output guard's check below: neither is on a plain call's path, and
+        // each would otherwise size every call's future.
+        return Either::Left(Box::pin(start_task(engine, run))
+            as Pin<Box<dyn Future<Output = Executed> + Send + 'a>>);
     }
     let guard = super::guard::OutputGuard::of(engine, &run);
-    match (guard, crate::exec::execute(engine, run).await) {
-        (Some(guard), Executed::Done(result)) => Executed::Done(guard.check(engine, result).await),
-        (_, executed) => executed,
+    // Made here, not in an `async fn` that would keep `run` beside it; a plain call's future
+    // is its body's execution itself.
+    let executing = crate::exec::execute(engine, run);
+    match guard {
+        None => Either::Right(executing),
+        Some(guard) => Either::Left(Box::pin(async move {
+            match executing.await {
+                Executed::Done(result) => Executed::Done(guard.check(engine, result).await),
+                executed => executed,
+            }
+        })),
     }
+}
+
+/// Starts the task of a `task` or `serve` workflow call: the call's result is the receipt.
+async fn start_task(engine: &Arc<Engine>, run: Execution<'_>) -> Executed {
+    // Cached reads of the toolset are stale while a write may start (the task's body makes
+    // them stale again while it runs).
+    let _writing = engine.cache().writing(run.tool);
+    let receipt = crate::task::start::start(
+        engine,
+        run.session,
+        run.turn,
+        run.tool,
+        run.call_id,
+        run.input,
+        run.approved_by,
+    )
+    .await;
+    Executed::Done(receipt)
 }
 
 /// Runs the calls of the step that may run, concurrently: one outcome per prepared call,
@@ -55,7 +76,7 @@ pub(super) async fn execute_all(
 ) -> Vec<Option<Executed>> {
     // The calls' context sees one session, built once for the step.
     let info = Arc::new(scope.info());
-    let run = |p| run_prepared(engine, scope, &info, p, token, steer, lease);
+    let run = |p| bounded(run_prepared(engine, scope, &info, p, token, steer, lease));
     if prepared.iter().filter(|p| starts_task(p)).count() < 2 {
         return futures_util::future::join_all(prepared.iter_mut().map(run)).await;
     }
@@ -86,21 +107,37 @@ pub(super) async fn execute_all(
     outcomes
 }
 
+/// The most a call's future may take, in bytes (about 1 KB now). A step keeps one per call
+/// side by side and moves them between its stages: a rare path's state (a task's start, a
+/// meta-tool, an output guard, storing files) is boxed, not carried by every call.
+const CALL_FUTURE_MAX: usize = 1536;
+
+/// `future`, checked at compile time to be no larger than [`CALL_FUTURE_MAX`].
+fn bounded<F: Future>(future: F) -> F {
+    const {
+        assert!(
+            std::mem::size_of::<F>() <= CALL_FUTURE_MAX,
+            "a call's future outgrew CALL_FUTURE_MAX: box the rare path that grew it"
+        );
+    };
+    future
+}
+
 /// Whether `prepared` runs a `task` or `serve` workflow tool.
 fn starts_task(prepared: &Prepared) -> bool {
     matches!(prepared, Prepared::Run { tool, .. } if matches!(tool.kind(), ToolKind::Workflow(Entry::Task | Entry::Serve)))
 }
 
 /// Runs one prepared call, if it runs, taking its input.
-async fn run_prepared(
-    engine: &Arc<Engine>,
-    scope: &StepScope,
+fn run_prepared<'a>(
+    engine: &'a Arc<Engine>,
+    scope: &'a StepScope,
     info: &Arc<SessionInfo>,
-    prepared: &mut Prepared,
-    token: &CancellationToken,
-    steer: &CancellationToken,
-    lease: Option<&Lease>,
-) -> Option<Executed> {
+    prepared: &'a mut Prepared,
+    token: &'a CancellationToken,
+    steer: &'a CancellationToken,
+    lease: Option<&'a Lease>,
+) -> impl Future<Output = Option<Executed>> + Send + use<'a> {
     match prepared {
         Prepared::Run {
             call_id,
@@ -123,24 +160,29 @@ async fn run_prepared(
                 mode: RunMode::Normal,
                 model: scope.model.clone(),
             };
-            Some(run_call(engine, run).await)
+            Either::Left(run_call(engine, run).map(Some))
         }
         Prepared::Meta {
             call_id,
             name,
             arguments,
         } => {
-            let meta = crate::task::meta::MetaCall {
-                session_id: &scope.session.id,
-                turn_id: &scope.turn.id,
-                call_id,
-                name,
-                arguments,
-            };
-            Some(Executed::Done(
-                crate::task::meta::run(engine, &meta, token).await,
-            ))
+            // Boxed: a meta-tool's future would otherwise size every call's.
+            let meta: Pin<Box<dyn Future<Output = Option<Executed>> + Send + 'a>> =
+                Box::pin(async move {
+                    let meta = crate::task::meta::MetaCall {
+                        session_id: &scope.session.id,
+                        turn_id: &scope.turn.id,
+                        call_id,
+                        name,
+                        arguments,
+                    };
+                    Some(Executed::Done(
+                        crate::task::meta::run(engine, &meta, token).await,
+                    ))
+                });
+            Either::Right(Either::Left(meta))
         }
-        _ => None,
+        _ => Either::Right(Either::Right(std::future::ready(None))),
     }
 }

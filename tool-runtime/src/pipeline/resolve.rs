@@ -2,6 +2,7 @@
 //! that the caller may see the tool now (visibility, `enabled`), and take over a
 //! provider-native tool's result.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -19,14 +20,15 @@ use crate::task::meta::{TASK_CANCEL, TASK_WAIT};
 
 /// The name a call resolves and its arguments, parsed (their error is reported once the tool
 /// is known).
-pub(super) struct Routed {
-    pub(super) name: String,
+pub(super) struct Routed<'a> {
+    /// The call's own name, or the one a `tool_call` names.
+    pub(super) name: Cow<'a, str>,
     pub(super) arguments: Result<Value, ToolError>,
 }
 
 /// Routes the meta-tools (`task_wait`, `task_cancel`, `tool_search`) and unwraps `tool_call`,
 /// where the caller has them; any other call goes on under its own name.
-pub(super) fn route(scope: &StepScope, call: &ToolCall) -> Stage<Routed> {
+pub(super) fn route<'a>(scope: &StepScope, call: &'a ToolCall) -> Stage<Routed<'a>> {
     let registry = &scope.registry;
     if registry.has_tasks(scope.audience) {
         for name in [TASK_WAIT, TASK_CANCEL] {
@@ -47,13 +49,13 @@ pub(super) fn route(scope: &StepScope, call: &ToolCall) -> Stage<Routed> {
         return unwrap_tool_call(call);
     }
     Ok(Routed {
-        name: call.name.clone(),
+        name: Cow::Borrowed(&call.name),
         arguments: parse_arguments(&call.name, &call.arguments),
     })
 }
 
 /// The tool and input a `tool_call` names.
-fn unwrap_tool_call(call: &ToolCall) -> Stage<Routed> {
+fn unwrap_tool_call(call: &ToolCall) -> Stage<Routed<'static>> {
     let invalid = |message: &str| {
         refused(
             &call.call_id,
@@ -72,13 +74,14 @@ fn unwrap_tool_call(call: &ToolCall) -> Stage<Routed> {
             ))
         }
         Ok(Value::Object(mut map)) => {
-            let name = map
-                .remove("name")
-                .and_then(|n| n.as_str().map(str::to_owned));
+            let name = match map.remove("name") {
+                Some(Value::String(name)) => Some(name),
+                _ => None,
+            };
             let input = map.remove("input").unwrap_or_else(|| json!({}));
             match name {
                 Some(name) => Ok(Routed {
-                    name,
+                    name: Cow::Owned(name),
                     arguments: Ok(input),
                 }),
                 None => Err(invalid(
