@@ -71,6 +71,30 @@ fn shown(output: &ModelOutput) -> ModelOutput {
     output.clone()
 }
 
+/// The raw output carries the picture as a plain base64 string (no file part): only what the
+/// model sees holds a file.
+#[derive(Serialize)]
+struct Chart {
+    title: String,
+    png_base64: String,
+}
+
+fn chart_for_model(chart: &Chart) -> ModelOutput {
+    ModelOutput::content([
+        ContentPart::text(chart.title.clone()),
+        ContentPart::file(chart.png_base64.clone(), "image/png"),
+    ])
+}
+
+/// Draws a chart and shows it to the model.
+#[tool(effect = read, to_model_output = chart_for_model)]
+async fn chart(args: DrawArgs) -> Chart {
+    Chart {
+        title: format!("Chart {}", args.seed),
+        png_base64: STANDARD.encode(png_bytes(args.seed)),
+    }
+}
+
 /// The attachment parts of a result's model output: (id, media type, size, path).
 fn attachments_of(result: &CallResult) -> Vec<(String, String, u64, Option<String>)> {
     let model = result.model();
@@ -229,6 +253,30 @@ async fn a_returned_file_is_stored_once_and_only_its_reference_is_recorded_and_s
     assert!(
         occurrences(&file, &bytes) + occurrences(&wal, &bytes) >= 1,
         "the bytes are stored"
+    );
+}
+
+#[tokio::test]
+async fn a_file_only_in_what_the_model_sees_is_stored_too() {
+    let rt = builder([chart::TOOL]).build().unwrap();
+    let turn = turn_in(&rt, "s-view", Some(alice())).await;
+    let bytes = png_bytes(3);
+    let result = step(&turn, "c1", "chart", json!({ "seed": 3 })).await;
+    assert_eq!(
+        attachments_of(&result),
+        [(
+            id_of(&bytes),
+            "image/png".to_owned(),
+            bytes.len() as u64,
+            None
+        )],
+        "the file part the model sees is stored, though the raw output holds none"
+    );
+    assert!(files_of(&result.model()).is_empty(), "no bytes in the view");
+    assert_eq!(
+        result.output["png_base64"],
+        json!(STANDARD.encode(&bytes)),
+        "the raw output, without file parts, is left as it was"
     );
 }
 

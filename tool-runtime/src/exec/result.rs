@@ -24,20 +24,22 @@ pub(crate) async fn call_result(
         turn_id,
         call_id,
     };
-    store_files(engine, origin, result_of(tool, call_id, outcome)).await
+    let result = result_of(tool, call_id, outcome);
+    if !attachments::holds_files(&result) {
+        return result;
+    }
+    store_files(engine, origin, result).await
 }
 
-/// `result` with its files stored once (see [`attachments::keep`]); a result without files
-/// passes through.
+/// `result`, which holds files ([`attachments::holds_files`]), with them stored once (see
+/// [`attachments::keep`]). Callers check first: most results hold none, and this future, which
+/// writes to the store, is not made for them.
 pub(crate) async fn store_files(
     engine: &Engine,
     origin: Origin<'_>,
     mut result: CallResult,
 ) -> CallResult {
-    if attachments::holds_files(&result) {
-        // Boxed: the store's writes would otherwise size the caller's future.
-        Box::pin(attachments::keep(engine, origin, &mut result)).await;
-    }
+    attachments::keep(engine, origin, &mut result).await;
     result
 }
 

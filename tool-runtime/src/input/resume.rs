@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{
-    ApprovalDecision, Effect, ErrorCode, ModelBackend, RequestPolicy, ToolError,
+    ApprovalDecision, Effect, ErrorCode, ModelBackend, RequestPolicy, SessionInfo, ToolError,
 };
 
 use crate::call::StepOutcome;
@@ -98,11 +98,19 @@ pub(crate) async fn resume(
     };
     let approved = engine.approvals(&session.id, turn.current.as_ref()).await?;
     let lease = resumption.lease.as_ref();
+    // The calls' context sees one session, built once for the step.
+    let info = Arc::new(session_info(
+        &session,
+        &turn.id,
+        turn.current.as_ref(),
+        turn.caller,
+    ));
     let runs = step.calls.iter().filter_map(|call| {
         let (_, approved_by) = claimed.iter().find(|(id, _)| *id == call.call_id)?;
         let again = Again {
             session: &session,
             turn: &turn,
+            info: &info,
             call,
             approved: &approved,
             token: &resumption.token,
@@ -299,6 +307,8 @@ async fn park_again(
 struct Again<'a> {
     session: &'a SessionRecord,
     turn: &'a TurnRecord,
+    /// The session as the calls' context sees it, built once for the step.
+    info: &'a Arc<SessionInfo>,
     call: &'a PendingCall,
     /// The approval keys the session remembers for the turn's requester.
     approved: &'a BTreeSet<String>,
@@ -320,6 +330,7 @@ async fn run_approved(
     let Again {
         session,
         turn,
+        info,
         call,
         approved,
         token,
@@ -401,7 +412,7 @@ async fn run_approved(
     let run = Execution {
         session,
         turn,
-        info: session_info(session, &turn.id, turn.current.as_ref(), turn.caller).into(),
+        info: Arc::clone(info),
         tool: &tool,
         call_id: &call.call_id,
         input,
