@@ -33,7 +33,9 @@ pub use crate::tool::{Audience, ENDS_TURN_SENTENCE, SERVE_SENTENCE, Tool};
 
 struct Inner {
     tools: Vec<Arc<Tool>>,
-    by_name: HashMap<String, usize>,
+    /// Looked up on every call: hashed with foldhash, not SipHash (the keys are the registry's
+    /// own names; a lookup inserts nothing, so a name the model makes up cannot flood it).
+    by_name: foldhash::HashMap<String, usize>,
     by_id: HashMap<String, usize>,
     /// Remote tools that could not be made available, by model-facing name, with the reason.
     unavailable: HashMap<String, String>,
@@ -276,10 +278,17 @@ impl Registry {
     /// The tool `name` as `caller` may call it: an unknown name, or one not visible to the
     /// caller, is an error naming similar tools the caller can see.
     pub fn resolve(&self, name: &str, caller: Caller) -> Result<&Tool, ToolError> {
+        self.resolve_indexed(name, caller).map(|(_, tool)| tool)
+    }
+
+    /// [`Registry::resolve`], with the tool's position in [`Registry::tools`]: one lookup for
+    /// what a caller that keeps per-position state (the runtime's switched-off tools) needs.
+    pub fn resolve_indexed(&self, name: &str, caller: Caller) -> Result<(usize, &Tool), ToolError> {
         let audience = Audience::of(caller);
-        match self.get(name) {
-            Some(tool) if tool.visible_to(audience) => Ok(tool),
-            Some(tool) if audience == Audience::User && tool.provider().is_some() => {
+        let found = self.index_of(name).map(|i| (i, &*self.0.tools[i]));
+        match found {
+            Some((i, tool)) if tool.visible_to(audience) => Ok((i, tool)),
+            Some((_, tool)) if audience == Audience::User && tool.provider().is_some() => {
                 Err(ToolError::with_code(
                     ErrorCode::NotVisible,
                     format!(
@@ -287,7 +296,7 @@ impl Registry {
                     ),
                 ))
             }
-            Some(tool) if audience == Audience::Subagent && !tool.is_user_only() => {
+            Some((_, tool)) if audience == Audience::Subagent && !tool.is_user_only() => {
                 Err(ToolError::with_code(
                     ErrorCode::NotVisible,
                     format!(
@@ -563,6 +572,24 @@ mod tests {
             "{error}"
         );
         assert!(registry.resolve("web_search", Caller::Model).is_ok());
+    }
+
+    #[test]
+    fn a_resolved_tool_comes_with_its_position() {
+        let registry = Registry::from_tools([&WEB_SEARCH, &RUN_CODE]).unwrap();
+        for (i, tool) in registry.tools().iter().enumerate() {
+            let (at, found) = registry
+                .resolve_indexed(tool.name(), Caller::Model)
+                .unwrap();
+            assert_eq!((at, found.name()), (i, tool.name()));
+        }
+        let hidden = registry.resolve_indexed("web_search", Caller::User);
+        assert_eq!(hidden.unwrap_err().code(), ErrorCode::NotVisible);
+        let unknown = registry
+            .resolve_indexed("web_serch", Caller::Model)
+            .unwrap_err();
+        assert_eq!(unknown.code(), ErrorCode::UnknownTool);
+        assert!(unknown.message().contains("web_search"), "{unknown}");
     }
 
     #[test]

@@ -101,21 +101,11 @@ fn unwrap_tool_call(call: &ToolCall) -> Stage<Routed<'static>> {
 /// A withheld remote tool is looked up again, since another instance may have approved it.
 pub(super) fn target(scope: &StepScope, call: &ToolCall, name: &str) -> Stage<Arc<Tool>> {
     let registry = &scope.registry;
-    let tool = match registry.resolve(name, scope.turn.caller) {
-        Ok(tool) => tool,
+    let (index, tool) = match registry.resolve_indexed(name, scope.turn.caller) {
+        Ok(found) => found,
         Err(error) => return Err(refused(&call.call_id, name, error)),
     };
     provider_native(call, tool)?;
-    let Some(index) = registry.index_of(tool.name()) else {
-        return Err(refused(
-            &call.call_id,
-            name,
-            ToolError::with_code(
-                ErrorCode::UnknownTool,
-                format!("no tool named `{}`", quoted_prefix(name)),
-            ),
-        ));
-    };
     if !scope.session.allows(tool.name()) {
         return Err(refused(
             &call.call_id,
