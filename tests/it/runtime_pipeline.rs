@@ -190,9 +190,14 @@ async fn wait_forever(_: NoInput, ctx: ToolContext, hang: State<Hang>) -> u8 {
         watcher.cancelled().await;
         notify.notify_one();
     });
+    hang_until_dropped(ctx, &hang).await
+}
+
+/// Never finishes; notes whether the call was cancelled when the body is dropped.
+async fn hang_until_dropped(ctx: ToolContext, hang: &Hang) -> u8 {
     let _probe = DropProbe {
         ctx,
-        hang: (*hang).clone(),
+        hang: hang.clone(),
     };
     hang.started.store(true, Ordering::SeqCst);
     std::future::pending::<()>().await;
@@ -411,10 +416,11 @@ async fn a_file_over_3_mib_for_the_model_raises_a_warning() {
     assert!(found[0].1.contains("image/png"), "{}", found[0].1);
 }
 
-#[tokio::test]
-async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled() {
+/// Runs hanging tool `name` past a 50 ms timeout: the call failed with `Timeout`, and the tool
+/// saw itself cancelled when it was dropped.
+async fn time_out(tool: &'static toolwright::registry::ToolDescriptor, name: &str) -> Hang {
     let hang = Hang::default();
-    let rt = builder([wait_forever::TOOL])
+    let rt = builder([tool])
         .state(hang.clone())
         .options(Options {
             call_timeout: Duration::from_millis(50),
@@ -422,21 +428,39 @@ async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled
         })
         .build()
         .unwrap();
-    let turn = turn_in(&rt, "s-timeout", Some(alice())).await;
-    let result = run_one(&turn, "wait_forever", json!({})).await;
+    let turn = turn_in(&rt, &format!("s-timeout-{name}"), Some(alice())).await;
+    let result = run_one(&turn, name, json!({})).await;
     assert!(hang.started.load(Ordering::SeqCst));
     assert!(result.is_error);
     assert_eq!(code(&result), ErrorCode::Timeout);
-    assert!(model_text(&result).contains("wait_forever"));
-    // The token fired: a task watching it wakes, and the tool's own cleanup saw it.
-    tokio::time::timeout(Duration::from_secs(10), hang.watcher.notified())
-        .await
-        .expect("the call's cancellation token fires on timeout");
+    assert!(model_text(&result).contains(name));
     assert_eq!(
         *hang.cancelled_at_drop.lock().unwrap(),
         Some(true),
         "the tool is cancelled before it is dropped"
     );
+    hang
+}
+
+#[tokio::test]
+async fn a_call_past_its_timeout_fails_with_timeout_and_its_context_is_cancelled() {
+    let hang = time_out(wait_forever::TOOL, "wait_forever").await;
+    // The token fired: a task watching it wakes.
+    tokio::time::timeout(Duration::from_secs(10), hang.watcher.notified())
+        .await
+        .expect("the call's cancellation token fires on timeout");
+}
+
+/// Waits for an upstream that never answers, and looks at its cancellation only when dropped.
+#[tool(effect = read)]
+async fn wait_quietly(_: NoInput, ctx: ToolContext, hang: State<Hang>) -> u8 {
+    hang_until_dropped(ctx, &hang).await
+}
+
+#[tokio::test]
+async fn a_timed_out_body_that_never_asked_for_its_token_is_cancelled_when_dropped() {
+    // The call's own token is made only when something asks for it: a timeout makes it fired.
+    time_out(wait_quietly::TOOL, "wait_quietly").await;
 }
 
 #[tokio::test]

@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use toolwright_core::{
     CallContext, CallHost, Caller, ModelBackend, Principal, SessionInfo, StepNames, Tool,
 };
 
 use crate::engine::Engine;
-use crate::host::{Journal, RuntimeHost, StepMessages, TaskLink};
+use crate::host::{CallToken, Journal, RuntimeHost, StepMessages, TaskLink};
 use crate::record::{Approver, SessionRecord, StepInput};
 
 /// What a call or a task's body sees of its session: the session, the turn that made the call
@@ -46,7 +45,7 @@ pub(crate) struct Body<'a> {
     /// Who approved the call, when a person did.
     pub(crate) approved_by: Option<&'a Approver>,
     /// Fires to cancel the body.
-    pub(crate) token: CancellationToken,
+    pub(crate) token: CallToken,
     /// The journal of a durable or workflow body.
     pub(crate) journal: Option<Journal>,
     /// For a `task` or `serve` body: its calls and where its replies go.

@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::attachments::{self, Origin};
 use crate::engine::Engine;
-use crate::host::Journal;
+use crate::host::{CallToken, Journal};
 use crate::record::{Approver, CallResult, SessionRecord, TurnRecord};
 use crate::store::Lease;
 use crate::transition::Suspension;
@@ -93,7 +93,7 @@ pub(crate) fn execute<'a>(
         // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
         // the call.
         let parent = steer.unwrap_or(token);
-        let call_token = parent.child_token();
+        let call_token = CallToken::child_of(parent);
         let options = engine.options();
         let limit = match mode {
             RunMode::Normal => options.call_timeout,
@@ -119,7 +119,7 @@ pub(crate) fn execute<'a>(
                 caller: turn.caller,
                 input: &input,
                 approved_by: approved_by.as_ref(),
-                token: call_token.clone(),
+                token: call_token,
                 journal,
                 task: None,
                 model,
@@ -148,7 +148,7 @@ pub(crate) fn execute<'a>(
                 result = slot.within(limit, run.as_mut()) => match result {
                     Ok(result) => result,
                     Err(_) => {
-                        call_token.cancel();
+                        host.token.cancel();
                         Err(ToolError::with_code(
                             ErrorCode::Timeout,
                             format!("`{}` did not finish within {limit:?} and was cancelled; try a narrower request", tool.name()),

@@ -17,17 +17,19 @@ use toolwright_core::{
 pub(crate) mod hook;
 mod journal;
 mod session;
+mod token;
 
 pub(crate) use journal::Journal;
 use journal::answer_at;
 pub(crate) use session::StepMessages;
+pub(crate) use token::CallToken;
 
 use crate::event::{Event, StepProgress};
 use crate::record::{EntryKind, JournalEntry, TaskCall};
 use crate::transition::Suspension;
 
 pub(crate) struct RuntimeHost {
-    pub(crate) token: CancellationToken,
+    pub(crate) token: CallToken,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) states: Arc<crate::services::States>,
     /// The tool being called (a snapshot: the registry may change while the call runs).
@@ -158,7 +160,7 @@ impl CallHost for RuntimeHost {
     }
 
     fn cancelled(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.token.cancelled())
+        Box::pin(self.token.token().cancelled())
     }
 
     fn log(&self, level: LogLevel, message: &str) {
@@ -413,7 +415,7 @@ impl CallHost for RuntimeHost {
         Box::pin(async move {
             tokio::select! {
                 () = tokio::time::sleep(duration) => {}
-                () = self.token.cancelled() => {}
+                () = self.token.token().cancelled() => {}
             }
         })
     }
@@ -453,7 +455,7 @@ impl CallHost for RuntimeHost {
             let live = self
                 .task
                 .as_ref()
-                .and_then(|task| task.call_token(key, &self.token))
+                .and_then(|task| task.call_token(key, self.token.token()))
                 .is_some_and(|token| token.is_cancelled());
             let Some(journal) = self.journal_outside_steps() else {
                 return Ok(live);
@@ -470,7 +472,7 @@ impl CallHost for RuntimeHost {
         let token = self
             .task
             .as_ref()
-            .and_then(|task| task.call_token(key, &self.token));
+            .and_then(|task| task.call_token(key, self.token.token()));
         Box::pin(async move {
             match token {
                 Some(token) => token.cancelled().await,

@@ -14,7 +14,7 @@ use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::exec::context::{self, Body, session_info};
 use crate::exec::result::call_result;
-use crate::host::{Journal, TaskLink};
+use crate::host::{CallToken, Journal, TaskLink};
 use crate::record::{CallResult, Outcome, TaskRecord, TaskResult, TaskStatus};
 use crate::store::{Lease, StoreError};
 use crate::transition::Suspension;
@@ -203,7 +203,7 @@ async fn run_body(
             caller: task.caller,
             input: &first.input,
             approved_by: task.approved_by.as_ref(),
-            token: token.clone(),
+            token: CallToken::given(token.clone()),
             journal: Some(journal),
             task: Some(link),
             // A task outlives the step that started it: it asks the runtime's model.
