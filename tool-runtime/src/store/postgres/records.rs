@@ -10,6 +10,7 @@
 //! scan's poll (a lease expires with time, not with a write).
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use super::claims::{check_claim, take_lease};
 use super::tables::RecordSql;
@@ -104,12 +105,12 @@ impl PostgresStore {
         // The closed step a turn write carries goes into its history with the marker, in one
         // statement (see `RecordSql::mark_step`).
         match (&row.step, sql.mark_step) {
-            (Some((index, json)), Some(mark_step)) => {
+            (Some((index, range)), Some(mark_step)) => {
                 query(mark_step)
                     .bind(id)
                     .bind(&marker)
                     .bind(index)
-                    .bind(json)
+                    .bind(&row.json[range.clone()])
                     .execute(&mut *tx)
                     .await?
             }
@@ -194,9 +195,9 @@ pub(super) struct RecordRow<'a> {
     pub(super) requests: Vec<String>,
     /// The conversation's messages a turn's write appends (none for a task).
     pub(super) appended: Appended<'a>,
-    /// The closed step a turn's write keeps in its step history, its index and JSON (none for
-    /// a task, or a turn without one).
-    pub(super) step: Option<(i64, String)>,
+    /// The closed step a turn's write keeps in its step history, its index and where its JSON
+    /// is in `json` (none for a task, or a turn without one).
+    pub(super) step: Option<(i64, Range<usize>)>,
     /// Whether the write notifies.
     pub(super) announce: Announce,
 }

@@ -8,6 +8,7 @@
 
 use std::cell::Cell;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
@@ -17,14 +18,15 @@ use super::StoreError;
 use crate::record::TurnRecord;
 
 /// The record's JSON, and its closed step's index and JSON when it has one.
-type EncodedTurn = (String, Option<(i64, String)>);
+type EncodedTurn = (String, Option<(i64, Range<usize>)>);
 
 /// The length of the last record encoded: the next one starts with room for as much, so that
 /// a record of many results is not copied as its buffer doubles (records of one process are
 /// much alike in size; a wrong guess costs one allocation of the wrong size).
 static LAST_LEN: AtomicUsize = AtomicUsize::new(0);
 
-/// Encodes `record`, and gives its closed step's JSON as a copy of its bytes.
+/// Encodes `record`, and gives where its closed step's JSON is in it (a write binds that slice:
+/// the step is not copied).
 pub(in crate::store) fn encode_turn(record: &TurnRecord) -> Result<EncodedTurn, StoreError> {
     let at = Cell::new(0);
     let mut located = Located::default();
@@ -53,16 +55,19 @@ pub(in crate::store) fn encode_turn(record: &TurnRecord) -> Result<EncodedTurn, 
     // A step that is not found is an error, never a write that leaves the history behind.
     let cut = located
         .range
-        .and_then(|(start, end)| json.get(start..end))
+        .map(|(start, end)| start..end)
+        .filter(|range| json.get(range.clone()).is_some())
         .ok_or_else(|| {
             StoreError::Backend(format!(
                 "cannot encode record `{}`: its last step is not where it was written",
                 record.id
             ))
         })?;
-    debug_assert_eq!(serde_json::to_string(step).ok().as_deref(), Some(cut));
-    let step = Some((i64::from(step.index), cut.to_owned()));
-    Ok((json, step))
+    debug_assert_eq!(
+        serde_json::to_string(step).ok().as_deref(),
+        json.get(cut.clone())
+    );
+    Ok((json, Some((i64::from(step.index), cut))))
 }
 
 fn encoding(id: &str, error: &dyn std::fmt::Display) -> StoreError {
@@ -260,9 +265,10 @@ mod tests {
         match &record.last_step {
             Some(closed) => {
                 let (index, cut) = step.expect("the step is found");
+                let cut = &json[cut];
                 assert_eq!(index, i64::from(closed.index));
                 assert_eq!(cut, serde_json::to_string(closed).unwrap());
-                let read: ClosedStep = serde_json::from_str(&cut).unwrap();
+                let read: ClosedStep = serde_json::from_str(cut).unwrap();
                 assert_eq!(&read, closed);
             }
             None => assert!(step.is_none()),

@@ -2,6 +2,8 @@
 //! until the next write of the whole record takes them in, and the history of its closed steps
 //! (`turn_steps`), which every write carrying a closed step keeps up to date.
 
+use std::ops::Range;
+
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Failure;
@@ -151,9 +153,9 @@ pub(super) struct TurnWrite {
     /// The conversation's messages the write appends: the first one's position, and each
     /// message encoded.
     appended: (u64, Vec<String>),
-    /// The closed step the record carries (`last_step`), its index and JSON, for the step
-    /// history.
-    step: Option<(i64, String)>,
+    /// The closed step the record carries (`last_step`), its index and where its JSON is in
+    /// `json`, for the step history.
+    step: Option<(i64, Range<usize>)>,
 }
 
 /// Keeps a turn's closed step in its history (`?1` the turn, `?2` the index, `?3` the JSON): a
@@ -225,9 +227,9 @@ pub(super) fn write(conn: &mut Connection, write: &TurnWrite) -> Result<Written,
     // answer is recognised as an answer to a settled request, not an unknown one.
     index_requests(&tx, LeaseKind::Turn, id, requests, stored_marker)?;
     super::conversation::insert(&tx, session_id, id, *first, messages)?;
-    if let Some((index, json)) = step {
+    if let Some((index, range)) = step {
         tx.prepare_cached(KEEP_STEP)?
-            .execute(params![id, index, json])?;
+            .execute(params![id, index, &write.json[range.clone()]])?;
     }
     tx.commit()?;
     Ok(Written { version, lease })
