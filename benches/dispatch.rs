@@ -4,6 +4,12 @@
 //!   `serde_json::to_string` of its output — what any framework must at least do;
 //! - `dispatch/registry_call`: toolwright's registry call (strict parse, schema validation,
 //!   defaults, execution, output);
+//! - `dispatch/parts` and `dispatch/parts_value_out`: the parts a validating call is made of and
+//!   nothing else, as issue 28 measured them: `serde_json::from_str` to a `Value`, a prebuilt
+//!   `jsonschema` validator's `is_valid` (of the tool's own input schema), `from_value` into the
+//!   struct, the call, `to_string` of the output; the second gives the output as a `Value`
+//!   first, as `CallOutput`'s contract does. What a registry
+//!   call costs beyond the second is dispatch, defaults, the context and the panic guard;
 //! - `dispatch/registry_call_dynamic`: the same tool defined at run time (`DynamicTool`, its
 //!   schema the argument struct's, its handler deserializing into it): what defining a tool from
 //!   data costs per call against `#[tool]`;
@@ -203,6 +209,28 @@ fn dispatch(c: &mut Criterion) {
             let args: ReadLogs = serde_json::from_str(INPUT).expect("input");
             let out = futures_executor::block_on(read_logs(args)).expect("output");
             serde_json::to_string(&out).expect("json")
+        })
+    });
+    // The parts alone: the validator compiled once from the tool's own input schema.
+    let schema = registry.get("read_logs").expect("tool").input_schema();
+    let validator = jsonschema::validator_for(schema).expect("validator");
+    group.bench_function("parts", |b| {
+        b.iter(|| {
+            let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
+            assert!(validator.is_valid(&input), "valid input");
+            let args: ReadLogs = serde_json::from_value(input).expect("args");
+            let out = futures_executor::block_on(read_logs(args)).expect("output");
+            serde_json::to_string(&out).expect("json")
+        })
+    });
+    group.bench_function("parts_value_out", |b| {
+        b.iter(|| {
+            let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
+            assert!(validator.is_valid(&input), "valid input");
+            let args: ReadLogs = serde_json::from_value(input).expect("args");
+            let out = futures_executor::block_on(read_logs(args)).expect("output");
+            let value = serde_json::to_value(&out).expect("value");
+            serde_json::to_string(&value).expect("json")
         })
     });
     group.bench_function("registry_call", |b| {
