@@ -214,22 +214,18 @@ fn dispatch(c: &mut Criterion) {
     // The parts alone: the validator compiled once from the tool's own input schema.
     let schema = registry.get("read_logs").expect("tool").input_schema();
     let validator = jsonschema::validator_for(schema).expect("validator");
+    let call_parts = || {
+        let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
+        assert!(validator.is_valid(&input), "valid input");
+        let args: ReadLogs = serde_json::from_value(input).expect("args");
+        futures_executor::block_on(read_logs(args)).expect("output")
+    };
     group.bench_function("parts", |b| {
-        b.iter(|| {
-            let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
-            assert!(validator.is_valid(&input), "valid input");
-            let args: ReadLogs = serde_json::from_value(input).expect("args");
-            let out = futures_executor::block_on(read_logs(args)).expect("output");
-            serde_json::to_string(&out).expect("json")
-        })
+        b.iter(|| serde_json::to_string(&call_parts()).expect("json"))
     });
     group.bench_function("parts_value_out", |b| {
         b.iter(|| {
-            let input: serde_json::Value = serde_json::from_str(INPUT).expect("input");
-            assert!(validator.is_valid(&input), "valid input");
-            let args: ReadLogs = serde_json::from_value(input).expect("args");
-            let out = futures_executor::block_on(read_logs(args)).expect("output");
-            let value = serde_json::to_value(&out).expect("value");
+            let value = serde_json::to_value(call_parts()).expect("value");
             serde_json::to_string(&value).expect("json")
         })
     });

@@ -7,12 +7,13 @@ pub(crate) mod slot;
 
 use std::sync::Arc;
 
+use futures_util::future::Either;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{ErrorCode, ModelBackend, SessionInfo, Tool, ToolError};
 use tracing::Instrument;
 
-use crate::attachments::{self, Origin};
+use crate::attachments::Origin;
 use crate::engine::Engine;
 use crate::host::{CallToken, Journal};
 use crate::record::{Approver, CallResult, SessionRecord, TurnRecord};
@@ -187,17 +188,16 @@ pub(crate) fn execute<'a>(
             outcome => outcome,
         };
         let outcome = outcome.map_err(|error| error.scrubbed(&secrets));
-        let mut result = result::result_of(tool, call_id, outcome);
-        if attachments::holds_files(&result) {
-            // Boxed, with the result moved in: a result without files (most) awaits nothing, and
-            // every call's future stays the size of its plain path.
-            let origin = Origin {
-                session_id: &session.id,
-                turn_id: &turn.id,
-                call_id,
+        let origin = Origin {
+            session_id: &session.id,
+            turn_id: &turn.id,
+            call_id,
+        };
+        let mut result =
+            match result::with_files(engine, origin, result::result_of(tool, call_id, outcome)) {
+                Either::Left(result) => result,
+                Either::Right(storing) => storing.await,
             };
-            result = Box::pin(result::store_files(engine, origin, result)).await;
-        }
         result.model_usage = spent.model_usage();
         Executed::Done(result)
     }

@@ -1,6 +1,7 @@
 //! A body's outcome as the model and the events see it: the output, its projection for the
 //! model, the completion label, and its files stored once (see [`crate::attachments`]).
 
+use futures_util::future::{BoxFuture, Either};
 use serde_json::Value;
 use toolwright_core::sensitive::{SensitivePaths, scrub};
 use toolwright_core::{CallOutput, ContentPart, ModelOutput, Tool, ToolError, names};
@@ -24,27 +25,31 @@ pub(crate) async fn call_result(
         turn_id,
         call_id,
     };
-    let result = result_of(tool, call_id, outcome);
-    if !attachments::holds_files(&result) {
-        return result;
+    match with_files(engine, origin, result_of(tool, call_id, outcome)) {
+        Either::Left(result) => result,
+        Either::Right(storing) => storing.await,
     }
-    store_files(engine, origin, result).await
 }
 
-/// `result`, which holds files ([`attachments::holds_files`]), with them stored once (see
-/// [`attachments::keep`]). Callers check first: most results hold none, and this future, which
-/// writes to the store, is not made for them.
-pub(crate) async fn store_files(
-    engine: &Engine,
-    origin: Origin<'_>,
+/// `result` as it is when it holds no file ([`attachments::holds_files`]), as most do; else the
+/// future that stores its files once (see [`attachments::keep`]), boxed. Not a future itself:
+/// a call awaits nothing, and moves its result through nothing, when there is nothing to store.
+pub(crate) fn with_files<'a>(
+    engine: &'a Engine,
+    origin: Origin<'a>,
     mut result: CallResult,
-) -> CallResult {
-    attachments::keep(engine, origin, &mut result).await;
-    result
+) -> Either<CallResult, BoxFuture<'a, CallResult>> {
+    if !attachments::holds_files(&result) {
+        return Either::Left(result);
+    }
+    Either::Right(Box::pin(async move {
+        attachments::keep(engine, origin, &mut result).await;
+        result
+    }))
 }
 
 /// The result of one execution of `tool` for call `call_id`, before its files are stored
-/// ([`store_files`]).
+/// ([`with_files`]).
 pub(crate) fn result_of(
     tool: &Tool,
     call_id: &str,

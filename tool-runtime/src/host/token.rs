@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use tokio_util::sync::CancellationToken;
 
-/// The token a call's body sees ([`CallHost::cancelled`](toolwright_core::CallHost)).
+/// The token a call's body sees ([`CallHost::cancelled`](toolwright_core::CallHost::cancelled)).
 pub(crate) struct CallToken {
     /// What cancels the call from outside: its turn's (or step's) token.
     parent: CancellationToken,

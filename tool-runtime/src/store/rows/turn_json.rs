@@ -17,7 +17,8 @@ use serde_json::ser::{CompactFormatter, Formatter, Serializer};
 use super::StoreError;
 use crate::record::TurnRecord;
 
-/// The record's JSON, and its closed step's index and JSON when it has one.
+/// The record's JSON, and its closed step's index and where that step's JSON is in it, when
+/// it has one.
 type EncodedTurn = (String, Option<(i64, Range<usize>)>);
 
 /// The length of the last record encoded: the next one starts with room for as much, so that
