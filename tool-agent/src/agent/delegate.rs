@@ -455,7 +455,7 @@ impl Agent {
                     wait_answered(runtime, &turn)
                         .await
                         .map_err(failing(&profile.label))?;
-                    outcome = child.resume(turn.id()).await;
+                    outcome = child.resume_when_free(&turn).await;
                 }
                 AgentOutcome::Answered(response) => {
                     guard.0 = None;
@@ -618,11 +618,21 @@ impl Agent {
                     outcome: AgentOutcome::Answered(response),
                 })
             }
-            TurnStatus::Running => {
-                wait_answered(&self.runtime, turn).await?;
-                self.resume(turn.id()).await
+            _ => self.resume_when_free(turn).await,
+        }
+    }
+
+    /// Resumes the child's turn once no run holds it. The answer that lets it go on runs the
+    /// approved calls itself (here or in another process): a resume that finds them running,
+    /// however recently the turn was seen waiting, waits for that run and tries again.
+    async fn resume_when_free(&self, turn: &Turn) -> Result<AgentTurn, AgentError> {
+        loop {
+            match self.resume(turn.id()).await {
+                Err(AgentError::TurnState { why, .. }) if why == super::RUNNING_ELSEWHERE => {
+                    wait_answered(&self.runtime, turn).await?;
+                }
+                outcome => return outcome,
             }
-            _ => self.resume(turn.id()).await,
         }
     }
 

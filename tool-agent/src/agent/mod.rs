@@ -42,6 +42,10 @@ const MAX_PAUSES: u32 = 10;
 /// How long a final answer waits for the results of workflow tasks the turn started.
 const TASK_WAIT: Duration = Duration::from_secs(30);
 
+/// Why [`Agent::resume`] refuses a turn whose calls a run (here or in another process) is
+/// executing: a subagent's wait recognises it and waits for that run.
+pub(super) const RUNNING_ELSEWHERE: &str = "another process is running its calls";
+
 /// An agent: a model driving turns of a runtime's sessions.
 ///
 /// [`Agent::send`] begins a turn with the person's message and runs it; when it parks on
@@ -287,7 +291,7 @@ impl Agent {
         match record.status {
             TurnStatus::Waiting => return done(AgentOutcome::Waiting(open_requests(&record))),
             TurnStatus::Running => {
-                return Err(state(turn_id, "another process is running its calls"));
+                return Err(state(turn_id, RUNNING_ELSEWHERE));
             }
             TurnStatus::Cancelled => return Err(state(turn_id, "it was cancelled")),
             TurnStatus::Active | TurnStatus::Completed => {}
