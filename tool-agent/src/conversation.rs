@@ -17,6 +17,16 @@ pub(crate) struct Conversation {
 }
 
 impl Conversation {
+    /// An empty conversation of session `session_id`, for tests that append to it.
+    #[cfg(test)]
+    pub(crate) fn empty(session_id: &str) -> Self {
+        Conversation {
+            session_id: session_id.to_owned(),
+            messages: Vec::new(),
+            turns: Vec::new(),
+        }
+    }
+
     /// Session `session_id`'s conversation from `store`.
     pub(crate) async fn load(store: &dyn Store, session_id: &str) -> Result<Self, AgentError> {
         let entries = store

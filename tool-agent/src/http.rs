@@ -29,12 +29,39 @@ pub(crate) trait Decode: Send + 'static {
     fn finish(self, done: bool) -> Result<Vec<StreamEvent>, ModelError>;
 }
 
+/// The most bytes of an SSE body read. A model's longest answers take a few tens of megabytes
+/// of events; a server that never ends an event, or never ends its body, fails the response
+/// here instead of filling the memory (the idle timeout cannot tell: bytes keep coming).
+const MAX_STREAM_BYTES: usize = 256 << 20;
+
+/// The most bytes of an error body read (a JSON error object): the rest is left unread.
+const MAX_ERROR_BYTES: usize = 64 << 10;
+
 /// The events of the SSE body of `response`, decoded by `decoder`.
 pub(crate) fn events<D: Decode>(response: reqwest::Response, decoder: D) -> ResponseStream {
-    decode(
-        SseStream::from_bytes_stream(response.bytes_stream()),
-        decoder,
-    )
+    let body = capped(response.bytes_stream(), MAX_STREAM_BYTES);
+    decode(SseStream::from_bytes_stream(body), decoder)
+}
+
+/// `body`'s chunks until more than `limit` bytes came, then an error.
+fn capped<S, B, E>(body: S, limit: usize) -> impl futures_util::Stream<Item = std::io::Result<B>>
+where
+    S: futures_util::Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut seen = 0_usize;
+    body.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        seen = seen.saturating_add(chunk.as_ref().len());
+        if seen > limit {
+            return Err(std::io::Error::other(format!(
+                "the body passed {limit} bytes, more than any model's answer takes: the server \
+                 at the base URL does not answer as the provider's API does"
+            )));
+        }
+        Ok(chunk)
+    })
 }
 
 fn decode<S, D>(sse: S, decoder: D) -> ResponseStream
@@ -130,7 +157,7 @@ async fn http_error(response: reqwest::Response) -> ModelError {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .and_then(retry_after);
-    let text = response.text().await.unwrap_or_default();
+    let text = error_text(response.bytes_stream()).await;
     let (message, code) = match serde_json::from_str::<ErrorBody>(&text) {
         Ok(body) => (body.error.message.clone(), body.error.code()),
         Err(_) => (text.trim().to_owned(), None),
@@ -143,11 +170,32 @@ async fn http_error(response: reqwest::Response) -> ModelError {
     }
 }
 
+/// The first [`MAX_ERROR_BYTES`] of an error body, as text (what breaks off is lost).
+async fn error_text<S, B, E>(body: S) -> String
+where
+    S: futures_util::Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut text = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        let chunk = chunk.as_ref();
+        let room = MAX_ERROR_BYTES - text.len();
+        text.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if text.len() == MAX_ERROR_BYTES {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
 /// A `Retry-After` value: seconds (fractions accepted) or an HTTP date.
 pub(crate) fn retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        // A wait too long for a `Duration` is as good as forever: no retry policy waits it.
+        return (seconds.is_finite() && seconds >= 0.0)
+            .then(|| Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
@@ -215,5 +263,80 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(retry_after("soon"), None);
+    }
+
+    /// A decoder that keeps the `data:` of every event.
+    #[derive(Default)]
+    struct Keep(Vec<String>);
+
+    impl Decode for Keep {
+        fn push(
+            &mut self,
+            _event: Option<&str>,
+            data: &str,
+            _out: &mut Vec<StreamEvent>,
+        ) -> Result<bool, ModelError> {
+            self.0.push(data.to_owned());
+            Ok(false)
+        }
+
+        fn finish(self, _done: bool) -> Result<Vec<StreamEvent>, ModelError> {
+            Ok(vec![StreamEvent::TextDelta(self.0.join("|"))])
+        }
+    }
+
+    fn chunks(
+        parts: &[&'static str],
+    ) -> impl futures_util::Stream<Item = Result<&'static [u8], std::io::Error>> + Send + 'static
+    {
+        stream::iter(parts.iter().map(|p| Ok(p.as_bytes())).collect::<Vec<_>>())
+    }
+
+    #[tokio::test]
+    async fn a_body_within_its_limit_is_read_whole() {
+        // 18 bytes, the limit: read whole.
+        let body = capped(chunks(&["data: a\n\n", "data: b\n\n"]), 18);
+        let events: Vec<_> = decode(SseStream::from_bytes_stream(body), Keep::default())
+            .collect()
+            .await;
+        assert!(
+            matches!(&events[..], [Ok(StreamEvent::TextDelta(t))] if t == "a|b"),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_past_its_limit_breaks_off_at_it() {
+        // An event that never ends: one line, chunk after chunk.
+        let endless = stream::repeat_with(|| Ok::<_, std::io::Error>(b"xxxxxxxx".as_slice()));
+        let body = capped(
+            stream::once(async { Ok(b"data: ".as_slice()) }).chain(endless),
+            1024,
+        );
+        let events: Vec<_> = decode(SseStream::from_bytes_stream(body), Keep::default())
+            .collect()
+            .await;
+        let [Err(ModelError::Transport(message))] = &events[..] else {
+            panic!("one error: {events:?}");
+        };
+        assert!(message.contains("passed 1024 bytes"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn an_error_body_is_read_up_to_its_limit() {
+        let body = stream::repeat_with(|| Ok::<_, std::io::Error>(b"0123456789".as_slice()));
+        let text = error_text(body).await;
+        assert_eq!(text.len(), MAX_ERROR_BYTES);
+        assert_eq!(
+            error_text(chunks(&["{\"error\"", ": 1}"])).await,
+            "{\"error\": 1}"
+        );
+    }
+
+    #[test]
+    fn a_retry_after_too_long_for_a_duration_is_the_longest_wait() {
+        assert_eq!(retry_after("1e20"), Some(Duration::MAX));
+        assert_eq!(retry_after("inf"), None);
+        assert_eq!(retry_after("NaN"), None);
     }
 }

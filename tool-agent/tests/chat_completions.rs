@@ -262,6 +262,49 @@ async fn parallel_tool_calls_are_assembled_from_split_arguments() {
     assert_eq!(response.message.tool_calls, done);
 }
 
+// `ChatCompletionMessageToolCallChunk.index` is the server's number for the call, any integer:
+// calls are assembled by it, whatever it is, and a call's first piece names it or the stream is
+// refused. (An index once sized a vector: `1e12` aborted the process.)
+#[tokio::test]
+async fn a_tool_call_index_is_a_key_not_a_size() {
+    let huge = 1_000_000_000_000_usize;
+    let body = sse(&[
+        chunk(
+            json!({ "tool_calls": [{
+                "index": huge, "id": "call_far", "type": "function",
+                "function": { "name": "get_weather", "arguments": "{\"location\"" },
+            }]}),
+            Value::Null,
+        ),
+        chunk(
+            json!({ "tool_calls": [{ "index": huge, "function": { "arguments": ": \"Paris\"}" } }] }),
+            Value::Null,
+        ),
+        chunk(json!({}), json!("tool_calls")),
+    ]);
+    let (model, _) = serve(200, vec![], body).await;
+    let response = complete(&model, request()).await.unwrap();
+    assert_eq!(response.message.tool_calls.len(), 1);
+    assert_eq!(response.message.tool_calls[0].call_id, "call_far");
+    assert_eq!(
+        response.message.tool_calls[0].arguments,
+        r#"{"location": "Paris"}"#
+    );
+
+    for index in [json!(huge), json!(u64::MAX)] {
+        let bare = sse(&[chunk(
+            json!({ "tool_calls": [{ "index": index, "function": { "arguments": "{}" } }] }),
+            json!("tool_calls"),
+        )]);
+        let (model, _) = serve(200, vec![], bare).await;
+        let error = complete(&model, request()).await.unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Protocol(m) if m.contains("began without its id and name")),
+            "{error:?}"
+        );
+    }
+}
+
 // Structured Outputs guide, "Refusals": a refusal arrives in `delta.refusal` (not `content`),
 // and `ChatCompletionStreamResponseDelta.refusal` documents it for streamed chunks.
 #[tokio::test]

@@ -237,14 +237,20 @@ impl ModelUsage {
     }
 }
 
+/// Saturating: the counts come from providers' answers and from stored results, which may say
+/// anything.
 impl std::ops::AddAssign for ModelUsage {
     fn add_assign(&mut self, other: ModelUsage) {
-        self.requests += other.requests;
-        self.tool_calls += other.tool_calls;
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
-        self.cache_write_input_tokens += other.cache_write_input_tokens;
+        self.requests = self.requests.saturating_add(other.requests);
+        self.tool_calls = self.tool_calls.saturating_add(other.tool_calls);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(other.cache_write_input_tokens);
         self.cost += other.cost;
     }
 }
@@ -974,5 +980,23 @@ mod tests {
             error.message(),
             "the model was asked to use tools (`search`, `fetch`), and this backend runs no tools"
         );
+    }
+
+    #[test]
+    fn usage_sums_saturate() {
+        let mut usage = ModelUsage {
+            requests: u64::MAX,
+            input_tokens: u64::MAX - 1,
+            ..ModelUsage::default()
+        };
+        usage += ModelUsage {
+            requests: 1,
+            input_tokens: 5,
+            output_tokens: 7,
+            ..ModelUsage::default()
+        };
+        assert_eq!(usage.requests, u64::MAX);
+        assert_eq!(usage.input_tokens, u64::MAX);
+        assert_eq!(usage.output_tokens, 7);
     }
 }

@@ -24,8 +24,9 @@ struct Spent {
 
 impl Spent {
     fn add_delegated(&mut self, used: &ModelUsage) {
-        self.steps += used.requests;
-        self.tool_calls += used.tool_calls;
+        // Saturating: a stored result's usage may say anything.
+        self.steps = self.steps.saturating_add(used.requests);
+        self.tool_calls = self.tool_calls.saturating_add(used.tool_calls);
         self.usage += Usage::from(used);
         self.cost += used.cost;
     }
@@ -94,8 +95,8 @@ impl Ledger {
                         .into_iter()
                         .flatten()
                     {
-                        spent.steps += 1;
-                        spent.tool_calls += calls;
+                        spent.steps = spent.steps.saturating_add(1);
+                        spent.tool_calls = spent.tool_calls.saturating_add(calls);
                         spent.usage += usage;
                         spent.cost += cost;
                     }
@@ -335,4 +336,40 @@ pub(crate) fn input_retries_exhausted(
         .filter(|(name, (count, _, _))| *count > retries_of(name))
         .map(|(name, (count, _, last))| (name.to_owned(), count, last))
         .min_by(|a, b| a.0.cmp(&b.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use toolwright_core::ModelOutput;
+
+    use super::*;
+
+    /// A call's result whose model asks used `used` (as a stored row may say).
+    fn delegated(call_id: &str, used: ModelUsage) -> Message {
+        Message::ToolResult {
+            call_id: call_id.into(),
+            name: "research".into(),
+            output: ModelOutput::text("done"),
+            is_error: false,
+            error: None,
+            usage: Some(used),
+        }
+    }
+
+    #[test]
+    fn delegated_usage_past_what_a_count_holds_saturates() {
+        let huge = ModelUsage {
+            requests: u64::MAX,
+            tool_calls: u64::MAX,
+            input_tokens: u64::MAX,
+            ..ModelUsage::default()
+        };
+        let mut conversation = Conversation::empty("s1");
+        conversation.appended("t1", vec![delegated("c1", huge), delegated("c2", huge)]);
+        let ledger = Ledger::of(&conversation, "t1", &Budget::new()).unwrap();
+        let used = ledger.turn_usage();
+        assert_eq!(used.requests, u64::MAX);
+        assert_eq!(used.tool_calls, u64::MAX);
+        assert_eq!(used.input_tokens, u64::MAX);
+    }
 }

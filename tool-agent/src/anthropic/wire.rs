@@ -169,7 +169,12 @@ impl WireUsage {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let written = self.cache_creation_input_tokens.unwrap_or(0);
         crate::message::Usage {
-            input_tokens: self.input_tokens.unwrap_or(0) + read + written,
+            // Saturating: token counts come from the provider.
+            input_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(read)
+                .saturating_add(written),
             cached_input_tokens: read,
             cache_write_input_tokens: written,
             output_tokens: self.output_tokens.unwrap_or(0),
@@ -197,6 +202,15 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_prompt_too_large_to_count_saturates() {
+        let usage: WireUsage = serde_json::from_str(
+            r#"{"input_tokens":18446744073709551615,"cache_read_input_tokens":1,"cache_creation_input_tokens":1}"#,
+        )
+        .unwrap();
+        assert_eq!(usage.normalised().input_tokens, u64::MAX);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Streamed chunks into [`StreamEvent`]s: text and refusal deltas, tool calls assembled from
 //! their pieces by `index`, usage, and the finish reason.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
 use crate::message::Usage;
 use crate::message::{AssistantMessage, ToolUse};
 use crate::model::{FinishReason, ModelError, Response, StreamEvent};
@@ -12,8 +15,9 @@ use crate::http::Decode;
 #[derive(Default)]
 pub(crate) struct Decoder {
     message: AssistantMessage,
-    /// Calls by their `index`: a call's first chunk names it, later ones add arguments.
-    calls: Vec<Option<ToolUse>>,
+    /// Calls by their `index`: a call's first chunk names it, later ones add arguments. A map,
+    /// not a vector the index sizes: the index is the server's number, any `usize`.
+    calls: BTreeMap<usize, ToolUse>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     model: String,
@@ -91,28 +95,26 @@ impl Decoder {
         events: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
         let index = piece.index;
-        if self.calls.len() <= index {
-            self.calls.resize(index + 1, None);
-        }
         let (name, arguments) = piece
             .function
             .map_or((None, None), |f| (f.name, f.arguments));
-        if self.calls[index].is_none() {
-            let (Some(call_id), Some(name)) = (piece.id, name) else {
-                return Err(ModelError::Protocol(format!(
-                    "tool call {index} began without its id and name"
-                )));
-            };
-            events.push(StreamEvent::ToolCallStart {
-                index,
-                call_id: call_id.clone(),
-                name: name.clone(),
-            });
-            self.calls[index] = Some(ToolUse::new(call_id, name, String::new()));
-        }
-        if let Some(arguments) = arguments.filter(|a| !a.is_empty())
-            && let Some(call) = &mut self.calls[index]
-        {
+        let call = match self.calls.entry(index) {
+            Entry::Occupied(call) => call.into_mut(),
+            Entry::Vacant(slot) => {
+                let (Some(call_id), Some(name)) = (piece.id, name) else {
+                    return Err(ModelError::Protocol(format!(
+                        "tool call {index} began without its id and name"
+                    )));
+                };
+                events.push(StreamEvent::ToolCallStart {
+                    index,
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                });
+                slot.insert(ToolUse::new(call_id, name, String::new()))
+            }
+        };
+        if let Some(arguments) = arguments.filter(|a| !a.is_empty()) {
             call.arguments.push_str(&arguments);
             events.push(StreamEvent::ToolCallDelta { index, arguments });
         }
@@ -129,7 +131,7 @@ impl Decoder {
         };
         let mut message = self.message;
         let mut events = Vec::new();
-        for call in self.calls.into_iter().flatten() {
+        for call in self.calls.into_values() {
             let call = ToolUse {
                 // A call without arguments is a call with none: `{}` is what the tool gets.
                 arguments: if call.arguments.trim().is_empty() {
