@@ -1,6 +1,7 @@
 //! Workflow tasks in the console: a task's question in the inbox, answered with an option
 //! through the form (the task runs on and its journal shows its steps), and a parked task
-//! cancelled from its page (its body's cleanup runs, its question is revoked).
+//! cancelled from its page (its body's cleanup runs, its question is revoked); a question whose
+//! deadline no HTTP date can say still shows.
 
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ use support::{client, get, post, sign_in};
 struct MigrateArgs {
     /// The table.
     table: String,
+    /// How long the question stays open, in seconds (none: until answered).
+    #[serde(default)]
+    wait_secs: Option<u64>,
 }
 
 /// Copies a table, asks before switching over, and undoes the copy when cancelled.
@@ -31,13 +35,13 @@ struct MigrateArgs {
 async fn migrate(args: MigrateArgs, ctx: WorkflowContext) -> Result<String, ToolError> {
     ctx.step("copy", async { Ok(format!("copied {}", args.table)) })
         .await?;
-    let go = ctx
-        .ask(
-            AskRequest::new(format!("Copied {}. Switch over?", args.table))
-                .option(AskOption::new("switch", "Switch"))
-                .option(AskOption::new("keep", "Keep the old table")),
-        )
-        .await?;
+    let mut question = AskRequest::new(format!("Copied {}. Switch over?", args.table))
+        .option(AskOption::new("switch", "Switch"))
+        .option(AskOption::new("keep", "Keep the old table"));
+    if let Some(secs) = args.wait_secs {
+        question = question.timeout(Duration::from_secs(secs));
+    }
+    let go = ctx.ask(question).await?;
     if matches!(go, AskAnswer::Cancelled) {
         ctx.step("undo-copy", async { Ok(true) }).await?;
         return Err(ToolError::new("cancelled"));
@@ -81,6 +85,11 @@ async fn start(dir: &tempfile::TempDir) -> (Runtime, ConsoleServer) {
 
 /// Starts a `migrate` task for alice and waits until it asks its question: the task.
 async fn parked_task(runtime: &Runtime, table: &str) -> TaskRecord {
+    parked_task_with(runtime, table, serde_json::json!({ "table": table })).await
+}
+
+/// [`parked_task`] with the `migrate` call's `input`, in a session named after `table`.
+async fn parked_task_with(runtime: &Runtime, table: &str, input: serde_json::Value) -> TaskRecord {
     let session = runtime
         .open_session(SessionSpec::new(format!("s-{table}")).initiator(alice()))
         .await
@@ -89,9 +98,8 @@ async fn parked_task(runtime: &Runtime, table: &str) -> TaskRecord {
         .begin_turn(Some(alice()), Caller::Model)
         .await
         .unwrap();
-    let input = serde_json::json!({ "table": table }).to_string();
     let outcome = turn
-        .step(vec![ToolCall::new("c1", "migrate", input)])
+        .step(vec![ToolCall::new("c1", "migrate", input.to_string())])
         .await
         .unwrap();
     assert!(
@@ -200,4 +208,28 @@ async fn a_parked_task_is_cancelled_with_its_cleanup() {
     );
     let inbox = get(server.addr(), &cookie, "/inbox").await;
     assert!(!inbox.contains("Copied invoices"), "{inbox}");
+}
+
+// A tool may take a question's timeout from its arguments, and a model may ask for any: the
+// deadline (saturated at the largest millisecond) is past what an HTTP date can say, and the
+// pages showing it once panicked while the question was open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_open_past_the_year_9999_still_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, server) = start(&dir).await;
+    let input = serde_json::json!({ "table": "forever", "wait_secs": u64::MAX });
+    let task = parked_task_with(&runtime, "forever", input).await;
+    assert_eq!(task.requests[0].deadline_ms, Some(u64::MAX));
+    let (cookie, _) = sign_in(server.addr(), "alice-token").await;
+    for path in ["/inbox".to_owned(), format!("/tasks/{}", task.id)] {
+        let page = get(server.addr(), &cookie, &path).await;
+        assert!(
+            page.contains("Copied forever. Switch over?"),
+            "{path}: {page}"
+        );
+        assert!(
+            page.contains("expires after the year 9999"),
+            "{path}: {page}"
+        );
+    }
 }

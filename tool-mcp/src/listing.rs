@@ -89,7 +89,8 @@ impl Listing {
                     )
                 })?,
         };
-        let end = (start + page_size).min(tools.len());
+        // Saturating: a page size may be `usize::MAX` (no paging).
+        let end = start.saturating_add(page_size).min(tools.len());
         let mut result = ListToolsResult::with_all_items(
             tools[start..end].iter().map(|t| (*t).clone()).collect(),
         );

@@ -41,7 +41,16 @@ pub(crate) async fn read(store: &dyn Store, turn_id: &str) -> Result<Log, StoreE
     let entries = store.journal(&run_id(turn_id)).await?;
     let mut log = Log::default();
     for entry in entries {
-        log.next = log.next.max(entry.position + 1);
+        // A position with none after it is a row no runtime wrote (positions count up from 0,
+        // one per message): refused, or every write would conflict with it forever.
+        let after = entry.position.checked_add(1).ok_or_else(|| {
+            StoreError::Backend(format!(
+                "the steering log of turn `{turn_id}` holds an entry at position {}, after which \
+                 nothing can be recorded: the row is corrupt; delete it from the journal",
+                entry.position
+            ))
+        })?;
+        log.next = log.next.max(after);
         match entry.name.as_str() {
             CLOSED => log.closed = true,
             _ => log.messages.push(
@@ -119,5 +128,29 @@ pub(crate) async fn close(
             Err(StoreError::Conflict(_)) => continue,
             Err(error) => return Err(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SqliteStore;
+
+    #[tokio::test]
+    async fn a_log_with_no_position_left_is_refused_not_retried() {
+        let store = SqliteStore::in_memory().unwrap();
+        let last = JournalEntry {
+            position: u32::MAX,
+            kind: EntryKind::Step,
+            name: MESSAGE.into(),
+            value: json!({ "text": "from nowhere" }),
+        };
+        store.append_journal(&run_id("t1"), &last).await.unwrap();
+        let error = record(&store, "t1", "hello").await.unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Backend(m) if m.contains("the row is corrupt")),
+            "{error:?}"
+        );
+        assert!(close(&store, "t1", 0).await.is_err());
     }
 }

@@ -468,7 +468,7 @@ impl Turn {
 
     /// Waits up to `timeout` for task results of this turn and takes them (see
     /// [`Turn::task_results`]). Returns an empty list at the timeout, or at once when no task
-    /// owes the turn anything.
+    /// owes the turn anything. `Duration::MAX` waits as long as it takes.
     pub async fn wait_task_results(
         &self,
         timeout: Duration,

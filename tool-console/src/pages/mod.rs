@@ -148,8 +148,15 @@ pub(crate) fn name_of(value: &impl Serialize) -> String {
     }
 }
 
-/// Unix milliseconds as people read them (`Fri, 04 Dec 2026 00:03:13 GMT`).
+/// Unix milliseconds as people read them (`Fri, 04 Dec 2026 00:03:13 GMT`). A time after the
+/// year 9999, which an HTTP date cannot say (a deadline a tool set from a model's
+/// `timeout`, a corrupted row), is said as such.
 pub(crate) fn time(ms: u64) -> String {
+    /// 10000-01-01T00:00:00Z in Unix milliseconds: the first instant an HTTP date cannot say.
+    const YEAR_10000_MS: u64 = 253_402_300_800_000;
+    if ms >= YEAR_10000_MS {
+        return "after the year 9999".to_owned();
+    }
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     httpdate::fmt_http_date(at)
 }
@@ -221,4 +228,17 @@ pub(crate) fn failure(frame: &Frame<'_>, message: &str) -> Markup {
         "Not found or failed",
         html! { p.error role="alert" { (message) } },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time;
+
+    #[test]
+    fn every_time_has_words_even_past_the_year_9999() {
+        assert_eq!(time(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(time(253_402_300_799_999), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(time(253_402_300_800_000), "after the year 9999");
+        assert_eq!(time(u64::MAX), "after the year 9999");
+    }
 }

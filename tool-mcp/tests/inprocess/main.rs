@@ -261,6 +261,27 @@ fn text(result: &rmcp::model::CallToolResult) -> String {
         .to_owned()
 }
 
+// A page size of `usize::MAX` means one page; a client's cursor into it must not overflow the
+// page's end (it once panicked the request).
+#[tokio::test]
+async fn a_cursor_into_a_page_as_large_as_can_be_is_answered() {
+    let client = connect(
+        McpServer::new(runtime()).page_size(usize::MAX),
+        Client::default(),
+    )
+    .await;
+    let all = client.list_tools(None).await.unwrap();
+    assert!(all.next_cursor.is_none(), "one page");
+    let rest = client
+        .list_tools(Some(
+            PaginatedRequestParams::default().with_cursor(Some("1".into())),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(rest.tools.len(), all.tools.len() - 1);
+    assert!(rest.next_cursor.is_none());
+}
+
 #[tokio::test]
 async fn tools_are_listed_in_pages_with_annotations_and_without_user_only_tools() {
     let client = connect(McpServer::new(runtime()).page_size(3), Client::default()).await;

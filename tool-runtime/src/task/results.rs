@@ -204,7 +204,12 @@ pub(crate) async fn wait_results(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<Vec<TaskResult>, RuntimeError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    // A timeout past what an instant can hold (`Duration::MAX`: wait as long as it takes)
+    // waits a century.
+    let now = tokio::time::Instant::now();
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
     loop {
         let notified = engine.work().task_changed().notified();
         let results = take_results(engine, session_id, turn_id, only).await?;
