@@ -166,6 +166,8 @@ async fn capture_page(args: CaptureArgs) -> Screenshot {
 #[derive(Clone, Debug, Default)]
 struct Hang {
     started: Arc<AtomicBool>,
+    /// How many times `note_start` started.
+    noted: Arc<AtomicUsize>,
     cancelled_at_drop: Arc<Mutex<Option<bool>>>,
     watcher: Arc<tokio::sync::Notify>,
 }
@@ -493,6 +495,58 @@ async fn cancelling_a_running_step_cancels_its_calls() {
     assert!(
         matches!(again, Err(RuntimeError::TurnState { .. })),
         "{again:?}"
+    );
+}
+
+/// Notes that it started, and ends at once.
+#[tool(effect = read)]
+async fn note_start(_: NoInput, hang: State<Hang>) -> u8 {
+    hang.noted.fetch_add(1, Ordering::SeqCst);
+    1
+}
+
+// A call waiting for a place among the concurrent calls (`Options::concurrency`) when its turn
+// is cancelled never starts: it once got the place the cancelled call gave up and ran its body
+// for a cancelled turn.
+#[tokio::test]
+async fn a_call_waiting_for_a_place_never_starts_once_its_turn_is_cancelled() {
+    let hang = Hang::default();
+    let rt = builder([wait_forever::TOOL, note_start::TOOL])
+        .state(hang.clone())
+        .options(Options {
+            concurrency: 1,
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "s-cancel-queued", Some(alice())).await;
+    let stepping = {
+        let turn = turn.clone();
+        tokio::spawn(async move {
+            turn.step(vec![
+                call("c1", "wait_forever", json!({})),
+                call("c2", "note_start", json!({})),
+            ])
+            .await
+        })
+    };
+    while !hang.started.load(Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    turn.cancel().await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), stepping)
+        .await
+        .expect("the step returns once cancelled")
+        .unwrap()
+        .expect("the step reports its cancelled calls");
+    let (results, _) = completed_ending(outcome);
+    assert_eq!(code(&results[0]), ErrorCode::Cancelled);
+    assert_eq!(code(&results[1]), ErrorCode::Cancelled);
+    assert!(model_text(&results[1]).contains("note_start"));
+    assert_eq!(
+        hang.noted.load(Ordering::SeqCst),
+        0,
+        "the waiting call never started"
     );
 }
 

@@ -90,10 +90,25 @@ pub(crate) fn execute<'a>(
         // Cached reads of the toolset are stale from the moment a write may start until after
         // it ends, however it ends (a read that ran meanwhile may have seen half of it).
         let _writing = engine.cache().writing(tool);
-        let slot = slot::Slot::new(engine.call_slots(), engine.call_permit().await);
         // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
         // the call.
         let parent = steer.unwrap_or(token);
+        // A call whose token fired before it got its place among the runtime's concurrent calls
+        // never starts (its body would act for a turn that was cancelled), also when the place
+        // came in the same instant: a call waiting for a place stops waiting when either token
+        // fires. (The place first: a call that gets one at once never registers with the
+        // token.) Cleanup runs start with their own token fired, their parent's untouched.
+        let normal = mode == RunMode::Normal;
+        let permit = tokio::select! {
+            biased;
+            permit = engine.call_permit() => Some(permit),
+            () = parent.cancelled(), if normal => None,
+        }
+        .filter(|_| !(normal && parent.is_cancelled()));
+        let Some(permit) = permit else {
+            return Executed::Done(result::result_of(tool, call_id, Err(stopped(tool, token))));
+        };
+        let slot = slot::Slot::new(engine.call_slots(), permit);
         let call_token = CallToken::child_of(parent);
         let options = engine.options();
         let limit = match mode {
