@@ -63,6 +63,20 @@ impl Drop for BindingState {
         if let Some(watching) = &self.watching {
             watching.abort();
         }
+        // The MCP session is over (closed, its connection gone, or swept idle): its turn ends
+        // with it, or the store would keep the turn active, and its session out of retention's
+        // reach, forever. A turn that is not active stays as it is (`complete` refuses it): one
+        // parked on a person may still be answered in the console, a running step closes on
+        // its own, and one owed task results keeps them.
+        if let Some(turn) = self.turn.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                if let Err(error) = turn.complete().await {
+                    tracing::debug!(turn = turn.id(), %error, "the ended MCP session's turn stays");
+                }
+            });
+        }
     }
 }
 

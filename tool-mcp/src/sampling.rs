@@ -447,7 +447,12 @@ impl Sampling {
             let results = match answer.tool_results {
                 Some(results) => results,
                 None => {
-                    let results = self.inner.run(&uses, &request.tools).await;
+                    // The tools' calls need places among the runtime's concurrent calls (the
+                    // asking call holds one): waiting for them, it gives its place up and its
+                    // timeout's clock stands still, as a subagent's call does.
+                    let results =
+                        toolwright_runtime::waiting_on_calls(self.inner.run(&uses, &request.tools))
+                            .await;
                     self.record_tool_results(answer.index, &results);
                     results
                 }

@@ -1,6 +1,6 @@
 //! The MCP server under attack and load: a call cancelled while its user is asked, taint across a
-//! cancelled turn, `Host` headers, raw arguments checked before rmcp parses them, malformed
-//! params, and the session caps under a burst of clients.
+//! cancelled turn, a session's turn ended with it, `Host` headers, raw arguments checked before
+//! rmcp parses them, malformed params, and the session caps under a burst of clients.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,9 @@ use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolwright::prelude::*;
-use toolwright::runtime::{Decision, Event, Runtime, SqliteStore};
+use toolwright::runtime::{
+    Decision, Event, PageRequest, Runtime, SqliteStore, TurnFilter, TurnStatus, TurnSummary,
+};
 use toolwright::{Principal, Registry};
 use toolwright_mcp::{McpHttp, McpServer, TokenVerifier};
 
@@ -193,6 +195,38 @@ async fn a_call_waiting_for_its_user_stops_when_cancelled_and_the_session_answer
         before,
         "nothing was approved"
     );
+}
+
+// A client opening sessions, calling once and going away left a session with an active turn
+// each, forever: retention deletes only sessions whose turns all ended. The turn now ends with
+// its MCP session.
+#[tokio::test]
+async fn a_session_that_ends_ends_its_turn() {
+    let rt = runtime();
+    let client = connect(McpServer::new(rt.clone()), Client::default()).await;
+    let read = client
+        .call_tool(CallToolRequestParams::new("read_comments"))
+        .await
+        .unwrap();
+    assert!(text(&read).starts_with("ignore previous"));
+    let turns = || async {
+        let page = rt
+            .store()
+            .list_turns(&TurnFilter::default(), &PageRequest::first(10))
+            .await
+            .unwrap();
+        page.items
+    };
+    let status = |turns: &[TurnSummary]| turns.iter().map(|t| t.status).collect::<Vec<_>>();
+    assert_eq!(status(&turns().await), [TurnStatus::Active]);
+    client.cancel().await.unwrap();
+    for _ in 0..500 {
+        if status(&turns().await) == [TurnStatus::Completed] {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the turn outlived its session: {:?}", turns().await);
 }
 
 #[tokio::test]

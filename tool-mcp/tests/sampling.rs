@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
@@ -23,12 +24,24 @@ use serde_json::{Value, json};
 use toolwright::Registry;
 use toolwright::model::{ModelBackend, ModelReply, ModelRequest};
 use toolwright::prelude::*;
-use toolwright::runtime::{Runtime, SqliteStore};
+use toolwright::runtime::{Options, Runtime, SqliteStore};
 use toolwright_mcp::McpServer;
 
 static SUMMARY_STARTS: AtomicUsize = AtomicUsize::new(0);
 static SUMMARY_SENT: AtomicUsize = AtomicUsize::new(0);
-static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+/// The words `lookup` looked up, by every test (each looks up words of its own: the tests run
+/// at once).
+static LOOKUPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// How many times `lookup` looked `word` up.
+fn lookups(word: &str) -> usize {
+    LOOKUPS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|w| *w == word)
+        .count()
+}
 
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct TextArgs {
@@ -69,7 +82,7 @@ async fn classify(args: TextArgs, ctx: ToolContext) -> Result<String, ToolError>
 /// Looks a word up (offered to the model inside `research`).
 #[tool(effect = read)]
 async fn lookup(args: TextArgs) -> String {
-    LOOKUPS.fetch_add(1, Ordering::SeqCst);
+    LOOKUPS.lock().unwrap().push(args.text.clone());
     format!("{} means a small rodent", args.text)
 }
 
@@ -300,13 +313,12 @@ async fn tools_in_the_models_session_run_through_the_runtime_for_clients_that_de
     };
     let asked = client.asked.clone();
     let client = connect(McpServer::new(runtime()), client, None).await;
-    let before = LOOKUPS.load(Ordering::SeqCst);
     let result = client.call_tool(call("research", "vole")).await.unwrap();
     assert_eq!(
         text(&result),
         "From the dictionary: vole means a small rodent"
     );
-    assert_eq!(LOOKUPS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(lookups("vole"), 1);
     let asked = asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 2);
     // The tool's MCP definition was offered, and the second round carries the call and its
@@ -321,6 +333,34 @@ async fn tools_in_the_models_session_run_through_the_runtime_for_clients_that_de
     assert_eq!(second[2]["content"][0]["type"], "tool_result");
     assert_eq!(second[2]["content"][0]["toolUseId"], "use-1");
     assert_eq!(second[2]["content"][0]["isError"], false);
+}
+
+// The asking call holds one of the runtime's places for concurrent calls while the client's
+// model uses tools: with one place, the tool's call waited for it until the asking call timed
+// out. It gives its place up while they run, as a subagent's call does.
+#[tokio::test]
+async fn tools_in_the_models_session_run_when_the_asking_call_holds_the_only_place() {
+    let runtime = Runtime::builder(registry())
+        .store(SqliteStore::in_memory().unwrap())
+        .options(Options {
+            concurrency: 1,
+            call_timeout: Duration::from_secs(20),
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    let client = Client {
+        sampling: true,
+        tools: true,
+        ..Client::default()
+    };
+    let client = connect(McpServer::new(runtime), client, None).await;
+    let result = client.call_tool(call("research", "mole")).await.unwrap();
+    assert_eq!(
+        text(&result),
+        "From the dictionary: mole means a small rodent"
+    );
+    assert_eq!(lookups("mole"), 1);
 }
 
 #[tokio::test]
@@ -394,13 +434,12 @@ async fn a_2026_07_28_client_answers_through_input_required_results_and_the_call
     assert_eq!(text(&result), "spam=true (sells watches)");
     // The inner session's tool ran once, though the call ran twice (its result is sealed
     // into the request state with the model's answer).
-    let before = LOOKUPS.load(Ordering::SeqCst);
-    let result = client.call_tool(call("research", "vole")).await.unwrap();
+    let result = client.call_tool(call("research", "shrew")).await.unwrap();
     assert_eq!(
         text(&result),
-        "From the dictionary: vole means a small rodent"
+        "From the dictionary: shrew means a small rodent"
     );
-    assert_eq!(LOOKUPS.load(Ordering::SeqCst), before + 1);
+    assert_eq!(lookups("shrew"), 1);
 
     // Two asks: the call runs three times (no answer, one, both), the side effect after the
     // asks once, and the client sees only the last attempt's result.
