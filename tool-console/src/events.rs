@@ -77,17 +77,23 @@ impl Recent {
 }
 
 /// Keeps `runtime`'s events in `recent` from now on, on a task of its own (none outside a
-/// tokio runtime: the pages then show records only).
-pub(crate) fn record(runtime: &Runtime, recent: Arc<Recent>) {
+/// tokio runtime: the pages then show records only), for as long as the console holds
+/// `recent`: a console dropped while its runtime lives frees its events at once, and its task
+/// ends with the next event.
+pub(crate) fn record(runtime: &Runtime, recent: &Arc<Recent>) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         tracing::warn!("the console was built outside a tokio runtime: turn pages show no events");
         return;
     };
     let mut events = runtime.subscribe();
+    let recent = Arc::downgrade(recent);
     handle.spawn(async move {
         loop {
             match events.recv().await {
-                Ok(event) => recent.push(event),
+                Ok(event) => match recent.upgrade() {
+                    Some(recent) => recent.push(event),
+                    None => break,
+                },
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "the console's event buffer missed events");
                 }
@@ -106,6 +112,19 @@ mod tests {
             "type": "turn.started", "session_id": "s", "turn_id": turn, "caller": "model"
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_dropped_consoles_events_go_with_it() {
+        let runtime = Runtime::builder(toolwright_core::Registry::from_tools([]).unwrap())
+            .store(toolwright_runtime::SqliteStore::in_memory().unwrap())
+            .build()
+            .unwrap();
+        let recent = Arc::new(Recent::default());
+        record(&runtime, &recent);
+        let kept = Arc::downgrade(&recent);
+        drop(recent);
+        assert!(kept.upgrade().is_none(), "the recorder does not keep them");
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl Console {
     /// turn pages show beside what the store holds.
     pub fn router(self) -> axum::Router {
         let recent = Arc::new(events::Recent::default());
-        events::record(&self.runtime, Arc::clone(&recent));
+        events::record(&self.runtime, &recent);
         let shared = Arc::new(Shared {
             runtime: self.runtime,
             verifier: self.verifier,
