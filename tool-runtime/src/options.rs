@@ -38,7 +38,9 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// How long one call may run before it fails with `TIMEOUT` and is cancelled.
     pub call_timeout: Duration,
-    /// How many calls run at once across the runtime.
+    /// How many calls run at once across the runtime. A call beyond waits for a place; one
+    /// whose turn is cancelled (or whose step is steered) meanwhile never starts, and is
+    /// settled as cancelled (interrupted). Its timeout counts from when it starts.
     pub concurrency: usize,
     /// How long the `auto` decider may take before the call asks a person instead.
     pub decider_timeout: Duration,
