@@ -244,6 +244,15 @@ impl Engine {
         Arc::clone(&self.calls).acquire_owned().await.ok()
     }
 
+    /// [`Engine::call_permit`] at once, when a place is free; `None` when the call must wait.
+    pub(crate) fn free_call_permit(&self) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+        match Arc::clone(&self.calls).try_acquire_owned() {
+            Ok(permit) => Some(Some(permit)),
+            Err(tokio::sync::TryAcquireError::Closed) => Some(None),
+            Err(tokio::sync::TryAcquireError::NoPermits) => None,
+        }
+    }
+
     /// The tools now: a snapshot, cheap to take, consistent while held.
     pub(crate) fn registry(&self) -> Registry {
         self.remote.registry()

@@ -99,10 +99,13 @@ pub(crate) fn execute<'a>(
         // fires. (The place first: a call that gets one at once never registers with the
         // token.) Cleanup runs start with their own token fired, their parent's untouched.
         let normal = mode == RunMode::Normal;
-        let permit = tokio::select! {
-            biased;
-            permit = engine.call_permit() => Some(permit),
-            () = parent.cancelled(), if normal => None,
+        let permit = match engine.free_call_permit() {
+            Some(permit) => Some(permit),
+            None => tokio::select! {
+                biased;
+                permit = engine.call_permit() => Some(permit),
+                () = parent.cancelled(), if normal => None,
+            },
         }
         .filter(|_| !(normal && parent.is_cancelled()));
         let Some(permit) = permit else {
