@@ -231,6 +231,34 @@ async fn until_status(rt: &Runtime, id: &str, wanted: impl Fn(TaskStatus) -> boo
     );
 }
 
+/// The events `events` receives until one that `last` picks (included), waiting up to 10 s
+/// for it: a task's events are sent after the write that made them, which a test may read
+/// first.
+async fn events_until(
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+    last: impl Fn(&Event) -> bool,
+) -> Vec<Event> {
+    let mut seen = Vec::new();
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    let done = last(&event);
+                    seen.push(event);
+                    if done {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "the event never came; seen: {seen:?}");
+    seen
+}
+
 #[tokio::test]
 async fn a_task_returns_a_receipt_and_its_result_arrives_later_as_a_message() {
     let fx = Fixture::new();
@@ -291,7 +319,8 @@ async fn a_task_returns_a_receipt_and_its_result_arrives_later_as_a_message() {
     turn.complete().await.unwrap();
 
     let mut seen = Vec::new();
-    while let Ok(event) = events.try_recv() {
+    let ended = |e: &Event| matches!(e, Event::TaskEnded { task_id, .. } if *task_id == id);
+    for event in events_until(&mut events, ended).await {
         match event {
             Event::TaskStarted { task_id, .. } => seen.push(format!("started {task_id}")),
             Event::TaskResult { result, .. } => seen.push(format!("result {}", result.task_id)),
@@ -485,11 +514,9 @@ async fn a_task_question_parks_the_task_not_the_turn_and_is_answered_after_a_res
         let request = task.requests[0].clone();
         assert_eq!(request.task_id.as_deref(), Some(id.as_str()));
         assert_eq!(request.prompt, "Copied users. Switch over?");
-        let mut asked = false;
-        while let Ok(event) = events.try_recv() {
-            asked |= matches!(event, Event::InputRequested { request: r } if r.request_id == request.request_id);
-        }
-        assert!(asked, "input.requested announced the question");
+        // Announced after the write that parked the task, which `until_status` read.
+        let asked = |e: &Event| matches!(e, Event::InputRequested { request: r } if r.request_id == request.request_id);
+        events_until(&mut events, asked).await;
         // The turn is not parked: the model may go on.
         assert_eq!(
             turn.record().await.unwrap().status,
