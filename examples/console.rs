@@ -527,7 +527,7 @@ async fn show(
             });
         }
         Shown::Journal => {
-            let journal = views::journal(runtime, id).await?;
+            let journal = views::journal(runtime, Some(principal), id).await?;
             print(json, &journal, |j| {
                 for e in &j.entries {
                     println!("{:>4}  {:?}  {}  {}", e.position, e.kind, e.name, e.value);

@@ -250,13 +250,15 @@ impl FromRequestParts<Arc<Shared>> for Operator {
 }
 
 /// `next` when it is a path inside the console (no open redirect to another site), else the
-/// console's home.
+/// console's home. Control characters and spaces are refused: browsers drop tabs and newlines
+/// from a URL, so `/\t/evil.example` would lead to `//evil.example`.
 pub(crate) fn safe_next(shared: &Shared, next: Option<&str>) -> String {
     match next {
         Some(next)
             if next.starts_with('/')
                 && !next.starts_with("//")
                 && !next.contains('\\')
+                && !next.chars().any(|c| c.is_control() || c.is_whitespace())
                 && (shared.base.is_empty()
                     || next.starts_with(&format!("{}/", shared.base))
                     || next == shared.base) =>

@@ -526,7 +526,12 @@ async fn turn(
     let steps = views::page(q.steps_after.as_deref(), shared.page_size);
     match views::turn(&shared.runtime, Some(&operator.principal), &id, steps).await {
         Ok(view) => {
-            let events = shared.recent.of(&id);
+            // Events repeat the calls' inputs and what answered them.
+            let events = if view.withheld {
+                Vec::new()
+            } else {
+                shared.recent.of(&id)
+            };
             let frame = frame(&shared, &operator);
             let next = view.steps_next.as_ref().map(|c| {
                 shared.link(&format!(
@@ -633,7 +638,7 @@ async fn journal(
     headers: HeaderMap,
     Path(run_id): Path<String>,
 ) -> Response {
-    let view = views::journal(&shared.runtime, &run_id).await;
+    let view = views::journal(&shared.runtime, Some(&operator.principal), &run_id).await;
     render(&shared, &operator, &headers, view, pages::journal)
 }
 

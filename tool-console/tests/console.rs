@@ -178,14 +178,22 @@ async fn signing_in_takes_a_token_the_verifier_accepts() {
             .contains("That token was refused")
     );
 
-    // A `next` pointing at another site is not followed.
-    let response = client()
-        .post(setup.url("/login"))
-        .form(&[("token", "alice-token"), ("next", "//evil.example/x")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.headers()["location"], "/");
+    // A `next` pointing at another site is not followed, also where a browser would make it
+    // one by dropping a tab or a newline.
+    for next in [
+        "//evil.example/x",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/ /evil",
+    ] {
+        let response = client()
+            .post(setup.url("/login"))
+            .form(&[("token", "alice-token"), ("next", next)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["location"], "/", "{next:?}");
+    }
 
     let (cookie, csrf) = sign_in(setup.addr(), "alice-token").await;
     let inbox = get(setup.addr(), &cookie, "/inbox").await;
@@ -586,6 +594,32 @@ async fn a_turns_messages_from_the_conversation_are_on_its_page() {
         !page.contains("elsewhere"),
         "another turn's message: {page}"
     );
+    let journal = get(setup.addr(), &cookie, &format!("/journals/{turn}/c1")).await;
+    assert!(journal.contains("No entries."), "{journal}");
+
+    // Bob may not answer the waiting call's request: the messages (which repeat the model's
+    // call), the events (which carry its input) and the call's journal are not his to see.
+    let (bob, _) = sign_in(setup.addr(), "bob-token").await;
+    let page = get(setup.addr(), &bob, &format!("/turns/{turn}")).await;
+    assert!(page.contains("is not yours to see"), "{page}");
+    assert!(!page.contains("queue-api"), "{page}");
+    assert!(!page.contains("the queue is stuck"), "{page}");
+    let json: serde_json::Value = client()
+        .get(setup.url(&format!("/turns/{turn}")))
+        .header("authorization", "Bearer bob-token")
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["withheld"], true, "{json}");
+    assert_eq!(json["messages"], serde_json::json!([]), "{json}");
+    assert_eq!(json["events"], serde_json::json!([]), "{json}");
+    assert!(!json.to_string().contains("queue-api"), "{json}");
+    let journal = get(setup.addr(), &bob, &format!("/journals/{turn}/c1")).await;
+    assert!(journal.contains("is not yours to see"), "{journal}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -236,6 +236,9 @@ pub(crate) fn turn(
                 h2 { "Tasks it started" }
                 (task_rows(frame, &view.tasks))
             }
+            @if view.withheld {
+                p.muted { "A request of this turn is not yours to see: its call's input and journal, and the turn's messages and events, are left out." }
+            }
             @if !view.messages.is_empty() {
                 h2 { "Messages of this turn" }
                 p.muted { "The conversation the agent loop keeps: the model's messages, its calls and their results, in order." }
@@ -265,7 +268,8 @@ pub(crate) fn turn(
 
 fn journal_table(journal: &JournalView) -> Markup {
     html! {
-        @if journal.entries.is_empty() { p.muted { "No entries." } }
+        @if journal.withheld { p.muted { "A request of its call is not yours to see: its entries, which hold what answered it, are left out." } }
+        @else if journal.entries.is_empty() { p.muted { "No entries." } }
         @else {
             table.journal {
                 thead { tr { th { "#" } th { "Kind" } th { "Name" } th { "Value" } } }

@@ -125,11 +125,7 @@ fn took_part(principal: Option<&Principal>, request: &InputRequest) -> bool {
     let Some(principal) = principal else {
         return false;
     };
-    let same = |other: &Principal| {
-        other.authenticator == principal.authenticator
-            && other.issuer == principal.issuer
-            && other.principal_id == principal.principal_id
-    };
+    let same = |other: &Principal| other.same_as(principal);
     request.requester.as_ref().is_some_and(same)
         || matches!(&request.status, RequestStatus::Settled { responder: Some(r), .. } if same(r))
 }

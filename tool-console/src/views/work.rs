@@ -63,8 +63,12 @@ pub struct JournalView {
     /// The journal's id (`<turn>/<call>`).
     pub run_id: String,
     /// Its entries: steps, asks, sleeps, hooks, deliveries, in order. A run replays them
-    /// without running again.
+    /// without running again. None when [`JournalView::withheld`].
     pub entries: Vec<JournalEntry>,
+    /// Whether the journal belongs to a call or task with a request that is not the viewer's
+    /// to see ([`RequestView::shown`]): the journal holds what answered it, so its entries are
+    /// left out.
+    pub withheld: bool,
 }
 
 /// A turn: its status, taint and steps.
@@ -99,8 +103,13 @@ pub struct TurnView {
     /// The tasks its calls started.
     pub tasks: Vec<TaskSummary>,
     /// Its messages in the session's conversation (kept by the agent loop; none for turns
-    /// driven otherwise), at most [`MESSAGES_PER_TURN`], the latest.
+    /// driven otherwise), at most [`MESSAGES_PER_TURN`], the latest; none when
+    /// [`TurnView::withheld`].
     pub messages: Vec<ConversationEntry>,
+    /// Whether a request of the turn is not the viewer's to see ([`RequestView::shown`]): its
+    /// call's input and journal are left out, and so are the turn's messages and events, which
+    /// repeat the model's calls and what answered them.
+    pub withheld: bool,
 }
 
 /// The most conversation messages a turn view holds.
@@ -242,9 +251,20 @@ pub async fn turn(
         requests.push(request_view(runtime, principal, request).await);
     }
     let mut calls = turn_calls(runtime, &history.items, pending, &requests);
-    let journals = turn_journals(runtime, &record, &mut calls).await?;
+    let hidden: Vec<&str> = requests
+        .iter()
+        .filter(|r| !r.shown)
+        .filter_map(|r| r.call_id.as_deref())
+        .collect();
+    let withheld = requests.iter().any(|r| !r.shown);
+    let journals = turn_journals(runtime, &record, &mut calls, &hidden).await?;
     Ok(TurnView {
-        messages: turn_messages(runtime, &record).await?,
+        messages: if withheld {
+            Vec::new()
+        } else {
+            turn_messages(runtime, &record).await?
+        },
+        withheld,
         tasks: turn_tasks(runtime, &record).await?,
         id: record.id.clone(),
         session_id: record.session_id.clone(),
@@ -261,14 +281,19 @@ pub async fn turn(
     })
 }
 
-/// The journals `calls` recorded, each read once; each call gets its journal's id.
+/// The journals `calls` recorded, each read once; each call gets its journal's id. The calls
+/// whose request is `hidden` from the viewer get none: a journal holds what answered them.
 async fn turn_journals(
     runtime: &Runtime,
     record: &TurnRecord,
     calls: &mut [CallView],
+    hidden: &[&str],
 ) -> Result<Vec<JournalView>, RuntimeError> {
     let mut journals: Vec<JournalView> = Vec::new();
     for call in calls.iter_mut() {
+        if hidden.contains(&call.call_id.as_str()) {
+            continue;
+        }
         let run_id = record.journal_id(&call.call_id);
         if !journals.iter().any(|j| j.run_id == run_id) {
             let entries = runtime.store().journal(&run_id).await?;
@@ -278,6 +303,7 @@ async fn turn_journals(
             journals.push(JournalView {
                 run_id: run_id.clone(),
                 entries,
+                withheld: false,
             });
         }
         call.journal = Some(run_id);
@@ -430,8 +456,7 @@ pub async fn task(
             journal: None,
         })
         .collect();
-    let run_id = task.run_id();
-    let entries = runtime.store().journal(&run_id).await?;
+    let journal = journal(runtime, principal, &task.run_id()).await?;
     Ok(TaskView {
         id: task.id.clone(),
         tool: task.tool.clone(),
@@ -442,7 +467,7 @@ pub async fn task(
         current: task.current.clone(),
         calls,
         requests,
-        journal: JournalView { run_id, entries },
+        journal,
     })
 }
 
@@ -502,12 +527,68 @@ pub async fn tasks(
     Ok(runtime.store().list_tasks(&filter, &page).await?)
 }
 
-/// The journal `run_id`.
-pub async fn journal(runtime: &Runtime, run_id: &str) -> Result<JournalView, RuntimeError> {
+/// Journal `run_id` as `principal` may see it: its entries are left out when it is the journal
+/// of a call (`<turn>/<call>`), or of the task a call started, with a request not shown to them.
+pub async fn journal(
+    runtime: &Runtime,
+    principal: Option<&Principal>,
+    run_id: &str,
+) -> Result<JournalView, RuntimeError> {
+    let mut withheld = false;
+    for request in journal_requests(runtime, run_id).await? {
+        if !request_view(runtime, principal, &request).await.shown {
+            withheld = true;
+            break;
+        }
+    }
+    let entries = if withheld {
+        Vec::new()
+    } else {
+        runtime.store().journal(run_id).await?
+    };
     Ok(JournalView {
         run_id: run_id.to_owned(),
-        entries: runtime.store().journal(run_id).await?,
+        entries,
+        withheld,
     })
+}
+
+/// The requests of journal `run_id`'s call (`<turn>/<call>`: its turn's, in every step) and of
+/// the task that call started, if any.
+async fn journal_requests(
+    runtime: &Runtime,
+    run_id: &str,
+) -> Result<Vec<toolwright_runtime::InputRequest>, RuntimeError> {
+    let store = runtime.store();
+    let Some((turn_id, call_id)) = run_id.split_once('/') else {
+        return Ok(Vec::new());
+    };
+    let Some((record, _)) = store.turn(turn_id).await? else {
+        return Ok(Vec::new());
+    };
+    let mut requests: Vec<toolwright_runtime::InputRequest> = record
+        .pending
+        .iter()
+        .flat_map(|step| step.requests.iter().cloned())
+        .collect();
+    let mut steps = PageRequest::first(toolwright_runtime::store::MAX_PAGE_LIMIT);
+    loop {
+        let page = store.turn_steps(turn_id, &steps).await?;
+        requests.extend(page.items.iter().flat_map(|s| s.requests.iter().cloned()));
+        match page.next {
+            Some(next) => steps = PageRequest::after(next, steps.limit),
+            None => break,
+        }
+    }
+    requests.retain(|r| r.call_id.as_deref() == Some(call_id));
+    for summary in turn_tasks(runtime, &record).await? {
+        if let Some((task, _)) = store.task(&summary.id).await?
+            && task.run_id() == run_id
+        {
+            requests.extend(task.requests);
+        }
+    }
+    Ok(requests)
 }
 
 /// The tools `audience` may use, described in `locale` (the registry's default when `None`).
