@@ -13,6 +13,7 @@ use http::request::Parts;
 use http::{HeaderMap, StatusCode, header};
 use subtle::ConstantTimeEq;
 use toolwright_core::Principal;
+use toolwright_mcp::VerifiedToken;
 
 use crate::Shared;
 
@@ -199,6 +200,60 @@ pub(crate) fn session_cookie(shared: &Shared, id: Option<&str>, ttl: Duration) -
     }
 }
 
+/// Which verified tokens the console admits: issued for one of `audiences` (any, when none is
+/// set) and granting every one of `scopes`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Admission {
+    pub(crate) audiences: Vec<String>,
+    pub(crate) scopes: Vec<String>,
+}
+
+impl Admission {
+    /// The principal of `verified` when the console admits it, else why not.
+    pub(crate) fn admit(&self, verified: &VerifiedToken) -> Result<Principal, String> {
+        if !self.audiences.is_empty()
+            && !verified
+                .audiences()
+                .iter()
+                .any(|aud| self.audiences.contains(aud))
+        {
+            return Err(format!(
+                "the token was not issued for this console (its audiences: {}; the console \
+                 accepts {}); ask your identity provider for a token for the console",
+                list(verified.audiences()),
+                list(&self.audiences)
+            ));
+        }
+        let missing: Vec<&str> = self
+            .scopes
+            .iter()
+            .filter(|scope| !verified.scopes_granted().contains(scope))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the token lacks the scope `{}` the console requires; ask for a token with the \
+                 scopes `{}`",
+                missing.join(" "),
+                self.scopes.join(" ")
+            ));
+        }
+        Ok(verified.principal().clone())
+    }
+}
+
+/// `items` quoted and joined, or `none`.
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        return "none".to_owned();
+    }
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl FromRequestParts<Arc<Shared>> for Operator {
     type Rejection = Response;
 
@@ -207,15 +262,21 @@ impl FromRequestParts<Arc<Shared>> for Operator {
         shared: &Arc<Shared>,
     ) -> Result<Operator, Response> {
         if let Some(token) = bearer(&parts.headers) {
-            return match shared.verifier.verify_token(token).await {
-                Ok(verified) => Ok(Operator {
-                    principal: verified.principal().clone(),
+            let admitted = match shared.verifier.verify_token(token).await {
+                Ok(verified) => shared.admission.admit(&verified),
+                Err(error) => Err(format!(
+                    "{error}; send a token the console's verifier accepts"
+                )),
+            };
+            return match admitted {
+                Ok(principal) => Ok(Operator {
+                    principal,
                     csrf: None,
                     session: None,
                 }),
-                Err(error) => Err((
+                Err(why) => Err((
                     StatusCode::UNAUTHORIZED,
-                    format!("the bearer token was refused: {error}; send a token the console's verifier accepts"),
+                    format!("the bearer token was refused: {why}"),
                 )
                     .into_response()),
             };

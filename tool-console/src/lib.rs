@@ -57,6 +57,7 @@ pub use events::RecentEvent;
 pub struct Console {
     runtime: Runtime,
     verifier: Arc<dyn TokenVerifier>,
+    admission: auth::Admission,
     base: String,
     secure_cookies: bool,
     session_ttl: Duration,
@@ -70,6 +71,8 @@ impl std::fmt::Debug for Console {
             .field("secure_cookies", &self.secure_cookies)
             .field("session_ttl", &self.session_ttl)
             .field("page_size", &self.page_size)
+            .field("audiences", &self.admission.audiences)
+            .field("required_scopes", &self.admission.scopes)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +81,7 @@ impl std::fmt::Debug for Console {
 pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     pub(crate) verifier: Arc<dyn TokenVerifier>,
+    pub(crate) admission: auth::Admission,
     pub(crate) sessions: auth::Sessions,
     pub(crate) recent: Arc<events::Recent>,
     pub(crate) base: String,
@@ -98,6 +102,7 @@ impl Console {
         Console {
             runtime,
             verifier: Arc::new(verifier),
+            admission: auth::Admission::default(),
             base: String::new(),
             secure_cookies: false,
             session_ttl: Duration::from_secs(8 * 3600),
@@ -125,6 +130,28 @@ impl Console {
         self
     }
 
+    /// Accepts only tokens issued for `audience` (one of the verified token's
+    /// [`audiences`](toolwright_mcp::VerifiedToken::audiences), compared exactly); called again,
+    /// any of the audiences given. Default: any audience. With a verifier shared with the MCP
+    /// server, every token a client of the tools holds signs in; give the console an audience
+    /// (or [`required_scopes`](Console::required_scopes)) of its own so only its operators do.
+    pub fn audience(mut self, audience: impl Into<String>) -> Console {
+        self.admission.audiences.push(audience.into());
+        self
+    }
+
+    /// Accepts only tokens that grant every one of `scopes` (say `console:operate`): sign-in
+    /// and bearer requests with a token lacking one are refused, saying which. Default: none.
+    pub fn required_scopes(
+        mut self,
+        scopes: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Console {
+        self.admission
+            .scopes
+            .extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
     /// How long a sign-in lasts (default 8 hours).
     pub fn session_ttl(mut self, ttl: Duration) -> Console {
         self.session_ttl = ttl;
@@ -147,6 +174,7 @@ impl Console {
         let shared = Arc::new(Shared {
             runtime: self.runtime,
             verifier: self.verifier,
+            admission: self.admission,
             sessions: auth::Sessions::new(self.session_ttl),
             recent,
             base: self.base,

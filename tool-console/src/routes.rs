@@ -168,9 +168,13 @@ async fn login(
     if !auth::same_origin(&headers) {
         return (StatusCode::FORBIDDEN, "sign-in from another site refused").into_response();
     }
-    match shared.verifier.verify_token(form.token.trim()).await {
-        Ok(verified) => {
-            let id = shared.sessions.sign_in(verified.principal().clone());
+    let admitted = match shared.verifier.verify_token(form.token.trim()).await {
+        Ok(verified) => shared.admission.admit(&verified),
+        Err(error) => Err(error.to_string()),
+    };
+    match admitted {
+        Ok(principal) => {
+            let id = shared.sessions.sign_in(principal);
             let cookie = auth::session_cookie(&shared, Some(&id), shared.sessions.ttl());
             let mut response = Redirect::to(&next).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -178,9 +182,9 @@ async fn login(
             }
             response
         }
-        Err(error) => {
+        Err(why) => {
             let message = format!(
-                "That token was refused: {error}. Ask your identity provider for a valid one."
+                "That token was refused: {why}. Ask your identity provider for a valid one."
             );
             (
                 StatusCode::UNAUTHORIZED,

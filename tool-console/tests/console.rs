@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolwright::console::{Console, ConsoleServer};
-use toolwright::mcp::TokenVerifier;
+use toolwright::mcp::{TokenError, TokenVerifier, VerifiedToken};
 use toolwright::prelude::*;
 use toolwright::runtime::{Runtime, SessionSpec, SqliteStore, StepOutcome, ToolCall};
 use toolwright::{Caller, Principal};
@@ -75,6 +75,37 @@ impl TokenVerifier for Tokens {
                 "alice-token" => Ok(alice()),
                 "bob-token" => Ok(Principal::user("test", "bob")),
                 _ => Err("unknown token".into()),
+            }
+        })
+    }
+}
+
+/// Tokens of one identity provider for two resources: `op-token` for the console with its
+/// operator scope, `mcp-token` for the MCP server, `viewer-token` for the console without the
+/// scope.
+struct Provider;
+
+impl TokenVerifier for Provider {
+    fn verify<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Principal, String>> {
+        Box::pin(async move {
+            self.verify_token(token)
+                .await
+                .map(|v| v.principal().clone())
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn verify_token<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<VerifiedToken, TokenError>> {
+        Box::pin(async move {
+            let carol = VerifiedToken::new(Principal::user("sso", "carol"));
+            match token {
+                "op-token" => Ok(carol.audience("console").scopes(["console:operate"])),
+                "mcp-token" => Ok(carol.audience("https://mcp.example/mcp").scopes(["tools"])),
+                "viewer-token" => Ok(carol.audience("console")),
+                _ => Err(TokenError::invalid("unknown token")),
             }
         })
     }
@@ -682,4 +713,56 @@ async fn a_turns_steps_are_paged_oldest_first_with_the_parked_one_last() {
         "the parked step: {second}"
     );
     assert!(!second.contains("Later steps"), "{second}");
+}
+
+// A console sharing its verifier with the MCP server admits only the tokens meant for it: its
+// audience and its scope, on sign-in and on each bearer request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_tokens_for_the_console_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = Runtime::builder(Registry::from_tools([restart::TOOL, status::TOOL]).unwrap())
+        .store(SqliteStore::open(dir.path().join("console.db")).unwrap())
+        .build()
+        .unwrap();
+    let server = Console::new(runtime, Provider)
+        .audience("console")
+        .required_scopes(["console:operate"])
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let url = |path: &str| format!("http://{}{path}", server.addr());
+    for (token, why) in [
+        ("mcp-token", "the token was not issued for this console"),
+        (
+            "viewer-token",
+            "the token lacks the scope `console:operate`",
+        ),
+    ] {
+        let login = client()
+            .post(url("/login"))
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(login.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert!(login.text().await.unwrap().contains(why), "{token}");
+        let bearer = client()
+            .get(url("/inbox"))
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bearer.status(), StatusCode::UNAUTHORIZED, "{token}");
+        assert!(bearer.text().await.unwrap().contains(why), "{token}");
+    }
+    let (cookie, _) = sign_in(server.addr(), "op-token").await;
+    let inbox = get(server.addr(), &cookie, "/inbox").await;
+    assert!(inbox.contains("carol"), "{inbox}");
+    let bearer = client()
+        .get(url("/inbox"))
+        .header("authorization", "Bearer op-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), StatusCode::OK);
 }
