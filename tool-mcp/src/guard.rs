@@ -86,7 +86,11 @@ pub(crate) async fn guard(
             .body(Body::from(error))
             .unwrap_or_default();
     }
-    let in_session = parts.headers.contains_key("mcp-session-id");
+    // In a session as rmcp will route it: a 2026-07-28 request is served statelessly whatever
+    // `Mcp-Session-Id` it carries, so it takes a binding (and its place) like any other.
+    let in_session = parts.headers.contains_key("mcp-session-id")
+        && (inspected.method.as_deref() == Some("initialize")
+            || legacy(inspected.meta.as_ref(), &parts.headers));
     let mut request = axum::extract::Request::from_parts(parts, Body::from(bytes));
     match inspected.method.as_deref() {
         // A 2025-11-25 client opens a session: its place is taken here and kept by the
@@ -118,6 +122,23 @@ pub(crate) async fn guard(
         }
         _ => next.run(request).await,
     }
+}
+
+/// Whether rmcp serves the request with the sessions of the revisions before 2026-07-28 (its
+/// lifecycle rule, which it keeps private): unless `_meta` carries the 2026-07-28 request
+/// context, or the protocol version it names (else the `MCP-Protocol-Version` header, else
+/// 2025-03-26) has no `initialize`.
+fn legacy(meta: Option<&rmcp::model::RequestMetaObject>, headers: &http::HeaderMap) -> bool {
+    use rmcp::model::ProtocolVersion;
+    let discover = meta.is_some_and(|meta| {
+        meta.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+            .is_empty()
+    });
+    let version = meta.and_then(|meta| meta.protocol_version()).or_else(|| {
+        let header = headers.get("mcp-protocol-version")?.to_str().ok()?;
+        serde_json::from_value(serde_json::Value::String(header.to_owned())).ok()
+    });
+    !discover && version.is_none_or(|version| version.has_initialize())
 }
 
 fn plain(status: http::StatusCode, message: &str) -> Response {

@@ -29,17 +29,24 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
+/// What the checks need of a request's `params`: a `tools/call`'s name and raw arguments, and
+/// any request's `_meta`.
 #[derive(Deserialize)]
-struct CallParams<'a> {
+struct Params<'a> {
     name: Option<String>,
     #[serde(borrow)]
     arguments: Option<&'a RawValue>,
+    /// Kept raw: a `_meta` rmcp cannot read must not stop the arguments' check.
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<&'a RawValue>,
 }
 
 /// What the HTTP guard learns from a request body.
 pub(crate) struct Inspected {
     /// The JSON-RPC method, when the body is a request or notification.
     pub(crate) method: Option<String>,
+    /// The request's `_meta` (where a 2026-07-28 request names its protocol version).
+    pub(crate) meta: Option<rmcp::model::RequestMetaObject>,
     /// The error response when the request is refused here.
     pub(crate) refused: Option<String>,
 }
@@ -50,31 +57,38 @@ pub(crate) fn inspect(body: &[u8]) -> Inspected {
     let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(body) else {
         return Inspected {
             method: None,
+            meta: None,
             refused: None,
         };
     };
-    let refused = refusal(&envelope);
+    // Read once: a `tools/call`'s arguments may be megabytes.
+    let params = envelope
+        .params
+        .and_then(|params| serde_json::from_str::<Params<'_>>(params.get()).ok());
+    let refused = params.as_ref().and_then(|p| refusal(&envelope, p));
     Inspected {
         method: envelope.method,
+        meta: params
+            .and_then(|params| params.meta)
+            .and_then(|meta| serde_json::from_str(meta.get()).ok()),
         refused,
     }
 }
 
 /// The response (one line of JSON) to a `tools/call` request whose raw `arguments` the strict
 /// parser refuses: the `isError` result a step gives the model for them in process.
-fn refusal(envelope: &Envelope<'_>) -> Option<String> {
+fn refusal(envelope: &Envelope<'_>, params: &Params<'_>) -> Option<String> {
     let id = envelope.id?;
     if envelope.method.as_deref() != Some("tools/call") {
         return None;
     }
-    let params: CallParams<'_> = serde_json::from_str(envelope.params?.get()).ok()?;
     let arguments = params.arguments?;
     // Non-object arguments are malformed params, which the handler reports.
     if !arguments.get().starts_with('{') {
         return None;
     }
-    let name = params.name.unwrap_or_default();
-    let error = toolwright_core::json::parse_arguments(&name, arguments.get()).err()?;
+    let name = params.name.as_deref().unwrap_or_default();
+    let error = toolwright_core::json::parse_arguments(name, arguments.get()).err()?;
     let result = rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
         error.to_string(),
     )]);

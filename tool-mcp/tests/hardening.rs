@@ -564,6 +564,23 @@ async fn session_caps_hold_under_a_burst_and_every_refusal_says_why() {
         .unwrap();
     assert_eq!(stateless.status(), 503);
     assert_eq!(stateless.text().await.unwrap(), full.2);
+    // A 2026-07-28 request carrying a made-up `Mcp-Session-Id` is served without a session
+    // all the same: it counts like any other (it once slipped past the caps).
+    let list_2026 = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": { "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "1" },
+    } } });
+    let disguised = raw
+        .post("erin", None, &list_2026)
+        .header("Mcp-Session-Id", "made-up")
+        .header("Mcp-Protocol-Version", "2026-07-28")
+        .header("Toolwright-Session", "chat-2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(disguised.status(), 503);
+    assert_eq!(disguised.text().await.unwrap(), full.2);
 
     // Closing sessions frees their places, exactly.
     for session in &alice[..3] {
