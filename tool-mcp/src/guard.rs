@@ -20,7 +20,7 @@ use axum::body::Body;
 use axum::response::Response;
 
 use crate::binding::{BindingKey, Bindings, MAX_SESSION_HEADER, SESSION_HEADER, SharedBinding};
-use crate::limits::{ADMITTED, Limits, Owner};
+use crate::limits::{ADMITTED, Limits, Owner, SessionOwners};
 use crate::oauth::Bearer;
 use crate::raw::inspect;
 
@@ -37,6 +37,8 @@ pub(crate) struct Guard {
     pub(crate) origins: Vec<String>,
     pub(crate) limits: Arc<Limits>,
     pub(crate) bindings: Arc<Bindings>,
+    /// Who opened each rmcp session.
+    pub(crate) owners: SessionOwners,
 }
 
 /// Runs the checks and hands the request on, with its principal and, for a stateless request,
@@ -67,6 +69,19 @@ pub(crate) async fn guard(
     };
     if let Some(principal) = &principal {
         request.extensions_mut().insert(principal.clone());
+    }
+    // A session is its opener's: any request naming another principal's session (a POST, the
+    // GET stream, a DELETE that would close it) is answered as rmcp answers an unknown one,
+    // so a session id learned elsewhere neither works nor tells that it exists.
+    if let Some(id) = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        && guard
+            .owners
+            .someone_elses(id, &Owner::of(principal.as_ref()))
+    {
+        return plain(http::StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
     if request.method() != http::Method::POST {
         return next.run(request).await;

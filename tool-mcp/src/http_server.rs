@@ -247,9 +247,11 @@ impl McpHttp {
         // Each MCP session gets its own binding (toolwright session, turn, principal); rmcp
         // generates the session ids (random UUIDs) and refuses unknown ones. Stateless requests
         // get theirs from the guard.
+        let sessions = BoundedSessions::new(Arc::clone(&limits), self.idle_timeout);
+        let owners = sessions.owners();
         let service = StreamableHttpService::new(
             move || Ok(server.for_new_session()),
-            Arc::new(BoundedSessions::new(Arc::clone(&limits), self.idle_timeout)),
+            Arc::new(sessions),
             config,
         );
         let guard = Arc::new(Guard {
@@ -261,6 +263,7 @@ impl McpHttp {
             origins: self.allowed_origins,
             limits: Arc::clone(&limits),
             bindings: Arc::clone(&bindings),
+            owners,
         });
         let mut router =
             axum::Router::new()

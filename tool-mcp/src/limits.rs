@@ -191,7 +191,20 @@ tokio::task_local! {
 pub(crate) struct BoundedSessions {
     inner: LocalSessionManager,
     limits: Arc<Limits>,
-    slots: Mutex<HashMap<SessionId, Slot>>,
+    slots: Arc<Mutex<HashMap<SessionId, Slot>>>,
+}
+
+/// Who opened each open rmcp session (its slot's owner), for the guard: a session is its
+/// opener's, whatever request names it.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionOwners(Arc<Mutex<HashMap<SessionId, Slot>>>);
+
+impl SessionOwners {
+    /// Whether session `id` is open and was opened by another owner than `owner`.
+    pub(crate) fn someone_elses(&self, id: &str, owner: &Owner) -> bool {
+        let slots = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.get(id).is_some_and(|slot| slot.owner != *owner)
+    }
 }
 
 /// Why the session manager failed.
@@ -213,8 +226,13 @@ impl BoundedSessions {
         BoundedSessions {
             inner,
             limits,
-            slots: Mutex::new(HashMap::new()),
+            slots: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Who opened the sessions, as they open and close.
+    pub(crate) fn owners(&self) -> SessionOwners {
+        SessionOwners(Arc::clone(&self.slots))
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Slot>> {

@@ -582,6 +582,36 @@ async fn session_caps_hold_under_a_burst_and_every_refusal_says_why() {
     assert_eq!(disguised.status(), 503);
     assert_eq!(disguised.text().await.unwrap(), full.2);
 
+    // A session is its opener's: another principal naming it (to close it, to list through
+    // it) is told it does not exist, and it stays open.
+    let bobs_delete = raw
+        .http
+        .delete(&raw.url)
+        .header("Authorization", "Bearer user-bob")
+        .header("Mcp-Session-Id", &alice[3])
+        .header("Mcp-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bobs_delete.status(), 404);
+    let bobs_list = raw
+        .post("bob", Some(&alice[3]), &list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bobs_list.status(), 404);
+    assert_eq!(
+        bobs_list.text().await.unwrap(),
+        "Not Found: Session not found"
+    );
+    assert_eq!(handle.open_sessions(), 20);
+    let alices_list = raw
+        .post("alice", Some(&alice[3]), &list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(alices_list.status(), 200);
+
     // Closing sessions frees their places, exactly.
     for session in &alice[..3] {
         let closed = raw

@@ -110,13 +110,13 @@ async fn over_http_the_bearer_token_names_the_caller_and_a_session_cannot_be_bor
         "jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": { "name": "write_note", "arguments": {} }
     });
+    // Bob naming alice's session is answered as for a session that does not exist: the id
+    // neither works for him nor tells him it is open.
     let by_bob = post(Some("bob-token"), Some(&session), &call)
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
-    assert!(by_bob.contains("belongs to another client"), "{by_bob}");
+    assert_eq!(by_bob.status(), 404);
+    assert_eq!(by_bob.text().await.unwrap(), "Not Found: Session not found");
 
     // A Host that is not loopback is refused (DNS rebinding).
     let rebound = http
