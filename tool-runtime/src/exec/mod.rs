@@ -93,34 +93,23 @@ pub(crate) fn execute<'a>(
         // Steering fires the step's token, cancelling the turn fires the turn's: either reaches
         // the call.
         let parent = steer.unwrap_or(token);
-        // A call whose token fired before it got its place among the runtime's concurrent calls
-        // never starts (its body would act for a turn that was cancelled), also when the place
-        // came in the same instant: a call waiting for a place stops waiting when either token
-        // fires. (The place first: a call that gets one at once never registers with the
-        // token.) Cleanup runs start with their own token fired, their parent's untouched.
-        let normal = mode == RunMode::Normal;
+        // A call whose token fired before it got its place never starts: its body would act
+        // for a turn that was cancelled. A free place is taken at once, without registering
+        // with the token; the wait for one is boxed, off a plain call's future.
         let permit = match engine.free_call_permit() {
             Some(permit) => Some(permit),
-            None => tokio::select! {
-                biased;
-                permit = engine.call_permit() => Some(permit),
-                () = parent.cancelled(), if normal => None,
-            },
-        }
-        .filter(|_| !(normal && parent.is_cancelled()));
-        let Some(permit) = permit else {
+            None => Box::pin(wait_for_place(engine, parent, mode)).await,
+        };
+        let Some(permit) = permit.filter(|_| mode != RunMode::Normal || !parent.is_cancelled())
+        else {
             return Executed::Done(result::result_of(tool, call_id, Err(stopped(tool, token))));
         };
         let slot = slot::Slot::new(engine.call_slots(), permit);
         let call_token = CallToken::child_of(parent);
-        let options = engine.options();
-        let limit = match mode {
-            RunMode::Normal => options.call_timeout,
-            RunMode::CleanupOnly => {
-                call_token.cancel();
-                options.task_cleanup.min(options.call_timeout)
-            }
-        };
+        if mode == RunMode::CleanupOnly {
+            call_token.cancel();
+        }
+        let limit = time_limit(engine.options(), mode);
         let journal = if tool.kind().is_journaled() {
             match journal(engine, tool, &turn.id, call_id, lease).await {
                 Ok(journal) => Some(journal),
@@ -218,6 +207,29 @@ pub(crate) fn execute<'a>(
             };
         result.model_usage = spent.model_usage();
         Executed::Done(result)
+    }
+}
+
+/// How long a body may run: the call's timeout, or a cleanup run's window within it.
+fn time_limit(options: &crate::options::Options, mode: RunMode) -> std::time::Duration {
+    match mode {
+        RunMode::Normal => options.call_timeout,
+        RunMode::CleanupOnly => options.task_cleanup.min(options.call_timeout),
+    }
+}
+
+/// Waits for the call's place among the runtime's concurrent calls; `None` when its token
+/// (`parent`) fires first. Cleanup runs start with their own token fired, their parent's
+/// untouched: they wait for their place whatever happens.
+async fn wait_for_place(
+    engine: &Engine,
+    parent: &CancellationToken,
+    mode: RunMode,
+) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+    tokio::select! {
+        biased;
+        permit = engine.call_permit() => Some(permit),
+        () = parent.cancelled(), if mode == RunMode::Normal => None,
     }
 }
 
