@@ -241,8 +241,13 @@ impl ResultCache {
 
 /// Drops expired entries nobody is using; past [`MAX_ENTRIES`], also those closest to expiring.
 fn sweep(slots: &mut HashMap<Key, Arc<Slot>>, now_ms: u64) {
-    // A slot in use (locked) is kept; `None` means "keep".
+    // A slot in use is kept: locked by its call, or held by a view on its way to the lock (a
+    // new slot has no entry yet; dropped here, a second view of the key would make another
+    // and run the tool again). `None` means "keep".
     let expiry = |slot: &Arc<Slot>| -> Option<u64> {
+        if Arc::strong_count(slot) > 1 {
+            return None;
+        }
         let state = slot.state.try_lock().ok()?;
         Some(state.entry.as_ref().map_or(0, |e| e.expires_ms))
     };
@@ -306,10 +311,13 @@ mod tests {
         let busy = slot(Some(50));
         let _held = busy.state.try_lock().unwrap();
         slots.insert(key(3), Arc::clone(&busy));
+        // Just made for a view that has not locked it yet.
+        let arriving = slot(None);
+        slots.insert(key(4), Arc::clone(&arriving));
         sweep(&mut slots, 100);
         let mut left: Vec<String> = slots.keys().map(|k| k.input.clone()).collect();
         left.sort();
-        assert_eq!(left, ["1", "3"]);
+        assert_eq!(left, ["1", "3", "4"]);
     }
 
     #[test]
