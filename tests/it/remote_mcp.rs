@@ -1174,6 +1174,10 @@ fn declarations_that_cannot_work_are_refused_when_the_runtime_is_built() {
         message.contains("two connections are named `same`"),
         "{message}"
     );
+    for pair in [["crm", "crm_"], ["crm_", "crm"]] {
+        let message = refused(vec![plain(pair[0]), plain(pair[1])]);
+        assert!(message.contains("differ by a trailing `_`"), "{message}");
+    }
     let message = refused(vec![Connection::new("srv", everything())]);
     assert!(message.contains(".allow([...])"), "{message}");
     let message = refused(vec![

@@ -254,6 +254,18 @@ impl Connection {
         if earlier.iter().any(|c| &c.name == name) {
             return Some(format!("two connections are named `{name}`; rename one"));
         }
+        // `a` with a server tool `_x` and `a_` with `x` would both make `a___x`: whichever came
+        // first would take the other's calls.
+        if let Some(other) = earlier.iter().find(|c| {
+            c.name.strip_suffix('_') == Some(name.as_str())
+                || name.strip_suffix('_') == Some(c.name.as_str())
+        }) {
+            return Some(format!(
+                "`{name}` and `{}` differ by a trailing `_`, so their tools' names could be the same \
+                 (`a` + `__` + `_x` is `a_` + `__` + `x`); rename one",
+                other.name
+            ));
+        }
         let prefix = format!("{name}{}", names::TOOLSET_SEPARATOR);
         if let Some(tool) = local.tools().iter().find(|t| t.name().starts_with(&prefix)) {
             return Some(format!(
