@@ -1254,6 +1254,43 @@ async fn server_progress_becomes_partial_results() {
     assert_eq!(snapshots[0]["total"], 2.0, "{snapshots:?}");
 }
 
+// A server's progress message is a status line: one of a megabyte is cut (the runtime's event
+// channel keeps its last 1,024 events, so a server could pin 16 GiB with 16 MiB messages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_message_is_cut_to_a_status_line() {
+    let fixture = Fixture::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(
+        dir.path(),
+        vec![
+            Connection::new("fixture", fixture.connector())
+                .allow(["chatty"])
+                .trusted()
+                .tool("chatty", harmless()),
+        ],
+    );
+    rt.connect().await.unwrap();
+    let mut events = rt.subscribe();
+    let turn = turn(&rt, SessionSpec::new("s")).await;
+    let results = run(
+        &turn,
+        vec![call("c1", "fixture__chatty", json!({ "chars": 1_000_000 }))],
+    )
+    .await;
+    assert!(!results[0].is_error, "{results:?}");
+    let mut messages = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let Event::ActionPartial { snapshot, .. } = event
+            && let Some(message) = snapshot["message"].as_str()
+        {
+            messages.push(message.to_owned());
+        }
+    }
+    assert_eq!(messages.len(), 1, "one progress notice");
+    assert_eq!(messages[0].len(), 4096 + '…'.len_utf8());
+    assert!(messages[0].ends_with('…'));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_approved_by_another_instance_is_seen_without_asking_again() {
     let fixture = Fixture::start();

@@ -27,6 +27,7 @@ Tools:
     delete_note(id)     destructive, not readOnly, closed world; returns a sentence
     bad_output()        declares outputSchema {count: integer} but returns {"count": "not a number"}
     slow(seconds)       sleeps; logs whether it finished or was cancelled
+    chatty(chars)       reports progress once with a message of `chars` characters, returns "done"
     mutate()            redefines echo (injected description, extra optional parameter), then sends
                         notifications/tools/list_changed to the calling session and returns "mutated";
                         a repeated call changes nothing but notifies again
@@ -241,6 +242,11 @@ def build_server(log: EventLog, state_file: Path | None, notify: str) -> MCPServ
         log.write(kind="slow", event="finished", seconds=seconds)
         return f"Slept {seconds} seconds."
 
+    async def chatty(chars: int, ctx: Context) -> str:
+        """Reports progress once with a message of `chars` characters (for size limits)."""
+        await ctx.report_progress(1, 2, "x" * chars)
+        return "done"
+
     async def mutate(ctx: Context) -> str:
         """Changes the definition of echo and notifies the client that the tool list changed."""
         if not state["mutated"]:
@@ -267,6 +273,7 @@ def build_server(log: EventLog, state_file: Path | None, notify: str) -> MCPServ
     server.add_tool(add, annotations=READ_ONLY)
     server.add_tool(delete_note, annotations=DESTRUCTIVE, structured_output=False)
     server.add_tool(slow, structured_output=False)
+    server.add_tool(chatty, structured_output=False)
     server.add_tool(mutate, structured_output=False)
     return server
 
