@@ -465,6 +465,24 @@ async fn a_timed_out_body_that_never_asked_for_its_token_is_cancelled_when_dropp
     time_out(wait_quietly::TOOL, "wait_quietly").await;
 }
 
+/// Runs a step of `calls` on `turn`, cancels the turn once a hanging body started, and returns
+/// what the step reported (bounded: a step that does not return fails the test).
+async fn cancel_once_started(turn: &Turn, calls: Vec<ToolCall>, hang: &Hang) -> StepOutcome {
+    let stepping = {
+        let turn = turn.clone();
+        tokio::spawn(async move { turn.step(calls).await })
+    };
+    while !hang.started.load(Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    turn.cancel().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stepping)
+        .await
+        .expect("the step returns once cancelled")
+        .unwrap()
+        .expect("the step reports its cancelled calls")
+}
+
 #[tokio::test]
 async fn cancelling_a_running_step_cancels_its_calls() {
     let hang = Hang::default();
@@ -473,20 +491,8 @@ async fn cancelling_a_running_step_cancels_its_calls() {
         .build()
         .unwrap();
     let turn = turn_in(&rt, "s-cancel-running", Some(alice())).await;
-    let stepping = {
-        let turn = turn.clone();
-        tokio::spawn(async move { turn.step(vec![call("c1", "wait_forever", json!({}))]).await })
-    };
-    while !hang.started.load(Ordering::SeqCst) {
-        tokio::task::yield_now().await;
-    }
-    turn.cancel().await.unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(10), stepping)
-        .await
-        .expect("the step returns once cancelled")
-        .unwrap()
-        .expect("the step reports its cancelled calls");
-    let (results, ends) = completed_ending(outcome);
+    let calls = vec![call("c1", "wait_forever", json!({}))];
+    let (results, ends) = completed_ending(cancel_once_started(&turn, calls, &hang).await);
     assert!(!ends);
     assert_eq!(code(&results[0]), ErrorCode::Cancelled);
     assert_eq!(*hang.cancelled_at_drop.lock().unwrap(), Some(true));
@@ -520,26 +526,11 @@ async fn a_call_waiting_for_a_place_never_starts_once_its_turn_is_cancelled() {
         .build()
         .unwrap();
     let turn = turn_in(&rt, "s-cancel-queued", Some(alice())).await;
-    let stepping = {
-        let turn = turn.clone();
-        tokio::spawn(async move {
-            turn.step(vec![
-                call("c1", "wait_forever", json!({})),
-                call("c2", "note_start", json!({})),
-            ])
-            .await
-        })
-    };
-    while !hang.started.load(Ordering::SeqCst) {
-        tokio::task::yield_now().await;
-    }
-    turn.cancel().await.unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(10), stepping)
-        .await
-        .expect("the step returns once cancelled")
-        .unwrap()
-        .expect("the step reports its cancelled calls");
-    let (results, _) = completed_ending(outcome);
+    let calls = vec![
+        call("c1", "wait_forever", json!({})),
+        call("c2", "note_start", json!({})),
+    ];
+    let (results, _) = completed_ending(cancel_once_started(&turn, calls, &hang).await);
     assert_eq!(code(&results[0]), ErrorCode::Cancelled);
     assert_eq!(code(&results[1]), ErrorCode::Cancelled);
     assert!(model_text(&results[1]).contains("note_start"));

@@ -627,6 +627,27 @@ async fn a_turns_messages_from_the_conversation_are_on_its_page() {
     );
     let journal = get(setup.addr(), &cookie, &format!("/journals/{turn}/c1")).await;
     assert!(journal.contains("No entries."), "{journal}");
+    let json = |token: &'static str| {
+        let url = setup.url(&format!("/turns/{turn}"));
+        async move {
+            client()
+                .get(url)
+                .header("authorization", format!("Bearer {token}"))
+                .header("accept", "application/json")
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let alices = json("alice-token").await;
+    assert_eq!(alices["withheld"], false, "{alices}");
+    assert!(
+        alices["events"].as_array().is_some_and(|e| !e.is_empty()),
+        "this process ran the step: its events are kept: {alices}"
+    );
 
     // Bob may not answer the waiting call's request: the messages (which repeat the model's
     // call), the events (which carry its input) and the call's journal are not his to see.
@@ -635,16 +656,7 @@ async fn a_turns_messages_from_the_conversation_are_on_its_page() {
     assert!(page.contains("is not yours to see"), "{page}");
     assert!(!page.contains("queue-api"), "{page}");
     assert!(!page.contains("the queue is stuck"), "{page}");
-    let json: serde_json::Value = client()
-        .get(setup.url(&format!("/turns/{turn}")))
-        .header("authorization", "Bearer bob-token")
-        .header("accept", "application/json")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let json = json("bob-token").await;
     assert_eq!(json["withheld"], true, "{json}");
     assert_eq!(json["messages"], serde_json::json!([]), "{json}");
     assert_eq!(json["events"], serde_json::json!([]), "{json}");

@@ -283,23 +283,6 @@ struct Handler {
     progress: Progress,
 }
 
-/// The most of a progress message kept, in bytes: a status line, not a payload. The rest is
-/// cut (a server may send 16 MiB, and the runtime's event channel keeps its last 1,024 events).
-const MAX_PROGRESS_MESSAGE: usize = 4096;
-
-/// `message` cut to [`MAX_PROGRESS_MESSAGE`] bytes at a character's boundary, with `…`.
-fn bounded(mut message: String) -> String {
-    if message.len() > MAX_PROGRESS_MESSAGE {
-        let mut end = MAX_PROGRESS_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
-}
-
 impl ClientHandler for Handler {
     fn on_progress(
         &self,
@@ -318,7 +301,10 @@ impl ClientHandler for Handler {
                 snapshot.insert("total".into(), total.into());
             }
             if let Some(message) = params.message {
-                snapshot.insert("message".into(), bounded(message).into());
+                // A status line, not a payload: a server may send 16 MiB, and the runtime's
+                // event channel keeps its last 1,024 events.
+                let message = toolwright_core::error::quoted_prefix(&message).into_owned();
+                snapshot.insert("message".into(), message.into());
             }
             cx.host().partial(Value::Object(snapshot));
         }

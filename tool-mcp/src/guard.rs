@@ -93,7 +93,8 @@ pub(crate) async fn guard(
             &format!("Payload Too Large: request body exceeds {MAX_BODY} bytes"),
         );
     };
-    let inspected = inspect(&bytes);
+    let named_session = parts.headers.contains_key("mcp-session-id");
+    let inspected = inspect(&bytes, named_session);
     if let Some(error) = inspected.refused {
         return Response::builder()
             .status(http::StatusCode::OK)
@@ -103,7 +104,7 @@ pub(crate) async fn guard(
     }
     // In a session as rmcp will route it: a 2026-07-28 request is served statelessly whatever
     // `Mcp-Session-Id` it carries, so it takes a binding (and its place) like any other.
-    let in_session = parts.headers.contains_key("mcp-session-id")
+    let in_session = named_session
         && (inspected.method.as_deref() == Some("initialize")
             || legacy(inspected.meta.as_ref(), &parts.headers));
     let mut request = axum::extract::Request::from_parts(parts, Body::from(bytes));

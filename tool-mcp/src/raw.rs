@@ -52,8 +52,9 @@ pub(crate) struct Inspected {
 }
 
 /// Reads the envelope of `body` and checks a `tools/call`'s raw `arguments` with toolwright's
-/// strict parser.
-pub(crate) fn inspect(body: &[u8]) -> Inspected {
+/// strict parser; reads its `_meta` too when `with_meta` (only a request naming a session needs
+/// it, to tell how rmcp will serve it).
+pub(crate) fn inspect(body: &[u8], with_meta: bool) -> Inspected {
     let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(body) else {
         return Inspected {
             method: None,
@@ -70,6 +71,7 @@ pub(crate) fn inspect(body: &[u8]) -> Inspected {
         method: envelope.method,
         meta: params
             .and_then(|params| params.meta)
+            .filter(|_| with_meta)
             .and_then(|meta| serde_json::from_str(meta.get()).ok()),
         refused,
     }
@@ -156,7 +158,7 @@ async fn pump<R: AsyncRead + Unpin>(
             tracing::warn!("an incoming MCP message exceeded {MAX_LINE} bytes and was dropped");
             continue;
         }
-        if let Some(error) = inspect(&line).refused {
+        if let Some(error) = inspect(&line, false).refused {
             if refusals.send(error).await.is_err() {
                 break;
             }
@@ -239,7 +241,7 @@ mod tests {
     #[test]
     fn duplicate_keys_in_arguments_get_the_in_process_error_result() {
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"recharge","arguments":{"amount":100,"amount":50000}}}"#;
-        let inspected = inspect(body);
+        let inspected = inspect(body, false);
         assert_eq!(inspected.method.as_deref(), Some("tools/call"));
         let answer: serde_json::Value = serde_json::from_str(&inspected.refused.unwrap()).unwrap();
         assert_eq!(answer["id"], 7);
@@ -261,7 +263,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             br#"not json"#,
         ] {
-            assert!(inspect(body).refused.is_none(), "{}", String::from_utf8_lossy(body));
+            assert!(inspect(body, false).refused.is_none(), "{}", String::from_utf8_lossy(body));
         }
     }
 }

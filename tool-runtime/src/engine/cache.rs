@@ -241,9 +241,9 @@ impl ResultCache {
 
 /// Drops expired entries nobody is using; past [`MAX_ENTRIES`], also those closest to expiring.
 fn sweep(slots: &mut HashMap<Key, Arc<Slot>>, now_ms: u64) {
-    // A slot in use is kept: locked by its call, or held by a view on its way to the lock (a
-    // new slot has no entry yet; dropped here, a second view of the key would make another
-    // and run the tool again). `None` means "keep".
+    // A slot a view holds is kept, whether its call has the lock or the view is on its way to
+    // it (a new slot has no entry yet; dropped here, a second view of the key would make
+    // another and run the tool again). `None` means "keep".
     let expiry = |slot: &Arc<Slot>| -> Option<u64> {
         if Arc::strong_count(slot) > 1 {
             return None;
