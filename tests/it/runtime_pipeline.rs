@@ -541,6 +541,60 @@ async fn a_call_waiting_for_a_place_never_starts_once_its_turn_is_cancelled() {
     );
 }
 
+/// The calls of one step that meet: each waits until all of them have arrived.
+#[derive(Clone)]
+struct Meeting(Arc<tokio::sync::Barrier>);
+
+#[derive(Deserialize, JsonSchema, ToolInput)]
+struct MeetArgs {
+    /// What the call returns once everyone arrived.
+    n: u32,
+}
+
+/// Waits for the other `meet` calls of its step.
+#[tool(effect = read)]
+async fn meet(args: MeetArgs, meeting: State<Meeting>) -> u32 {
+    meeting.0.0.wait().await;
+    args.n
+}
+
+// A step's calls run concurrently: calls that wait (here, for each other) run on together while
+// calls that end when first polled settle between them, and the results keep the model's order.
+// Run one after another, the first `meet` would wait forever.
+#[tokio::test]
+async fn a_steps_calls_run_concurrently_and_keep_the_models_order() {
+    let meeting = Meeting(Arc::new(tokio::sync::Barrier::new(3)));
+    let rt = builder([meet::TOOL, get_service_status::TOOL])
+        .state(meeting)
+        .build()
+        .unwrap();
+    let turn = turn_in(&rt, "s-meet", Some(alice())).await;
+    let calls = vec![
+        call("c1", "meet", json!({"n": 1})),
+        call("c2", "get_service_status", json!({"service": "a"})),
+        call("c3", "meet", json!({"n": 3})),
+        call("c4", "get_service_status", json!({"service": "b"})),
+        call("c5", "meet", json!({"n": 5})),
+    ];
+    let step = tokio::time::timeout(Duration::from_secs(60), turn.step(calls))
+        .await
+        .expect("the calls that wait for each other ran together");
+    let (results, _) = completed_ending(step.unwrap());
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5"]);
+    let outputs: Vec<&Value> = results.iter().map(|r| &r.output).collect();
+    assert_eq!(
+        outputs,
+        [
+            &json!(1),
+            &json!("a is healthy"),
+            &json!(3),
+            &json!("b is healthy"),
+            &json!(5)
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The context.
 

@@ -247,7 +247,8 @@ pub struct ApprovalGrant {
 struct Scope {
     session: SessionSlot,
     call_id: CallId,
-    tool_name: String,
+    /// Shared with the tool (and the runtime's host): `None` for a context built without one.
+    tool_name: Option<Arc<str>>,
     caller: Caller,
     approval: Option<ApprovalGrant>,
     host: HostSlot,
@@ -263,7 +264,7 @@ impl CallScope for Scope {
     }
 
     fn tool_name(&self) -> &str {
-        &self.tool_name
+        self.tool_name.as_deref().unwrap_or_default()
     }
 
     fn next_model_call(&self) -> u64 {
@@ -277,7 +278,7 @@ impl CallScope for Scope {
             ..ModelOrigin::new(
                 self.session.get().clone(),
                 self.call_id.get().to_owned(),
-                self.tool_name.clone(),
+                CallScope::tool_name(self).to_owned(),
                 ordinal,
             )
         }
@@ -321,7 +322,8 @@ impl SessionSlot {
 /// A call's id: the one its builder was given, or a process-unique number written out as
 /// `call-N` the first time someone reads it (most direct calls never do).
 enum CallId {
-    Given(String),
+    /// Shared with the runtime's host.
+    Given(Arc<str>),
     Numbered(u64, std::sync::OnceLock<String>),
 }
 
@@ -362,7 +364,7 @@ impl std::fmt::Debug for CallContext {
             .field("session", &self.0.session.get().id)
             .field("turn", &self.0.session.get().turn_id)
             .field("call_id", &self.0.call_id.get())
-            .field("tool_name", &self.0.tool_name)
+            .field("tool_name", &self.tool_name())
             .field("caller", &self.0.caller)
             .finish_non_exhaustive()
     }
@@ -374,8 +376,8 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct CallContextBuilder {
     session: Option<Arc<SessionInfo>>,
-    call_id: Option<String>,
-    tool_name: String,
+    call_id: Option<Arc<str>>,
+    tool_name: Option<Arc<str>>,
     caller: Caller,
     approval: Option<ApprovalGrant>,
     host: Option<Arc<dyn CallHost>>,
@@ -411,16 +413,22 @@ impl CallContextBuilder {
         self
     }
 
-    /// The call id (default: a process-unique `call-N`).
-    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+    /// The call id (default: a process-unique `call-N`). An `Arc<str>` is shared, not copied.
+    pub fn call_id(mut self, id: impl Into<Arc<str>>) -> Self {
         self.call_id = Some(id.into());
         self
     }
 
-    /// The resolved tool name (the registry sets it on direct calls).
-    pub fn tool_name(mut self, name: impl Into<String>) -> Self {
-        self.tool_name = name.into();
+    /// The resolved tool name (the registry sets it on direct calls, shared with the tool: see
+    /// [`Tool::shared_name`](crate::Tool::shared_name)).
+    pub fn tool_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.tool_name = Some(name.into());
         self
+    }
+
+    /// Who issues the call, as set so far.
+    pub(crate) fn current_caller(&self) -> Caller {
+        self.caller
     }
 
     /// Who issued the call (default [`Caller::Model`]).
@@ -443,7 +451,7 @@ impl CallContextBuilder {
 
     /// The current tool name, as set so far.
     pub fn current_tool_name(&self) -> &str {
-        &self.tool_name
+        self.tool_name.as_deref().unwrap_or_default()
     }
 
     /// The context.
@@ -481,7 +489,7 @@ impl CallContext {
         CallContextBuilder {
             session: None,
             call_id: None,
-            tool_name: String::new(),
+            tool_name: None,
             caller: Caller::Model,
             approval: None,
             host: None,
@@ -511,7 +519,7 @@ impl CallContext {
 
     /// The resolved tool name.
     pub fn tool_name(&self) -> &str {
-        &self.0.tool_name
+        CallScope::tool_name(&*self.0)
     }
 
     /// Who issued the call.

@@ -380,9 +380,8 @@ impl Registry {
         input: Value,
         context: CallContextBuilder,
     ) -> Result<CallOutput, ToolError> {
-        let probe = context.tool_name(name);
-        let cx = probe.build();
-        let tool = self.resolve(name, cx.caller())?;
+        let tool = self.resolve(name, context.current_caller())?;
+        let cx = context.tool_name(tool.shared_name()).build();
         tool.call(input, cx).await
     }
 

@@ -446,7 +446,7 @@ impl Tool {
             approval,
             described: None,
             id: definition.name.clone(),
-            name: definition.name.clone(),
+            name: Arc::from(definition.name.as_str()),
             input_schema,
             inlined_input_schema,
             output_schema,

@@ -90,7 +90,8 @@ pub struct Tool {
     /// The text a `description = path` fn computed (`None` for other tools).
     described: Option<Arc<str>>,
     id: String,
-    name: String,
+    /// Shared with every call's context (a clone is a count, not a copy).
+    name: Arc<str>,
     input_schema: Value,
     inlined_input_schema: Result<Value, String>,
     output_schema: Option<Value>,
@@ -159,7 +160,7 @@ impl Tool {
                 approval: descriptor.approval,
                 described,
                 id: descriptor.id(),
-                name,
+                name: name.into(),
                 input_schema: input.schema,
                 inlined_input_schema: input.inlined,
                 output_schema,
@@ -269,7 +270,7 @@ impl Tool {
                 withheld,
             })),
             id: names::tool_id(Some(connection), &name[connection.len() + 2..]),
-            name,
+            name: name.into(),
             input_schema,
             inlined_input_schema,
             output_schema,
@@ -519,6 +520,11 @@ impl Tool {
         &self.name
     }
 
+    /// [`Tool::name`], shared: what a call's context holds (cloning it copies nothing).
+    pub fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+
     /// The model-facing input schema (`$defs`/`$ref` kept, no `$schema`).
     pub fn input_schema(&self) -> &Value {
         &self.input_schema
@@ -608,7 +614,7 @@ impl Tool {
             .map(|a| a.key)
             .unwrap_or(ApprovalKey::ToolName);
         match key {
-            ApprovalKey::ToolName => Ok(self.name.clone()),
+            ApprovalKey::ToolName => Ok(self.name.to_string()),
             // The digest is of the input the approver saw: sensitive values redacted, so the
             // store never holds a digest a short secret could be guessed back from, and a
             // remembered approval covers the call whatever the secret.

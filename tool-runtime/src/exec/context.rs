@@ -37,7 +37,7 @@ pub(crate) struct Body<'a> {
     /// Its session, as [`session_info`] describes it (shared by the calls of one step).
     pub(crate) info: Arc<SessionInfo>,
     /// The call (for a task, its starting call).
-    pub(crate) call_id: &'a str,
+    pub(crate) call_id: &'a Arc<str>,
     /// Who issued the call.
     pub(crate) caller: Caller,
     /// The validated input.
@@ -68,7 +68,7 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
         model: body.model.or_else(|| engine.model().cloned()),
         credentials: engine.credentials().cloned(),
         session: Arc::clone(&body.info),
-        call_id: body.call_id.to_owned(),
+        call_id: Arc::clone(body.call_id),
         // Only delta labels read the input back; other calls need not copy it.
         input: if tool.label().delta.is_some() {
             body.input.clone()
@@ -89,8 +89,8 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
     });
     let mut builder = CallContext::builder()
         .shared_session(body.info)
-        .call_id(body.call_id)
-        .tool_name(tool.name())
+        .call_id(Arc::clone(body.call_id))
+        .tool_name(tool.shared_name())
         .caller(body.caller)
         .host(Arc::clone(&host) as Arc<dyn CallHost>);
     if let Some(approver) = body.approved_by {

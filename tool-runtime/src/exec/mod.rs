@@ -29,7 +29,8 @@ pub(crate) struct Execution<'a> {
     /// `turn`), built once for a step's calls.
     pub(crate) info: Arc<SessionInfo>,
     pub(crate) tool: &'a Arc<Tool>,
-    pub(crate) call_id: &'a str,
+    /// Shared by the call's host and context (one copy of the id a call).
+    pub(crate) call_id: Arc<str>,
     /// The validated input.
     pub(crate) input: Value,
     /// Who approved the call, when a person did.
@@ -77,7 +78,7 @@ pub(crate) fn execute<'a>(
         turn,
         info,
         tool,
-        call_id,
+        call_id: shared_id,
         input,
         approved_by,
         token,
@@ -87,6 +88,7 @@ pub(crate) fn execute<'a>(
         model,
     } = run;
     async move {
+        let call_id: &str = &shared_id;
         // Cached reads of the toolset are stale from the moment a write may start until after
         // it ends, however it ends (a read that ran meanwhile may have seen half of it).
         let _writing = engine.cache().writing(tool);
@@ -123,7 +125,7 @@ pub(crate) fn execute<'a>(
             Body {
                 tool,
                 info,
-                call_id,
+                call_id: &shared_id,
                 caller: turn.caller,
                 input: &input,
                 approved_by: approved_by.as_ref(),

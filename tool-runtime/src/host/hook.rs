@@ -172,7 +172,7 @@ impl RuntimeHost {
             schema,
             session_id: self.session.id.clone(),
             turn_id: self.session.turn_id.clone(),
-            call_id: self.call_id.clone(),
+            call_id: self.call_id.to_string(),
             task_id: self.task.as_ref().map(|task| task.task_id.clone()),
         };
         let entry = JournalEntry {

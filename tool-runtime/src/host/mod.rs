@@ -42,7 +42,7 @@ pub(crate) struct RuntimeHost {
     pub(crate) credentials: Option<Arc<dyn CredentialBroker>>,
     /// The call's session and turn, as its context sees them (shared by a step's calls).
     pub(crate) session: Arc<SessionInfo>,
-    pub(crate) call_id: String,
+    pub(crate) call_id: Arc<str>,
     pub(crate) input: Value,
     pub(crate) interactive: bool,
     pub(crate) steps: StepNames,
@@ -128,7 +128,7 @@ impl RuntimeHost {
         let _ = self.events.send(Event::ActionStep {
             session_id: self.session.id.clone(),
             turn_id: self.session.turn_id.clone(),
-            call_id: self.call_id.clone(),
+            call_id: self.call_id.to_string(),
             tool: self.tool_name().to_owned(),
             step: name.to_owned(),
             position,
@@ -168,7 +168,7 @@ impl CallHost for RuntimeHost {
         let _ = self.events.send(Event::ActionLog {
             session_id: self.session.id.clone(),
             turn_id: self.session.turn_id.clone(),
-            call_id: self.call_id.clone(),
+            call_id: self.call_id.to_string(),
             tool: self.tool_name().to_owned(),
             level,
             message: message.to_owned(),
@@ -189,7 +189,7 @@ impl CallHost for RuntimeHost {
         let _ = self.events.send(Event::ActionPartial {
             session_id: self.session.id.clone(),
             turn_id: self.session.turn_id.clone(),
-            call_id: self.call_id.clone(),
+            call_id: self.call_id.to_string(),
             tool: tool.name().to_owned(),
             snapshot,
             label,

@@ -104,7 +104,7 @@ async fn clean_up(engine: &Engine, turn: TurnRecord, bodies: Vec<(String, String
                 turn,
                 info,
                 tool: &found,
-                call_id: &call_id,
+                call_id: Arc::from(call_id.as_str()),
                 input,
                 approved_by: None,
                 token: &token,

@@ -414,7 +414,7 @@ async fn run_approved(
         turn,
         info: Arc::clone(info),
         tool: &tool,
-        call_id: &call.call_id,
+        call_id: Arc::from(call.call_id.as_str()),
         input,
         approved_by,
         token,

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::{ErrorCode, ToolError};
 
+use super::execute::Ran;
 use super::prepared::Prepared;
 use super::scope::StepScope;
 use crate::call::StepOutcome;
 use crate::engine::{Engine, keeping};
 use crate::error::RuntimeError;
 use crate::event::{CompletionReason, Event};
-use crate::exec::Executed;
 use crate::record::{CallResult, TurnRecord, TurnStatus};
 use crate::store::{Appended, Lease, StoreError};
 use crate::transition::Parked;
@@ -31,7 +31,7 @@ pub(super) async fn close_or_park(
     engine: &Arc<Engine>,
     scope: &mut StepScope,
     prepared: Vec<Prepared>,
-    ran: Vec<Option<Executed>>,
+    ran: Vec<Option<Ran>>,
     claimed: Claimed,
     steer: &CancellationToken,
 ) -> Result<StepOutcome, RuntimeError> {
@@ -53,29 +53,28 @@ fn collect(
     engine: &Engine,
     scope: &mut StepScope,
     prepared: &[Prepared],
-    ran: Vec<Option<Executed>>,
+    ran: Vec<Option<Ran>>,
 ) -> (Vec<Arc<CallResult>>, Vec<Parked>) {
     let mut results = Vec::new();
     let mut suspended = Vec::new();
     for (prep, ran) in prepared.iter().zip(ran) {
         let (result, invoked) = match (prep, ran) {
-            (Prepared::Run { call_id, tool, .. }, Some(Executed::Suspended(suspension))) => {
-                suspended.push(Parked::new(&scope.turn, call_id, tool.name(), suspension));
+            (Prepared::Run { call_id, tool, .. }, Some(Ran::Suspended(suspension))) => {
+                suspended.push(Parked::new(&scope.turn, call_id, tool.name(), *suspension));
                 continue;
             }
             // Taint is decided by the tool that ran, not by what the registry holds now (a
             // server may have dropped the tool meanwhile).
-            (Prepared::Run { tool, .. }, Some(Executed::Done(result))) => {
-                (result, tool.is_untrusted())
-            }
-            (_, Some(Executed::Done(result))) => (result, false),
-            (Prepared::Done(result), None) => (result.clone(), false),
+            (Prepared::Run { tool, .. }, Some(Ran::Done(result))) => (result, tool.is_untrusted()),
+            (_, Some(Ran::Done(result))) => (result, false),
+            (Prepared::Done(result), None) => (Arc::new((**result).clone()), false),
             // The provider ran it: its output is in the turn, and taints like any other.
-            (Prepared::Provided(result, untrusted), None) => (result.clone(), *untrusted),
+            (Prepared::Provided(result, untrusted), None) => {
+                (Arc::new((**result).clone()), *untrusted)
+            }
             _ => continue,
         };
         scope.turn.note_taint(&result.tool, invoked);
-        let result = Arc::new(result);
         engine.emit_with(|| Event::ActionResult {
             session_id: scope.session.id.clone(),
             turn_id: scope.turn.id.clone(),
@@ -165,7 +164,7 @@ fn cancelled_results(
     for prep in prepared {
         match prep {
             Prepared::Ask { call_id, tool, .. } | Prepared::Run { call_id, tool, .. }
-                if prep.asks() || parked.contains(call_id) =>
+                if prep.asks() || parked.contains(&**call_id) =>
             {
                 let name = tool.name();
                 all.push(Arc::new(CallResult::failed(

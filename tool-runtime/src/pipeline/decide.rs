@@ -370,7 +370,7 @@ pub(super) fn into_prepared(
     };
     match decision {
         ApprovalDecision::NotApplicable | ApprovalDecision::Approved => Prepared::Run {
-            call_id: call.call_id.clone(),
+            call_id: Arc::from(call.call_id.as_str()),
             tool,
             input,
         },
@@ -421,7 +421,7 @@ pub(super) fn into_prepared(
                 },
             );
             Prepared::Ask {
-                call_id: call.call_id.clone(),
+                call_id: Arc::from(call.call_id.as_str()),
                 tool,
                 input,
                 request: Box::new(request),

@@ -4,6 +4,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures_util::FutureExt as _;
 use futures_util::future::Either;
@@ -14,7 +15,9 @@ use super::prepared::Prepared;
 use super::scope::StepScope;
 use crate::engine::Engine;
 use crate::exec::{Executed, Execution, RunMode};
+use crate::record::CallResult;
 use crate::store::Lease;
+use crate::transition::Suspension;
 
 /// Runs one call that may run.
 pub(crate) fn run_call<'a>(
@@ -52,12 +55,31 @@ async fn start_task(engine: &Arc<Engine>, run: Execution<'_>) -> Executed {
         run.session,
         run.turn,
         run.tool,
-        run.call_id,
+        &run.call_id,
         run.input,
         run.approved_by,
     )
     .await;
     Executed::Done(receipt)
+}
+
+/// What one call of a step came to when it ran: its result, shared from here on (by its event,
+/// the step's outcome and the turn's record), or the workflow body's wait. Both boxed: a step
+/// keeps one per call, and moves them.
+pub(crate) enum Ran {
+    /// With a result.
+    Done(Arc<CallResult>),
+    /// A workflow body waits for a person or a timer; the call parks.
+    Suspended(Box<Suspension>),
+}
+
+impl From<Executed> for Ran {
+    fn from(executed: Executed) -> Self {
+        match executed {
+            Executed::Done(result) => Ran::Done(Arc::new(result)),
+            Executed::Suspended(suspension) => Ran::Suspended(Box::new(suspension)),
+        }
+    }
 }
 
 /// Runs the calls of the step that may run, concurrently: one outcome per prepared call,
@@ -73,12 +95,12 @@ pub(super) async fn execute_all(
     token: &CancellationToken,
     steer: &CancellationToken,
     lease: Option<&Lease>,
-) -> Vec<Option<Executed>> {
+) -> Vec<Option<Ran>> {
     // The calls' context sees one session, built once for the step.
     let info = Arc::new(scope.info());
     let run = |p| bounded(run_prepared(engine, scope, &info, p, token, steer, lease));
     if prepared.iter().filter(|p| starts_task(p)).count() < 2 {
-        return futures_util::future::join_all(prepared.iter_mut().map(run)).await;
+        return run_together(prepared.iter_mut().map(run)).await;
     }
     // Boxed: the ordered chain holds a whole call's future, which would otherwise make every
     // step's future larger (and every spawn of one copy more).
@@ -100,8 +122,49 @@ pub(super) async fn execute_all(
             .map(|(i, p)| async move { (i, run(p).await) }),
     );
     let (tasks, others) = futures_util::future::join(in_order, together).await;
-    let mut outcomes: Vec<Option<Executed>> = (0..count).map(|_| None).collect();
+    let mut outcomes: Vec<Option<Ran>> = (0..count).map(|_| None).collect();
     for (index, outcome) in tasks.into_iter().chain(others) {
+        outcomes[index] = outcome;
+    }
+    outcomes
+}
+
+/// Runs `calls` concurrently, as `join_all` does, their outcomes in their order: each is
+/// polled once as it is made, in order, and only those that did not finish then are kept and
+/// run on together. A call that finishes when first polled (most reads) ran in a box the next
+/// call reuses, so a step of such calls holds one call's future at a time instead of one per
+/// call side by side (about 1 KB each, a large allocation for a step of many calls).
+async fn run_together<F>(calls: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Future,
+    F::Output: Default,
+{
+    let mut outcomes = Vec::with_capacity(calls.size_hint().0);
+    let mut waiting = Vec::new();
+    let mut spare: Option<Pin<Box<F>>> = None;
+    for (index, call) in calls.enumerate() {
+        let mut slot = match spare.take() {
+            // The finished call's future is dropped in place and this one takes its box.
+            Some(mut slot) => {
+                slot.set(call);
+                slot
+            }
+            None => Box::pin(call),
+        };
+        // Polled with this task's context: a call that waits is woken as under `join_all`.
+        match std::future::poll_fn(|cx| Poll::Ready(slot.as_mut().poll(cx))).await {
+            Poll::Ready(outcome) => {
+                outcomes.push(outcome);
+                spare = Some(slot);
+            }
+            Poll::Pending => {
+                outcomes.push(F::Output::default());
+                waiting.push(slot.map(move |outcome| (index, outcome)));
+            }
+        }
+    }
+    drop(spare);
+    for (index, outcome) in futures_util::future::join_all(waiting).await {
         outcomes[index] = outcome;
     }
     outcomes
@@ -137,7 +200,7 @@ fn run_prepared<'a>(
     token: &'a CancellationToken,
     steer: &'a CancellationToken,
     lease: Option<&'a Lease>,
-) -> impl Future<Output = Option<Executed>> + Send + use<'a> {
+) -> impl Future<Output = Option<Ran>> + Send + use<'a> {
     match prepared {
         Prepared::Run {
             call_id,
@@ -149,7 +212,7 @@ fn run_prepared<'a>(
                 turn: &scope.turn,
                 info: Arc::clone(info),
                 tool,
-                call_id,
+                call_id: Arc::clone(call_id),
                 input: std::mem::take(input),
                 approved_by: None,
                 token,
@@ -160,7 +223,7 @@ fn run_prepared<'a>(
                 mode: RunMode::Normal,
                 model: scope.model.clone(),
             };
-            Either::Left(run_call(engine, run).map(Some))
+            Either::Left(run_call(engine, run).map(|executed| Some(executed.into())))
         }
         Prepared::Meta {
             call_id,
@@ -168,7 +231,7 @@ fn run_prepared<'a>(
             arguments,
         } => {
             // Boxed: a meta-tool's future would otherwise size every call's.
-            let meta: Pin<Box<dyn Future<Output = Option<Executed>> + Send + 'a>> =
+            let meta: Pin<Box<dyn Future<Output = Option<Ran>> + Send + 'a>> =
                 Box::pin(async move {
                     let meta = crate::task::meta::MetaCall {
                         session_id: &scope.session.id,
@@ -177,9 +240,9 @@ fn run_prepared<'a>(
                         name,
                         arguments,
                     };
-                    Some(Executed::Done(
+                    Some(Ran::Done(Arc::new(
                         crate::task::meta::run(engine, &meta, token).await,
-                    ))
+                    )))
                 });
             Either::Right(Either::Left(meta))
         }

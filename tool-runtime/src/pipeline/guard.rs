@@ -150,7 +150,7 @@ pub(crate) struct OutputGuard<'a> {
     session: &'a SessionRecord,
     turn: &'a TurnRecord,
     tool: &'a Tool,
-    call_id: &'a str,
+    call_id: Arc<str>,
     input: Value,
     token: &'a CancellationToken,
 }
@@ -164,7 +164,7 @@ impl<'a> OutputGuard<'a> {
             session: run.session,
             turn: run.turn,
             tool: run.tool,
-            call_id: run.call_id,
+            call_id: Arc::clone(&run.call_id),
             input: run.input.clone(),
             token: run.token,
         })
@@ -184,7 +184,7 @@ impl<'a> OutputGuard<'a> {
             turn.caller,
             self.tool.name(),
             &self.input,
-            self.call_id,
+            &self.call_id,
             self.tool.is_untrusted(),
             &cancel,
         );
@@ -235,7 +235,7 @@ impl<'a> OutputGuard<'a> {
             OutputTrip::Stop(reason) => {
                 let name = self.tool.name();
                 result = CallResult::failed(
-                    self.call_id,
+                    &self.call_id,
                     name,
                     ToolError::with_code(
                         ErrorCode::Stopped,
@@ -252,7 +252,7 @@ impl<'a> OutputGuard<'a> {
         engine.emit(Event::GuardrailTripped {
             session_id: self.session.id.clone(),
             turn_id: self.turn.id.clone(),
-            call_id: self.call_id.to_owned(),
+            call_id: self.call_id.to_string(),
             tool: self.tool.name().to_owned(),
             guardrail,
             stage: GuardrailStage::Output,

@@ -87,10 +87,10 @@ pub(super) fn ask_question(
             "No one can answer questions in this session. Do not ask again; continue on the most reasonable default.".into(),
         );
         let output = json!({ "status": "unavailable" });
-        return Prepared::Done(answered(call, "ask_question", model, output));
+        return Prepared::Done(Box::new(answered(call, "ask_question", model, output)));
     }
     Prepared::Ask {
-        call_id: call.call_id.clone(),
+        call_id: Arc::from(call.call_id.as_str()),
         tool,
         request: Box::new(InputRequest::question(&info, &call.call_id, &input)),
         input,

@@ -10,14 +10,17 @@ use crate::sealing::{SealScope, Sealing};
 
 /// What the pipeline decided for one call before anything ran.
 pub(crate) enum Prepared {
-    /// The call already has its result (an error, a denial, a meta-tool answer).
-    Done(CallResult),
+    /// The call already has its result (an error, a denial, a meta-tool answer); boxed, as
+    /// in `Provided`: a result is large, and the calls that run keep a step's `Prepared`s
+    /// small.
+    Done(Box<CallResult>),
     /// A provider-native tool the model provider ran: its result came with the response; and
     /// whether the tool is `untrusted`.
-    Provided(CallResult, bool),
+    Provided(Box<CallResult>, bool),
     /// The call may run.
     Run {
-        call_id: String,
+        /// Shared with the call's host and context.
+        call_id: Arc<str>,
         tool: Arc<Tool>,
         input: Value,
     },
@@ -29,7 +32,7 @@ pub(crate) enum Prepared {
     },
     /// The call waits for a person.
     Ask {
-        call_id: String,
+        call_id: Arc<str>,
         tool: Arc<Tool>,
         input: Value,
         request: Box<InputRequest>,
@@ -43,7 +46,9 @@ pub(super) type Stage<T> = Result<T, Box<Prepared>>;
 
 /// A call refused before anything ran.
 pub(super) fn refused(call_id: &str, tool: &str, error: ToolError) -> Box<Prepared> {
-    Box::new(Prepared::Done(CallResult::failed(call_id, tool, error)))
+    Box::new(Prepared::Done(Box::new(CallResult::failed(
+        call_id, tool, error,
+    ))))
 }
 
 impl Prepared {
@@ -60,7 +65,7 @@ impl Prepared {
         };
         match self {
             Prepared::Done(result) | Prepared::Provided(result, _) => {
-                PendingCall::finished(result.clone())
+                PendingCall::finished((**result).clone())
             }
             Prepared::Run {
                 call_id,

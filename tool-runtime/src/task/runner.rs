@@ -199,7 +199,7 @@ async fn run_body(
         Body {
             tool: &tool,
             info: Arc::new(info),
-            call_id: &first.call_id,
+            call_id: &Arc::from(first.call_id.as_str()),
             caller: task.caller,
             input: &first.input,
             approved_by: task.approved_by.as_ref(),
