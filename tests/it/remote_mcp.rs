@@ -1,8 +1,10 @@
-//! Tools of remote MCP servers through the runtime's connections, against real servers that are
-//! not ours: the official reference servers `@modelcontextprotocol/server-everything` and
+//! Tools of remote MCP servers through the runtime's connections, against real servers: the
+//! official reference servers `@modelcontextprotocol/server-everything` and
 //! `@modelcontextprotocol/server-filesystem` (npm, pinned in tests/mcp-clients/node) over stdio,
 //! and a Python server written with the official `mcp` package (tests/mcp-servers/fixture.py)
-//! over streamable HTTP with a bearer token. `scripts/setup-clients` installs all of them
+//! over streamable HTTP with a bearer token; and, for servers that misbehave in ways those cannot,
+//! a stdio server written by hand whose tool list pages badly (tests/mcp-servers/paging.py).
+//! `scripts/setup-clients` installs all of them
 //! (`scripts/test` runs it); a missing server fails these tests rather than skipping them.
 
 use std::io::{BufRead, BufReader};
@@ -260,6 +262,80 @@ async fn tools_of_an_allowed_server_join_the_registry_under_the_connection_name(
     assert!(list[0].get("$schema").is_none());
     let status = &rt.connections()[0];
     assert_eq!(status.state, ConnectionState::Up);
+}
+
+/// A runtime with one connection, named `mode`, to a server whose tool list pages badly
+/// (tests/mcp-servers/paging.py: `endless`, `repeating` or `restless`), all its tools allowed;
+/// and the file that holds the number of listings the server answered.
+fn paging(mode: &str, dir: &Path) -> (Runtime, PathBuf) {
+    let pages = dir.join(format!("{mode}-pages"));
+    let script = root().join("tests/mcp-servers/paging.py");
+    let connector =
+        McpConnector::stdio(python()).args([script.as_os_str(), mode.as_ref(), pages.as_os_str()]);
+    let rt = runtime(dir, vec![Connection::new(mode, connector).allow_all()]);
+    (rt, pages)
+}
+
+// A server whose cursor never ends is followed for 100 pages, not until the connect timeout
+// (each page may be 16 MiB), and the connection fails saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_that_never_ends_fails_the_connection_after_100_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, pages) = paging("endless", dir.path());
+    let error = rt.connect().await.unwrap_err().to_string();
+    assert!(error.contains("did not end within 100 pages"), "{error}");
+    assert_eq!(std::fs::read_to_string(&pages).unwrap(), "100");
+    assert!(matches!(
+        rt.connections()[0].state,
+        ConnectionState::Down { .. }
+    ));
+}
+
+// A server that gives the same cursor again would be listed forever: the second time ends the
+// listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_whose_cursor_repeats_fails_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, pages) = paging("repeating", dir.path());
+    let error = rt.connect().await.unwrap_err().to_string();
+    assert!(
+        error.contains("gave the cursor `again` a second time"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(&pages).unwrap(), "2");
+}
+
+// A server that says its tools changed every time it has listed them is listed again at most
+// once a second, not back to back for as long as it keeps saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_announcing_changes_without_pause_is_listed_at_most_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, pages) = paging("restless", dir.path());
+    rt.connect().await.unwrap();
+    let listed = || {
+        std::fs::read_to_string(&pages)
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+    };
+    // The first list change is acted on (after the second since the first listing).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while listed() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the list change was never acted on"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let start = Instant::now();
+    let before = listed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (count, seconds) = (listed() - before, start.elapsed().as_secs_f64());
+    // Back to back, this is hundreds; once a second, at most one more than the seconds passed.
+    assert!(
+        f64::from(count) <= seconds + 1.0,
+        "{count} listings in {seconds:.1} s"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientConfig, ClientRequest, Implementation, PingRequest, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ServerResult,
+    ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, PingRequest,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
@@ -40,6 +40,13 @@ const INHERITED_ENV: &[&str] = &[
 ];
 
 /// What a failed auth resolver's errors say, so that a call can tell nothing was sent.
+/// The most pages one listing of a server's tools follows, and the most tools it takes: a
+/// server whose cursor never ends, or that lists more tools than a model can be shown, fails
+/// the listing instead of being followed until the connect timeout (each page may be 16 MiB).
+const MAX_LIST_PAGES: usize = 100;
+/// See [`MAX_LIST_PAGES`].
+const MAX_LISTED_TOOLS: usize = 10_000;
+
 const NO_TOKEN: &str = "the auth resolver gave no token";
 
 /// Resolves the bearer token of each HTTP request (`None`: send none). Called for every request,
@@ -374,6 +381,44 @@ impl Session {
     }
 }
 
+/// Every page of the server's tools, following its cursors up to [`MAX_LIST_PAGES`] pages and
+/// [`MAX_LISTED_TOOLS`] tools; a cursor the server gave before ends the listing as a failure
+/// (following it would list the same pages again, forever).
+async fn list_all_tools(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, String> {
+    let mut tools = Vec::new();
+    let mut cursors = std::collections::HashSet::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|error| chain(&error))?;
+        tools.extend(page.tools);
+        if tools.len() > MAX_LISTED_TOOLS {
+            return Err(format!(
+                "the server listed more than {MAX_LISTED_TOOLS} tools; toolwright takes at most \
+                 that many from one server: split them across servers, or have it list fewer"
+            ));
+        }
+        let Some(next) = page.next_cursor else {
+            return Ok(tools);
+        };
+        if !cursors.insert(next.clone()) {
+            return Err(format!(
+                "the server's tool list never ends: it gave the cursor `{}` a second time; \
+                 the server's pagination is broken",
+                toolwright_core::error::quoted_prefix(&next)
+            ));
+        }
+        cursor = Some(next);
+    }
+    Err(format!(
+        "the server's tool list did not end within {MAX_LIST_PAGES} pages; toolwright reads \
+         at most that many: have the server list its tools in fewer, larger pages"
+    ))
+}
+
 /// Completes when the service loop ends on its own (polling its state: `waiting` would consume
 /// the service, which `close` needs).
 async fn wait(service: &mut RunningService<RoleClient, Handler>) {
@@ -385,11 +430,7 @@ async fn wait(service: &mut RunningService<RoleClient, Handler>) {
 impl RemoteSession for Session {
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<RemoteDefinition>, String>> {
         Box::pin(async move {
-            let tools = self
-                .peer
-                .list_all_tools()
-                .await
-                .map_err(|error| chain(&error))?;
+            let tools = list_all_tools(&self.peer).await?;
             tools.iter().map(definition).collect()
         })
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolwright_core::RemoteDefinition;
 
@@ -96,6 +97,11 @@ pub(super) async fn supervise(link: Arc<Link>, shared: Arc<Shared>, shutdown: Ca
     }
 }
 
+/// The least time between two listings of a server's tools on its list changes: a server that
+/// announces changes without pause is listed at most this often (a change within it is seen at
+/// its end), not again and again back to back.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
+
 /// Serves an open session until it ends: refreshes the tools on every list change, and checks
 /// every liveness interval that the server still answers. Returns why it ended, or `None` on
 /// shutdown. A listing that fails or hangs ends the session too: the server said its tools
@@ -108,11 +114,19 @@ async fn serve(
 ) -> Option<String> {
     let (every, deadline) = link.decl.liveness;
     let closed = || "the server closed the connection".to_owned();
+    // The session was listed when it opened.
+    let mut listed_at = Instant::now();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return None,
             () = session.closed() => return Some(closed()),
             () = link.changed.0.notified() => {
+                tokio::select! {
+                    () = shutdown.cancelled() => return None,
+                    () = session.closed() => return Some(closed()),
+                    () = tokio::time::sleep(RELIST_EVERY.saturating_sub(listed_at.elapsed())) => {}
+                }
+                listed_at = Instant::now();
                 let listing = tokio::select! {
                     () = shutdown.cancelled() => return None,
                     () = session.closed() => return Some(closed()),
