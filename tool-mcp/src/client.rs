@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, PingRequest,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult,
+    ProgressNotificationParam, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{
@@ -32,6 +32,8 @@ use toolwright_core::{
     ToolError,
 };
 use toolwright_runtime::remote::{Connector, ListChanged, RemoteSession};
+
+use crate::progress::Progress;
 
 /// Environment variables a stdio server inherits from the runtime's process, as the official
 /// MCP SDKs do: enough to find programs and a home, not the runtime's secrets.
@@ -280,9 +282,6 @@ impl Connector for McpConnector {
     }
 }
 
-/// The calls of a session waiting for progress, by progress token.
-type Progress = Arc<std::sync::Mutex<HashMap<ProgressToken, CallContext>>>;
-
 /// The client side of a session: forwards the server's list changes to the supervisor and its
 /// progress notifications to the calls' partial results.
 struct Handler {
@@ -296,25 +295,7 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        let cx = self
-            .progress
-            .lock()
-            .ok()
-            .and_then(|calls| calls.get(&params.progress_token).cloned());
-        if let Some(cx) = cx {
-            let mut snapshot = Map::new();
-            snapshot.insert("progress".into(), params.progress.into());
-            if let Some(total) = params.total {
-                snapshot.insert("total".into(), total.into());
-            }
-            if let Some(message) = params.message {
-                // A status line, not a payload: a server may send 16 MiB, and the runtime's
-                // event channel keeps its last 1,024 events.
-                let message = toolwright_core::error::quoted_prefix(&message).into_owned();
-                snapshot.insert("message".into(), message.into());
-            }
-            cx.host().partial(Value::Object(snapshot));
-        }
+        self.progress.report(params);
         std::future::ready(())
     }
 
@@ -478,10 +459,7 @@ impl RemoteSession for Session {
             let id = handle.id.clone();
             // The server's progress notifications (under the token rmcp gave the request) become
             // the call's partial results.
-            if let Ok(mut calls) = self.progress.lock() {
-                calls.insert(handle.progress_token.clone(), cx.clone());
-            }
-            let _forget = Forget(&self.progress, handle.progress_token.clone());
+            let _watch = self.progress.watch(handle.progress_token.clone(), &cx);
             // However the call stops waiting (its token fired, or the runtime dropped it on a
             // timeout or a cancelled turn), the server is told, so it stops working on it.
             let mut abandon = Abandon {
@@ -556,17 +534,6 @@ impl Drop for Abandon {
                     .notify_cancelled(CancelledNotificationParam::new(Some(id), reason))
                     .await;
             });
-        }
-    }
-}
-
-/// Stops forwarding a call's progress when the call ends, however it ends.
-struct Forget<'a>(&'a Progress, ProgressToken);
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut calls) = self.0.lock() {
-            calls.remove(&self.1);
         }
     }
 }

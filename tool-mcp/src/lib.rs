@@ -65,6 +65,7 @@ mod limits;
 mod listing;
 mod notify;
 mod oauth;
+mod progress;
 mod raw;
 mod sampling;
 mod server;
