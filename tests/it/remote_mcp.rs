@@ -266,14 +266,17 @@ async fn tools_of_an_allowed_server_join_the_registry_under_the_connection_name(
 
 /// A runtime with one connection, named `mode`, to a server whose tool list pages badly
 /// (tests/mcp-servers/paging.py: `endless`, `repeating` or `restless`), all its tools allowed;
-/// and the file that holds the number of listings the server answered.
+/// and the file that holds the number of listings the server answered. A failed connection is
+/// not retried within the test (a new server would start counting again).
 fn paging(mode: &str, dir: &Path) -> (Runtime, PathBuf) {
     let pages = dir.join(format!("{mode}-pages"));
     let script = root().join("tests/mcp-servers/paging.py");
     let connector =
         McpConnector::stdio(python()).args([script.as_os_str(), mode.as_ref(), pages.as_os_str()]);
-    let rt = runtime(dir, vec![Connection::new(mode, connector).allow_all()]);
-    (rt, pages)
+    let connection = Connection::new(mode, connector)
+        .allow_all()
+        .backoff(Duration::from_secs(600), Duration::from_secs(600));
+    (runtime(dir, vec![connection]), pages)
 }
 
 // A server whose cursor never ends is followed for 100 pages, not until the connect timeout
@@ -331,9 +334,10 @@ async fn a_server_announcing_changes_without_pause_is_listed_at_most_once_a_seco
     let before = listed();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (count, seconds) = (listed() - before, start.elapsed().as_secs_f64());
-    // Back to back, this is hundreds; once a second, at most one more than the seconds passed.
+    // Back to back, this is hundreds; once a second, about one a second (a listing that
+    // reaches the server late may be counted with the next).
     assert!(
-        f64::from(count) <= seconds + 1.0,
+        f64::from(count) <= seconds + 2.0,
         "{count} listings in {seconds:.1} s"
     );
 }

@@ -413,16 +413,28 @@ impl CallContextBuilder {
         self
     }
 
-    /// The call id (default: a process-unique `call-N`). An `Arc<str>` is shared, not copied.
-    pub fn call_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.call_id = Some(id.into());
+    /// The call id (default: a process-unique `call-N`).
+    pub fn call_id(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(Arc::from(id.into()));
         self
     }
 
-    /// The resolved tool name (the registry sets it on direct calls, shared with the tool: see
-    /// [`Tool::shared_name`](crate::Tool::shared_name)).
-    pub fn tool_name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.tool_name = Some(name.into());
+    /// The call id, shared with whoever else holds it (the runtime's host does), not copied.
+    pub fn shared_call_id(mut self, id: Arc<str>) -> Self {
+        self.call_id = Some(id);
+        self
+    }
+
+    /// The resolved tool name.
+    pub fn tool_name(mut self, name: impl Into<String>) -> Self {
+        self.tool_name = Some(Arc::from(name.into()));
+        self
+    }
+
+    /// The resolved tool name, shared with the tool ([`Tool::shared_name`](crate::Tool::shared_name)),
+    /// not copied: what the registry and the runtime set.
+    pub fn shared_tool_name(mut self, name: Arc<str>) -> Self {
+        self.tool_name = Some(name);
         self
     }
 

@@ -41,7 +41,6 @@ const INHERITED_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR",
 ];
 
-/// What a failed auth resolver's errors say, so that a call can tell nothing was sent.
 /// The most pages one listing of a server's tools follows, and the most tools it takes: a
 /// server whose cursor never ends, or that lists more tools than a model can be shown, fails
 /// the listing instead of being followed until the connect timeout (each page may be 16 MiB).
@@ -49,6 +48,7 @@ const MAX_LIST_PAGES: usize = 100;
 /// See [`MAX_LIST_PAGES`].
 const MAX_LISTED_TOOLS: usize = 10_000;
 
+/// What a failed auth resolver's errors say, so that a call can tell nothing was sent.
 const NO_TOKEN: &str = "the auth resolver gave no token";
 
 /// Resolves the bearer token of each HTTP request (`None`: send none). Called for every request,

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{NumberOrString, ProgressNotificationParam, ProgressToken};
 use serde_json::{Map, Value};
 use toolwright_core::CallContext;
 
@@ -21,9 +21,10 @@ struct Watched {
     calls: HashMap<ProgressToken, CallContext>,
     /// Progress for tokens no call watches yet, oldest first. rmcp gives a request's token
     /// only once the request is on its way, so a quick server's first notification can come
-    /// before its call watches the token; it is delivered when the call does. Tokens are not
-    /// reused within a session, so what a finished call's server reports late only waits here
-    /// until newer notifications push it out.
+    /// before its call watches the token; it is delivered when the call does. Only numbers are
+    /// kept, the tokens rmcp gives (a string token, which no call of ours has, could be as
+    /// large as a message). Tokens are not reused within a session, so what a finished call's
+    /// server reports late only waits here until newer notifications push it out.
     early: VecDeque<(ProgressToken, Value)>,
 }
 
@@ -40,6 +41,7 @@ impl Progress {
             let mut watched = self.watched();
             match watched.calls.get(&params.progress_token) {
                 Some(cx) => cx.clone(),
+                None if !matches!(params.progress_token.0, NumberOrString::Number(_)) => return,
                 None => {
                     if watched.early.len() == EARLY {
                         watched.early.pop_front();
@@ -55,23 +57,31 @@ impl Progress {
     /// Forwards the progress reported under `token` to `cx`'s partial results, first what
     /// came before, until the returned guard is dropped (when the call ends, however it ends).
     pub(crate) fn watch(&self, token: ProgressToken, cx: &CallContext) -> Watch<'_> {
-        let early: Vec<Value> = {
-            let mut watched = self.watched();
-            watched.calls.insert(token.clone(), cx.clone());
-            let mut early = Vec::new();
-            watched.early.retain_mut(|(t, snapshot)| {
-                let mine = *t == token;
-                if mine {
-                    early.push(std::mem::take(snapshot));
+        // Until no early progress is left the call is not registered: a notification that
+        // comes meanwhile (rmcp handles each on a task of its own) waits with the others
+        // instead of overtaking them. Delivered outside the lock: a partial result may run
+        // the tool's label function.
+        loop {
+            let early: Vec<Value> = {
+                let mut watched = self.watched();
+                let mut early = Vec::new();
+                watched.early.retain_mut(|(t, snapshot)| {
+                    let mine = *t == token;
+                    if mine {
+                        early.push(std::mem::take(snapshot));
+                    }
+                    !mine
+                });
+                if early.is_empty() {
+                    watched.calls.insert(token.clone(), cx.clone());
+                    return Watch(self, token);
                 }
-                !mine
-            });
-            early
-        };
-        for snapshot in early {
-            cx.host().partial(snapshot);
+                early
+            };
+            for snapshot in early {
+                cx.host().partial(snapshot);
+            }
         }
-        Watch(self, token)
     }
 }
 
@@ -102,7 +112,6 @@ fn snapshot(params: &ProgressNotificationParam) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::NumberOrString;
     use toolwright_core::{DetachedHost, HostEvent};
 
     use super::*;
@@ -147,6 +156,16 @@ mod tests {
         drop(watch);
         progress.report(notice(1, 1.0));
         assert_eq!(partials(&host).len(), 2, "nothing after the call ended");
+    }
+
+    // A string token is none of ours (rmcp gives numbers) and may be as large as a message: no
+    // call waits for it, so it is not kept.
+    #[test]
+    fn early_progress_under_a_string_token_is_not_kept() {
+        let progress = Progress::default();
+        let token = ProgressToken(NumberOrString::String("x".repeat(1 << 20).into()));
+        progress.report(ProgressNotificationParam::new(token, 0.5));
+        assert!(progress.watched().early.is_empty());
     }
 
     // What no call comes for is kept only up to a bound.

@@ -381,7 +381,7 @@ impl Registry {
         context: CallContextBuilder,
     ) -> Result<CallOutput, ToolError> {
         let tool = self.resolve(name, context.current_caller())?;
-        let cx = context.tool_name(tool.shared_name()).build();
+        let cx = context.shared_tool_name(tool.shared_name()).build();
         tool.call(input, cx).await
     }
 

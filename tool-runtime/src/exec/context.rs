@@ -89,8 +89,8 @@ pub(crate) fn build(engine: &Engine, body: Body<'_>) -> (Arc<RuntimeHost>, CallC
     });
     let mut builder = CallContext::builder()
         .shared_session(body.info)
-        .call_id(Arc::clone(body.call_id))
-        .tool_name(tool.shared_name())
+        .shared_call_id(Arc::clone(body.call_id))
+        .shared_tool_name(tool.shared_name())
         .caller(body.caller)
         .host(Arc::clone(&host) as Arc<dyn CallHost>);
     if let Some(approver) = body.approved_by {
