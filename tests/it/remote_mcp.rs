@@ -1353,23 +1353,39 @@ async fn a_progress_message_is_cut_to_a_status_line() {
     rt.connect().await.unwrap();
     let mut events = rt.subscribe();
     let turn = turn(&rt, SessionSpec::new("s")).await;
-    let results = run(
-        &turn,
-        vec![call("c1", "fixture__chatty", json!({ "chars": 1_000_000 }))],
-    )
-    .await;
+    // The tool holds until the notice has arrived: a notification and the result right after
+    // it are handled on their own, so a notice sent just before the result may come after it.
+    let hold = dir.path().join("hold");
+    let arguments = json!({ "chars": 1_000_000, "hold_file": hold });
+    let step = run(&turn, vec![call("c1", "fixture__chatty", arguments)]);
+    let notice = async {
+        let message = loop {
+            let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+                .await
+                .expect("a progress notice within 60 s");
+            match event {
+                Ok(Event::ActionPartial { snapshot, .. }) => {
+                    if let Some(message) = snapshot["message"].as_str() {
+                        break message.to_owned();
+                    }
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(error) => panic!("{error}"),
+            }
+        };
+        std::fs::write(&hold, "").unwrap();
+        message
+    };
+    let (results, message) = tokio::join!(step, notice);
     assert!(!results[0].is_error, "{results:?}");
-    let mut messages = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        if let Event::ActionPartial { snapshot, .. } = event
-            && let Some(message) = snapshot["message"].as_str()
-        {
-            messages.push(message.to_owned());
-        }
-    }
-    assert_eq!(messages.len(), 1, "one progress notice");
     let kept = "x".repeat(200);
-    assert_eq!(messages[0], format!("{kept}… (999800 more characters)"));
+    assert_eq!(message, format!("{kept}… (999800 more characters)"));
+    while let Ok(event) = events.try_recv() {
+        assert!(
+            !matches!(event, Event::ActionPartial { .. }),
+            "one progress notice: {event:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,7 +27,9 @@ Tools:
     delete_note(id)     destructive, not readOnly, closed world; returns a sentence
     bad_output()        declares outputSchema {count: integer} but returns {"count": "not a number"}
     slow(seconds)       sleeps; logs whether it finished or was cancelled
-    chatty(chars)       reports progress once with a message of `chars` characters, returns "done"
+    chatty(chars, hold_file=None)
+                        reports progress once with a message of `chars` characters, then (with
+                        hold_file) waits up to 60 s for that file to exist; returns "done"
     mutate()            redefines echo (injected description, extra optional parameter), then sends
                         notifications/tools/list_changed to the calling session and returns "mutated";
                         a repeated call changes nothing but notifies again
@@ -242,9 +244,15 @@ def build_server(log: EventLog, state_file: Path | None, notify: str) -> MCPServ
         log.write(kind="slow", event="finished", seconds=seconds)
         return f"Slept {seconds} seconds."
 
-    async def chatty(chars: int, ctx: Context) -> str:
+    async def chatty(chars: int, ctx: Context, hold_file: str | None = None) -> str:
         """Reports progress once with a message of `chars` characters (for size limits)."""
         await ctx.report_progress(1, 2, "x" * chars)
+        # A client handles a notification and the result that follows it on their own: a test
+        # that must see the notice holds the tool until it has.
+        if hold_file is not None:
+            with anyio.move_on_after(60):
+                while not Path(hold_file).exists():
+                    await anyio.sleep(0.01)
         return "done"
 
     async def mutate(ctx: Context) -> str:
