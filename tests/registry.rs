@@ -750,6 +750,30 @@ fn registry_call_resolves_for_the_caller() {
     assert_eq!(out.value, json!(true));
 }
 
+/// Says which tool and call its context names.
+#[tool(effect = read)]
+async fn whoami(_: NoInput, ctx: ToolContext) -> Value {
+    json!({ "tool": ctx.tool_name(), "call": ctx.call_id() })
+}
+
+// A direct call's context names the tool it resolved to and the id it was given (the registry
+// shares the tool's name with the context, the builder copies a given id).
+#[test]
+fn a_direct_calls_context_names_its_tool_and_id() {
+    let registry = Registry::from_tools([whoami::TOOL]).unwrap();
+    let id = String::from("c-7");
+    let out = futures_executor::block_on(registry.call_with(
+        "whoami",
+        json!({}),
+        toolwright::context::CallContext::builder().call_id(&id),
+    ))
+    .unwrap();
+    assert_eq!(out.value, json!({ "tool": "whoami", "call": "c-7" }));
+    let out = futures_executor::block_on(registry.call("whoami", json!({}))).unwrap();
+    assert_eq!(out.value["tool"], "whoami");
+    assert!(out.value["call"].as_str().unwrap().starts_with("call-"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lists per audience.
 

@@ -67,11 +67,9 @@ fn collect(
             // server may have dropped the tool meanwhile).
             (Prepared::Run { tool, .. }, Some(Ran::Done(result))) => (result, tool.is_untrusted()),
             (_, Some(Ran::Done(result))) => (result, false),
-            (Prepared::Done(result), None) => (Arc::new((**result).clone()), false),
+            (Prepared::Done(result), None) => (Arc::clone(result), false),
             // The provider ran it: its output is in the turn, and taints like any other.
-            (Prepared::Provided(result, untrusted), None) => {
-                (Arc::new((**result).clone()), *untrusted)
-            }
+            (Prepared::Provided(result, untrusted), None) => (Arc::clone(result), *untrusted),
             _ => continue,
         };
         scope.turn.note_taint(&result.tool, invoked);

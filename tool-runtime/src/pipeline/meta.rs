@@ -87,7 +87,7 @@ pub(super) fn ask_question(
             "No one can answer questions in this session. Do not ask again; continue on the most reasonable default.".into(),
         );
         let output = json!({ "status": "unavailable" });
-        return Prepared::Done(Box::new(answered(call, "ask_question", model, output)));
+        return Prepared::Done(Arc::new(answered(call, "ask_question", model, output)));
     }
     Prepared::Ask {
         call_id: Arc::from(call.call_id.as_str()),

@@ -10,13 +10,13 @@ use crate::sealing::{SealScope, Sealing};
 
 /// What the pipeline decided for one call before anything ran.
 pub(crate) enum Prepared {
-    /// The call already has its result (an error, a denial, a meta-tool answer); boxed, as
-    /// in `Provided`: a result is large, and the calls that run keep a step's `Prepared`s
-    /// small.
-    Done(Box<CallResult>),
+    /// The call already has its result (an error, a denial, a meta-tool answer), shared as it
+    /// will be by its event, the step's outcome and the record (and small: the calls that run
+    /// keep a step's `Prepared`s side by side).
+    Done(Arc<CallResult>),
     /// A provider-native tool the model provider ran: its result came with the response; and
     /// whether the tool is `untrusted`.
-    Provided(Box<CallResult>, bool),
+    Provided(Arc<CallResult>, bool),
     /// The call may run.
     Run {
         /// Shared with the call's host and context.
@@ -46,7 +46,7 @@ pub(super) type Stage<T> = Result<T, Box<Prepared>>;
 
 /// A call refused before anything ran.
 pub(super) fn refused(call_id: &str, tool: &str, error: ToolError) -> Box<Prepared> {
-    Box::new(Prepared::Done(Box::new(CallResult::failed(
+    Box::new(Prepared::Done(Arc::new(CallResult::failed(
         call_id, tool, error,
     ))))
 }

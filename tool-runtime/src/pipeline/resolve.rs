@@ -43,7 +43,7 @@ pub(super) fn route<'a>(scope: &StepScope, call: &'a ToolCall) -> Stage<Routed<'
     }
     let deferred = registry.has_deferred(scope.audience);
     if deferred && call.name == "tool_search" {
-        return Err(Box::new(Prepared::Done(Box::new(meta::tool_search(
+        return Err(Box::new(Prepared::Done(Arc::new(meta::tool_search(
             scope, call,
         )))));
     }
@@ -167,7 +167,7 @@ fn provider_native(call: &ToolCall, tool: &Tool) -> Stage<()> {
     };
     match (&call.provider_result, tool.provider().is_some()) {
         (Some(provided), true) => Err(Box::new(Prepared::Provided(
-            Box::new(provider_result(call, tool, provided)),
+            Arc::new(provider_result(call, tool, provided)),
             tool.is_untrusted(),
         ))),
         (Some(_), false) => Err(invalid(format!(
