@@ -670,3 +670,59 @@ async fn a_2026_07_28_client_without_elicitation_is_told_it_cannot_be_asked() {
     );
     assert_eq!(RESTARTS.load(Ordering::SeqCst), before, "nothing ran");
 }
+
+/// A stdio client that sends lines the strict parser refuses, without reading the answers, is
+/// held back as rmcp holds back any client that does not read: one answer is written at a time
+/// and the server stops reading its lines, instead of a task per refused line piling up
+/// behind the blocked output. Once it reads, every answer arrives, in the order of its lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_client_flooding_refused_lines_without_reading_is_held_back() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    const LINES: usize = 2_000;
+    let (mut client_out, server_in) = tokio::io::duplex(16 * 1024);
+    let (server_out, client_in) = tokio::io::duplex(1024);
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let server = tokio::spawn(toolwright_mcp::serve_io(
+        McpServer::new(runtime()),
+        server_in,
+        server_out,
+    ));
+    let writer = tokio::spawn(async move {
+        for id in 0..LINES {
+            // `service` twice: refused before rmcp parses it, answered with an error result.
+            let line = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"restart\",\"arguments\":{{\"service\":\"a\",\"service\":\"b\"}}}}}}\n"
+            );
+            client_out.write_all(line.as_bytes()).await.unwrap();
+        }
+        client_out
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    // The lines do not fit the pipe, the refusals' queue and one answer being written: unread,
+    // the writer cannot finish.
+    assert!(!writer.is_finished(), "every refused line was read");
+    let alive = metrics.num_alive_tasks();
+    assert!(
+        alive < 20,
+        "{alive} tasks alive while the client does not read"
+    );
+
+    let mut answers = tokio::io::BufReader::new(client_in).lines();
+    for id in 0..LINES {
+        let line = answers
+            .next_line()
+            .await
+            .unwrap()
+            .expect("an answer per line");
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            answer["id"], id,
+            "answers come in the order of the lines: {line}"
+        );
+        assert_eq!(answer["result"]["isError"], true, "{line}");
+    }
+    drop(writer.await.unwrap());
+    // The client closed its side: the server returns (rmcp saw no `initialize`).
+    let _ = server.await.unwrap();
+}
