@@ -243,12 +243,13 @@ pub mod runtime {
     };
     #[doc(inline)]
     pub use toolwright_runtime::{
-        Appended, AutoRequest, AutoVerdict, CandidateStatus, Claim, Clock, CompletionReason,
-        Decider, Deleted, Event, GuardrailAction, HookDelivery, HookRefused, InputResponse,
-        Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome, Retention, Runtime,
-        RuntimeBuilder, RuntimeError, Sealing, SealingKeyError, Session, SessionSpec, Since,
-        SqliteStore, Steered, StepOptions, StepOutcome, StepProgress, StepSince, Store, StoreError,
-        Swept, SystemClock, ToolCall, Turn, TurnRetention, WeakRuntime, Written, waiting_on_calls,
+        Appended, AutoRequest, AutoVerdict, CandidateStatus, ChangeMark, Claim, Clock,
+        CompletionReason, Decider, Deleted, Event, GuardrailAction, HookDelivery, HookRefused,
+        InputResponse, Invoked, Lease, LeaseKind, Options, ProviderResult, RespondOutcome,
+        Retention, Runtime, RuntimeBuilder, RuntimeError, Sealing, SealingKeyError, Session,
+        SessionSpec, Since, SqliteStore, Steered, StepOptions, StepOutcome, StepProgress,
+        StepSince, Store, StoreError, Swept, SystemClock, ToolCall, Turn, TurnRetention,
+        WeakRuntime, Written, waiting_on_calls,
     };
     #[cfg(feature = "postgres")]
     #[doc(inline)]

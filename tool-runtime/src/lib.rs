@@ -78,9 +78,9 @@ pub use sandbox::LocalSandbox;
 pub use sealing::{Sealing, SealingKeyError};
 pub use session::{Session, SessionSpec};
 pub use store::{
-    Appended, Claim, Cursor, Deleted, Lease, LeaseKind, MAX_PAGE_LIMIT, Page, PageRequest,
-    SessionSummary, Since, SqliteStore, StepSince, Store, StoreError, TaskFilter, TaskSummary,
-    TurnFilter, TurnRetention, TurnSummary, Written,
+    Appended, ChangeMark, Claim, Cursor, Deleted, Lease, LeaseKind, MAX_PAGE_LIMIT, Page,
+    PageRequest, SessionSummary, Since, SqliteStore, StepSince, Store, StoreError, TaskFilter,
+    TaskSummary, TurnFilter, TurnRetention, TurnSummary, Written,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PgStep, PostgresStore};

@@ -450,7 +450,7 @@ impl Runtime {
     /// It looks for expired leases every `poll` (a lease expires with time, not with a write:
     /// work is taken over at most `lease` + `poll` after its holder last renewed it). It looks
     /// for due timers every `poll`, and earlier when the store says one may have come due
-    /// ([`crate::Store::changed`]: on Postgres a write that sets a wake-up time announces it
+    /// ([`crate::Store::changed_since`]: on Postgres a write that sets a wake-up time announces it
     /// with `NOTIFY`, and the worker looks when that time comes), so nothing depends on a
     /// notification arriving. With one instance it replaces [`Runtime::run_timers`].
     pub fn run_worker(&self, poll: std::time::Duration) -> tokio::task::JoinHandle<()> {
@@ -470,11 +470,14 @@ impl Runtime {
                 }
             };
             let timers = async {
+                // Taken before the first look: a time that comes while the worker looks ends
+                // its next wait at once.
+                let mut mark = runtime.engine.store().change_mark();
                 loop {
                     if let Err(error) = runtime.wake_due().await {
                         tracing::warn!("waking due timers failed: {error}");
                     }
-                    runtime.engine.store().changed(poll).await;
+                    runtime.engine.store().changed_since(&mut mark, poll).await;
                 }
             };
             // A third, when a retention rule is set: a sweep at start, then every `every`.

@@ -709,9 +709,45 @@ pub trait Store: Send + Sync + 'static {
     /// result or end, a wake-up time coming due: Postgres delivers these with `LISTEN/NOTIFY`),
     /// or after `timeout` at the latest. Nothing may depend on the early wake-up: a backend without
     /// notifications just sleeps, and callers poll.
+    ///
+    /// The callers of `changed` share what they have seen: a change that ends one call does not
+    /// end the next, whoever makes it. A waiter that reads the store between waits, beside other
+    /// waiters, keeps a [`ChangeMark`] of its own with [`Store::changed_since`] instead.
     fn changed(&self, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(tokio::time::sleep(timeout))
     }
+
+    /// Where the store's change notices are now: the mark a waiter takes before its first read
+    /// of what it waits for, for [`Store::changed_since`]. The default knows no notices.
+    fn change_mark(&self) -> ChangeMark {
+        ChangeMark::default()
+    }
+
+    /// As [`Store::changed`], for one waiter that keeps its own `mark` (taken with
+    /// [`Store::change_mark`] before its first read): resolves at once when a change was heard,
+    /// or a wake-up time came, after `mark`, even when it woke another waiter of the store
+    /// meanwhile; else when one is, or after `timeout`. Then `mark` holds what the waiter has
+    /// seen, and the waiter reads the store. Dropped before it resolves, it leaves `mark` as it
+    /// was. The default is [`Store::changed`].
+    fn changed_since<'a>(
+        &'a self,
+        mark: &'a mut ChangeMark,
+        timeout: Duration,
+    ) -> BoxFuture<'a, ()> {
+        let _ = mark;
+        self.changed(timeout)
+    }
+}
+
+/// What one waiter has seen of a store's change notices ([`Store::changed_since`]): each waiter
+/// keeps its own, so a notice that wakes one waiter is not lost to another that was busy
+/// reading when it came.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChangeMark {
+    /// How many changes the store had heard when the waiter last looked.
+    pub changes: u64,
+    /// When the waiter last looked (Unix milliseconds): a wake-up time after it is not seen yet.
+    pub at_ms: u64,
 }
 
 /// Applies `change` to session `id`'s record and writes it, reading and applying it again when

@@ -35,8 +35,8 @@ pub use sqlite::SqliteStore;
 
 pub(crate) use contract::update_session;
 pub use contract::{
-    ANONYMOUS_REQUESTER, Appended, Claim, Deleted, Lease, Since, StepSince, Store, TurnRetention,
-    UNKNOWN_REQUESTER, Written, requester_key,
+    ANONYMOUS_REQUESTER, Appended, ChangeMark, Claim, Deleted, Lease, Since, StepSince, Store,
+    TurnRetention, UNKNOWN_REQUESTER, Written, requester_key,
 };
 pub use error::{LeaseKind, StoreError};
 pub use page::{

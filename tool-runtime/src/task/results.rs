@@ -83,6 +83,8 @@ pub(crate) async fn cancel_task(
     }
     let deadline =
         tokio::time::Instant::now() + engine.options().task_cleanup + Duration::from_secs(1);
+    // Taken before the first read, as `notified` is made before each.
+    let mut mark = engine.store().change_mark();
     loop {
         let notified = engine.work().task_changed().notified();
         let task = engine.task(id).await?;
@@ -92,7 +94,7 @@ pub(crate) async fn cancel_task(
         tokio::select! {
             () = notified => {}
             // Another instance's writes (Postgres notifications), or a poll.
-            () = engine.store().changed(POLL) => {}
+            () = engine.store().changed_since(&mut mark, POLL) => {}
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
@@ -210,6 +212,8 @@ pub(crate) async fn wait_results(
     let deadline = now
         .checked_add(timeout)
         .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+    // Taken before the first read, as `notified` is made before each.
+    let mut mark = engine.store().change_mark();
     loop {
         let notified = engine.work().task_changed().notified();
         let results = take_results(engine, session_id, turn_id, only).await?;
@@ -225,7 +229,7 @@ pub(crate) async fn wait_results(
         tokio::select! {
             () = notified => {}
             // Another instance's writes (Postgres notifications), or a poll.
-            () = engine.store().changed(POLL) => {}
+            () = engine.store().changed_since(&mut mark, POLL) => {}
             () = tokio::time::sleep_until(deadline) => {}
             () = cancel.cancelled() => return Ok(Vec::new()),
         }

@@ -8,8 +8,7 @@
 //! folds into one wake-up.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx_core::Error as SqlError;
@@ -19,37 +18,72 @@ use tokio_util::sync::CancellationToken;
 
 use super::records::Heard;
 use super::{CHANNEL, PostgresStore, backend};
-use crate::store::StoreError;
+use crate::store::{ChangeMark, StoreError};
 
 /// Shortest and longest pause before the listener of [`Store::changed`] connects again.
 const LISTEN_RETRY: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
 
-/// The most wake-up times kept, the soonest: a later one is dropped, and the waiters' poll
-/// finds its record due instead (as it would without notifications).
+/// The most wake-up times kept: past the bound, the oldest that has come is dropped, else the
+/// latest to come, and the waiters' poll finds its record due instead (as it would without
+/// notifications).
 const MAX_WAKE_UPS: usize = 1024;
 
+/// How long a wake-up time is kept after it came, in milliseconds, for the waiters that were
+/// busy reading then: each looks again within far less, or its poll has.
+const PAST_WAKE_UPS_KEPT: u64 = 60_000;
+
 impl PostgresStore {
-    /// Waits for the next change, a wake-up time announced to come, or `timeout`; then marks
-    /// every change so far, and every wake-up time come, as seen.
+    /// [`Store::changed`](crate::store::Store::changed): [`PostgresStore::wait_since`] with the
+    /// mark its callers share.
     pub(super) async fn wait_for_change(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.next_change()).await;
-        // The caller reads the store next, and sees every change notified so far and every
-        // record due by now: those need not wake the next call early. (Its clock reads after
-        // this one, so a time dropped here is one its read finds due.)
-        let now = now_ms();
-        let mut seen = 0;
-        self.changes.heard.send_if_modified(|heard| {
-            heard.wake_ups = heard.wake_ups.split_off(&now.saturating_add(1));
-            seen = heard.changes;
-            // Nothing new to wake anyone for.
-            false
-        });
-        self.changes.reported.fetch_max(seen, Ordering::SeqCst);
+        let mut mark = *self
+            .changes
+            .shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.wait_since(&mut mark, timeout).await;
+        let mut shared = self
+            .changes
+            .shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        shared.changes = shared.changes.max(mark.changes);
+        shared.at_ms = shared.at_ms.max(mark.at_ms);
     }
 
-    /// Starts the listener behind [`Store::changed`] once, and waits for the next change or
-    /// the next wake-up time to come (at once when one did since the last call returned).
-    async fn next_change(&self) {
+    /// The count of changes heard so far, and now.
+    pub(super) fn mark_now(&self) -> ChangeMark {
+        ChangeMark {
+            changes: self.changes.heard.borrow().changes,
+            at_ms: now_ms(),
+        }
+    }
+
+    /// Waits for a change heard after `mark`, a wake-up time after `mark` coming, or
+    /// `timeout`; then moves `mark` to every change heard so far and now.
+    pub(super) async fn wait_since(&self, mark: &mut ChangeMark, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.next_change(*mark)).await;
+        // The caller reads the store next, and sees every change heard so far and every record
+        // due by now. (Its clock reads after this one, so a time at or before `now` is one its
+        // read finds due.)
+        let now = now_ms();
+        let changes = self.changes.heard.borrow().changes;
+        *mark = ChangeMark {
+            changes: mark.changes.max(changes),
+            at_ms: mark.at_ms.max(now),
+        };
+        // Times long past matter to no waiter: each looked since, or its poll did.
+        self.changes.heard.send_if_modified(|heard| {
+            heard.wake_ups = heard
+                .wake_ups
+                .split_off(&now.saturating_sub(PAST_WAKE_UPS_KEPT));
+            false
+        });
+    }
+
+    /// Starts the listener behind [`Store::changed`] once, and waits for a change heard after
+    /// `mark`, or a wake-up time after `mark` to come (at once when one did already).
+    async fn next_change(&self, mark: ChangeMark) {
         if let Err(error) = self.start_listening().await {
             tracing::warn!(
                 "postgres `{}`: cannot listen for changes, falling back to polling: {error}",
@@ -61,10 +95,26 @@ impl PostgresStore {
         loop {
             let soonest = {
                 let heard = heard.borrow_and_update();
-                if heard.changes > self.changes.reported.load(Ordering::SeqCst) {
+                if heard.changes > mark.changes {
                     return;
                 }
-                heard.wake_ups.first().copied()
+                let now = now_ms();
+                // A time in `(mark.at_ms, now]` came since the mark (an empty range when the
+                // mark is this millisecond's, or the clock went back).
+                if mark.at_ms < now
+                    && heard
+                        .wake_ups
+                        .range(mark.at_ms.saturating_add(1)..=now)
+                        .next()
+                        .is_some()
+                {
+                    return;
+                }
+                heard
+                    .wake_ups
+                    .range(now.saturating_add(1)..)
+                    .next()
+                    .copied()
             };
             let come = async {
                 match soonest {
@@ -126,8 +176,8 @@ fn now_ms() -> u64 {
 /// What the waiters of [`Store::changed`] wait on: what the listener heard.
 pub(super) struct Changes {
     heard: watch::Sender<Hearing>,
-    /// The count of changes when the last `changed` call returned.
-    reported: AtomicU64,
+    /// What the callers of `changed` have seen, together.
+    shared: Mutex<ChangeMark>,
     /// Set once the listener runs.
     listener: OnceCell<()>,
     /// Stops the listener when the store is dropped.
@@ -138,11 +188,13 @@ pub(super) struct Changes {
 #[derive(Default)]
 struct Hearing {
     /// The changes notified (and the listener's reconnections, which may have missed some). A
-    /// count rather than a bare wake-up, so that one arriving while no call waits (the caller is
-    /// busy reading the store) still ends the next call at once.
+    /// count rather than a bare wake-up, so that one arriving while a waiter does not wait (it
+    /// is busy reading the store) still ends its next wait at once: each waiter's
+    /// [`ChangeMark`] says how many it has seen.
     changes: u64,
-    /// The wake-up times announced that have not come yet, as of the last call's return (Unix
-    /// milliseconds), the soonest [`MAX_WAKE_UPS`].
+    /// The wake-up times announced (Unix milliseconds): those to come, and those come in the
+    /// last [`PAST_WAKE_UPS_KEPT`] milliseconds, which a waiter busy when they came has not
+    /// seen; at most [`MAX_WAKE_UPS`], the oldest past ones going first, else the latest.
     wake_ups: BTreeSet<u64>,
 }
 
@@ -150,7 +202,7 @@ impl Changes {
     pub(super) fn new() -> Self {
         Changes {
             heard: watch::Sender::new(Hearing::default()),
-            reported: AtomicU64::new(0),
+            shared: Mutex::new(ChangeMark::default()),
             listener: OnceCell::new(),
             stop: CancellationToken::new(),
         }
@@ -173,7 +225,10 @@ impl Changes {
                 // A time before 1970 is due now.
                 hearing.wake_ups.insert(u64::try_from(at).unwrap_or(0));
                 if hearing.wake_ups.len() > MAX_WAKE_UPS {
-                    hearing.wake_ups.pop_last();
+                    match hearing.wake_ups.first() {
+                        Some(&first) if first <= now_ms() => hearing.wake_ups.pop_first(),
+                        _ => hearing.wake_ups.pop_last(),
+                    };
                 }
             }
         });

@@ -25,9 +25,9 @@ use super::rows::{
     task_status_name, written,
 };
 use super::{
-    Appended, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary, Since,
-    StepSince, Store, StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention, TurnSummary,
-    Written,
+    Appended, ChangeMark, Claim, Deleted, Lease, LeaseKind, Page, PageRequest, SessionSummary,
+    Since, StepSince, Store, StoreError, TaskFilter, TaskSummary, TurnFilter, TurnRetention,
+    TurnSummary, Written,
 };
 use crate::record::{
     AttachmentRecord, ClosedStep, ConversationEntry, JournalEntry, PinRecord, SessionRecord,
@@ -898,5 +898,20 @@ impl Store for PostgresStore {
     /// dropped).
     fn changed(&self, timeout: Duration) -> BoxFuture<'_, ()> {
         Box::pin(self.wait_for_change(timeout))
+    }
+
+    /// The count of changes the listener heard so far, and now.
+    fn change_mark(&self) -> ChangeMark {
+        self.mark_now()
+    }
+
+    /// Returns at the first change a waiter reads heard after `mark`, when a wake-up time
+    /// after `mark` comes, or after `timeout` (see [`PostgresStore::changed`] for the listener).
+    fn changed_since<'a>(
+        &'a self,
+        mark: &'a mut ChangeMark,
+        timeout: Duration,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.wait_since(mark, timeout))
     }
 }
