@@ -114,7 +114,6 @@ where
     let transport = CheckedLines {
         inner: AsyncRwTransport::new_server(rmcp_side, write),
         refused,
-        sending: None,
     };
     let running = server
         .serve(transport)
@@ -188,17 +187,9 @@ async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::
 }
 
 /// rmcp's line transport, also writing the errors for the lines [`pump`] refused.
-///
-/// One error is written at a time, in the order the lines came: until it is written, no other
-/// refusal is taken and no line goes to rmcp. So a client that sends refused lines without
-/// reading the answers is held back as rmcp holds back any client that does not read: the
-/// refusals' queue fills, and the pump stops reading the client's lines.
 struct CheckedLines<W: AsyncWrite> {
     inner: AsyncRwTransport<RoleServer, tokio::io::DuplexStream, W>,
     refused: mpsc::Receiver<String>,
-    /// The error being written, on a task of its own: `receive` may be dropped at any await
-    /// (rmcp polls it inside a `select!`), and a write dropped half done would cut a line.
-    sending: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl<W> Transport<RoleServer> for CheckedLines<W>
@@ -216,11 +207,6 @@ where
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            // Waiting on the handle is cancel-safe: dropped, it leaves the write running.
-            if let Some(sending) = self.sending.as_mut() {
-                let _ = sending.await;
-                self.sending = None;
-            }
             // Both branches are cancel-safe: rmcp polls `receive` inside a `select!`. Refusals
             // first: the pump queues one before it lets rmcp read any later line or the end.
             tokio::select! {
@@ -229,11 +215,11 @@ where
                     match serde_json::from_str::<ServerJsonRpcMessage>(&error) {
                         Ok(message) => {
                             let sent = self.inner.send(message);
-                            self.sending = Some(tokio::spawn(async move {
+                            tokio::spawn(async move {
                                 if let Err(error) = sent.await {
                                     tracing::warn!("could not send an MCP error: {error}");
                                 }
-                            }));
+                            });
                         }
                         Err(error) => tracing::error!("an MCP refusal did not serialize: {error}"),
                     }
