@@ -286,7 +286,8 @@ async fn a_lease_nobody_renews_is_taken_over_by_the_poll_alone() {
 
 /// Each waiter of a store keeps its own mark of the changes it has seen: a change that ends
 /// one waiter's wait ends the next wait of another that was busy reading when it came, at
-/// once, instead of leaving it to its poll; and a waiter that has seen every change waits.
+/// once, instead of leaving it to its poll; so does a wake-up time that came, or one already
+/// past when its notice arrives; and a waiter that has seen every change waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_that_wakes_one_waiter_is_not_lost_to_another() {
     let Some(url) = server() else { return };
@@ -296,19 +297,22 @@ async fn a_change_that_wakes_one_waiter_is_not_lost_to_another() {
     // Both waiters read what they wait for now; only the first waits meanwhile.
     let mut first = store.change_mark();
     let mut busy = store.change_mark();
+    let wakes_both = async |first: &mut ChangeMark, busy: &mut ChangeMark, what: &str| {
+        tokio::time::timeout(BOUND, store.changed_since(first, NEVER))
+            .await
+            .unwrap_or_else(|_| panic!("{what} wakes the waiter"));
+        tokio::time::timeout(BOUND, store.changed_since(busy, NEVER))
+            .await
+            .unwrap_or_else(|_| panic!("{what}, seen by the other waiter, ends this one's wait"));
+        assert!(busy.seen() >= first.seen(), "{busy:?} {first:?}");
+    };
 
     // A write that notifies: a task's result.
     let mut task = sentinel_task();
     let version = writer.put_task(&task, None).await.unwrap();
     task.calls[0].result = Some(CallResult::failed("k1", "wk_nap", ToolError::new("done")));
     writer.put_task(&task, Some(version)).await.unwrap();
-    tokio::time::timeout(BOUND, store.changed_since(&mut first, NEVER))
-        .await
-        .expect("the task's result wakes the waiter");
-    tokio::time::timeout(BOUND, store.changed_since(&mut busy, NEVER))
-        .await
-        .expect("the change the other waiter saw ends this waiter's wait too");
-    assert_eq!(first, busy, "both have seen the same changes");
+    wakes_both(&mut first, &mut busy, "a task's result").await;
 
     // Seen: the next wait waits (for a change, or its timeout).
     let waited = tokio::time::timeout(
@@ -318,30 +322,23 @@ async fn a_change_that_wakes_one_waiter_is_not_lost_to_another() {
     .await;
     assert!(waited.is_err(), "a waiter that saw every change waits");
 
-    // A wake-up time that comes while a waiter is busy ends its next wait when it comes.
+    // A wake-up time: it wakes the waiters when it comes, the busy one at its next wait.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let now_ms = u64::try_from(now.unwrap().as_millis()).unwrap();
     let mut sleeping = sentinel_task();
     sleeping.id = "k-sleeping".to_owned();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    let until_ms = u64::try_from(now.unwrap().as_millis()).unwrap() + 200;
-    sleeping.status = TaskStatus::Sleeping { until_ms };
-    writer.put_task(&sleeping, None).await.unwrap();
-    tokio::time::timeout(BOUND, store.changed_since(&mut first, NEVER))
-        .await
-        .expect("the wake-up time wakes the waiter when it comes");
-    tokio::time::timeout(BOUND, store.changed_since(&mut busy, NEVER))
-        .await
-        .expect("the wake-up time the other waiter saw come ends this waiter's wait too");
-
-    // A mark ahead of this clock (taken this very millisecond, or the clock went back) waits,
-    // with the time that came still kept for waiters that were busy.
-    let mut ahead = ChangeMark {
-        at_ms: u64::MAX,
-        ..busy
+    sleeping.status = TaskStatus::Sleeping {
+        until_ms: now_ms + 200,
     };
-    let waited = tokio::time::timeout(
-        Duration::from_millis(300),
-        store.changed_since(&mut ahead, NEVER),
-    )
-    .await;
-    assert!(waited.is_err(), "a mark ahead of the clock waits");
+    writer.put_task(&sleeping, None).await.unwrap();
+    wakes_both(&mut first, &mut busy, "a wake-up time coming").await;
+
+    // One already past when its notice arrives (a short sleep, a slow commit) is a change at once.
+    let mut late = sentinel_task();
+    late.id = "k-late".to_owned();
+    late.status = TaskStatus::Sleeping {
+        until_ms: now_ms.saturating_sub(1_000),
+    };
+    writer.put_task(&late, None).await.unwrap();
+    wakes_both(&mut first, &mut busy, "a wake-up time already past").await;
 }

@@ -728,7 +728,8 @@ pub trait Store: Send + Sync + 'static {
     /// or a wake-up time came, after `mark`, even when it woke another waiter of the store
     /// meanwhile; else when one is, or after `timeout`. Then `mark` holds what the waiter has
     /// seen, and the waiter reads the store. Dropped before it resolves, it leaves `mark` as it
-    /// was. The default is [`Store::changed`].
+    /// was. The default is [`Store::changed`]; a store that wraps another delegates both this
+    /// and [`Store::change_mark`], or neither.
     fn changed_since<'a>(
         &'a self,
         mark: &'a mut ChangeMark,
@@ -741,13 +742,23 @@ pub trait Store: Send + Sync + 'static {
 
 /// What one waiter has seen of a store's change notices ([`Store::changed_since`]): each waiter
 /// keeps its own, so a notice that wakes one waiter is not lost to another that was busy
-/// reading when it came.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// reading when it came. A store that sends notices counts them; a mark is how many the waiter
+/// has seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChangeMark {
-    /// How many changes the store had heard when the waiter last looked.
-    pub changes: u64,
-    /// When the waiter last looked (Unix milliseconds): a wake-up time after it is not seen yet.
-    pub at_ms: u64,
+    seen: u64,
+}
+
+impl ChangeMark {
+    /// A mark of `seen` changes of the store's count.
+    pub const fn new(seen: u64) -> Self {
+        ChangeMark { seen }
+    }
+
+    /// How many of the store's changes the waiter has seen.
+    pub const fn seen(self) -> u64 {
+        self.seen
+    }
 }
 
 /// Applies `change` to session `id`'s record and writes it, reading and applying it again when

@@ -4,8 +4,9 @@
 //!
 //! A write notifies only what a waiter acts on (`records::Announce`): a change waiters read at
 //! once (a task's result or end), or a wake-up time, which wakes the waiters when it comes
-//! rather than when it is written. Every notification that arrives while the waiters are busy
-//! folds into one wake-up.
+//! rather than when it is written: the listener's clock counts it as a change then. Every
+//! notification that arrives while a waiter is busy folds into one wake-up of its next wait
+//! (each waiter keeps a [`ChangeMark`] of the changes it has seen).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -23,66 +24,41 @@ use crate::store::{ChangeMark, StoreError};
 /// Shortest and longest pause before the listener of [`Store::changed`] connects again.
 const LISTEN_RETRY: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(30));
 
-/// The most wake-up times kept: past the bound, the oldest that has come is dropped, else the
-/// latest to come, and the waiters' poll finds its record due instead (as it would without
-/// notifications).
+/// The most wake-up times to come that are kept: past the bound the latest is dropped, and the
+/// waiters' poll finds its record due instead (as it would without notifications).
 const MAX_WAKE_UPS: usize = 1024;
-
-/// How long a wake-up time is kept after it came, in milliseconds, for the waiters that were
-/// busy reading then: each looks again within far less, or its poll has.
-const PAST_WAKE_UPS_KEPT: u64 = 60_000;
 
 impl PostgresStore {
     /// [`Store::changed`](crate::store::Store::changed): [`PostgresStore::wait_since`] with the
     /// mark its callers share.
     pub(super) async fn wait_for_change(&self, timeout: Duration) {
-        let mut mark = *self
-            .changes
-            .shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let shared = || {
+            self.changes
+                .shared
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+        };
+        let mut mark = *shared();
         self.wait_since(&mut mark, timeout).await;
-        let mut shared = self
-            .changes
-            .shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        shared.changes = shared.changes.max(mark.changes);
-        shared.at_ms = shared.at_ms.max(mark.at_ms);
+        let mut shared = shared();
+        *shared = (*shared).max(mark);
     }
 
-    /// The count of changes heard so far, and now.
+    /// The count of changes heard so far.
     pub(super) fn mark_now(&self) -> ChangeMark {
-        ChangeMark {
-            changes: self.changes.heard.borrow().changes,
-            at_ms: now_ms(),
-        }
+        ChangeMark::new(self.changes.heard.borrow().changes)
     }
 
-    /// Waits for a change heard after `mark`, a wake-up time after `mark` coming, or
-    /// `timeout`; then moves `mark` to every change heard so far and now.
+    /// Waits for a change heard after `mark` (a wake-up time coming is one), or `timeout`; then
+    /// moves `mark` to every change heard so far: the caller reads the store next, and sees
+    /// them.
     pub(super) async fn wait_since(&self, mark: &mut ChangeMark, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.next_change(*mark)).await;
-        // The caller reads the store next, and sees every change heard so far and every record
-        // due by now. (Its clock reads after this one, so a time at or before `now` is one its
-        // read finds due.)
-        let now = now_ms();
-        let changes = self.changes.heard.borrow().changes;
-        *mark = ChangeMark {
-            changes: mark.changes.max(changes),
-            at_ms: mark.at_ms.max(now),
-        };
-        // Times long past matter to no waiter: each looked since, or its poll did.
-        self.changes.heard.send_if_modified(|heard| {
-            heard.wake_ups = heard
-                .wake_ups
-                .split_off(&now.saturating_sub(PAST_WAKE_UPS_KEPT));
-            false
-        });
+        *mark = (*mark).max(self.mark_now());
     }
 
     /// Starts the listener behind [`Store::changed`] once, and waits for a change heard after
-    /// `mark`, or a wake-up time after `mark` to come (at once when one did already).
+    /// `mark` (at once when one was already).
     async fn next_change(&self, mark: ChangeMark) {
         if let Err(error) = self.start_listening().await {
             tracing::warn!(
@@ -92,44 +68,10 @@ impl PostgresStore {
             return std::future::pending().await;
         }
         let mut heard = self.changes.heard.subscribe();
-        loop {
-            let soonest = {
-                let heard = heard.borrow_and_update();
-                if heard.changes > mark.changes {
-                    return;
-                }
-                let now = now_ms();
-                // A time in `(mark.at_ms, now]` came since the mark (an empty range when the
-                // mark is this millisecond's, or the clock went back).
-                if mark.at_ms < now
-                    && heard
-                        .wake_ups
-                        .range(mark.at_ms.saturating_add(1)..=now)
-                        .next()
-                        .is_some()
-                {
-                    return;
-                }
-                heard
-                    .wake_ups
-                    .range(now.saturating_add(1)..)
-                    .next()
-                    .copied()
-            };
-            let come = async {
-                match soonest {
-                    Some(at) => {
-                        let wait = at.saturating_sub(now_ms());
-                        tokio::time::sleep(Duration::from_millis(wait)).await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = come => return,
-                // A change, or a new wake-up time: look again. The sender lives as long as
-                // `self`: this cannot fail while we wait.
-                _ = heard.changed() => {}
+        while heard.borrow_and_update().changes <= mark.seen() {
+            // The sender lives as long as `self`: this cannot fail while we wait.
+            if heard.changed().await.is_err() {
+                return;
             }
         }
     }
@@ -187,14 +129,13 @@ pub(super) struct Changes {
 /// What the listener heard so far.
 #[derive(Default)]
 struct Hearing {
-    /// The changes notified (and the listener's reconnections, which may have missed some). A
-    /// count rather than a bare wake-up, so that one arriving while a waiter does not wait (it
-    /// is busy reading the store) still ends its next wait at once: each waiter's
-    /// [`ChangeMark`] says how many it has seen.
+    /// The changes notified, the wake-up times come, and the listener's reconnections (which
+    /// may have missed notifications). A count rather than a bare wake-up, so that one coming
+    /// while a waiter does not wait (it is busy reading the store) still ends its next wait at
+    /// once: each waiter's [`ChangeMark`] says how many it has seen.
     changes: u64,
-    /// The wake-up times announced (Unix milliseconds): those to come, and those come in the
-    /// last [`PAST_WAKE_UPS_KEPT`] milliseconds, which a waiter busy when they came has not
-    /// seen; at most [`MAX_WAKE_UPS`], the oldest past ones going first, else the latest.
+    /// The wake-up times announced that have not come yet (Unix milliseconds), the soonest
+    /// [`MAX_WAKE_UPS`]; the listener's clock counts each as a change when it comes.
     wake_ups: BTreeSet<u64>,
 }
 
@@ -221,16 +162,37 @@ impl Changes {
                     wake
                 }
             };
-            if let Some(at) = wake {
-                // A time before 1970 is due now.
-                hearing.wake_ups.insert(u64::try_from(at).unwrap_or(0));
-                if hearing.wake_ups.len() > MAX_WAKE_UPS {
-                    match hearing.wake_ups.first() {
-                        Some(&first) if first <= now_ms() => hearing.wake_ups.pop_first(),
-                        _ => hearing.wake_ups.pop_last(),
-                    };
+            // A time before 1970 is due now.
+            if let Some(at) = wake.map(|at| u64::try_from(at).unwrap_or(0)) {
+                if at <= now_ms() {
+                    // Come already (a short sleep, a deadline past, a slow commit): a change now.
+                    hearing.changes += 1;
+                } else {
+                    hearing.wake_ups.insert(at);
+                    if hearing.wake_ups.len() > MAX_WAKE_UPS {
+                        hearing.wake_ups.pop_last();
+                    }
                 }
             }
+        });
+        true
+    }
+}
+
+impl Changes {
+    /// Counts the wake-up times come by `now` as one change; false once the store is gone.
+    fn come(changes: &Weak<Changes>, now: u64) -> bool {
+        let Some(changes) = changes.upgrade() else {
+            return false;
+        };
+        changes.heard.send_if_modified(|hearing| {
+            let later = hearing.wake_ups.split_off(&now.saturating_add(1));
+            let came = !hearing.wake_ups.is_empty();
+            hearing.wake_ups = later;
+            if came {
+                hearing.changes += 1;
+            }
+            came
         });
         true
     }
@@ -256,7 +218,9 @@ async fn listen(pool: &PgPool, place: &str, changes: &Arc<Changes>) -> Result<()
     let mut listener = PgListener::connect_with(&own).await.map_err(fail)?;
     listener.listen(CHANNEL).await.map_err(fail)?;
     let stop = changes.stop.clone();
+    let heard = changes.heard.subscribe();
     let changes = Arc::downgrade(changes);
+    tokio::spawn(clock(Weak::clone(&changes), heard, stop.clone()));
     let place = place.to_owned();
     tokio::spawn(async move {
         let mut listener = Some(listener);
@@ -313,6 +277,41 @@ async fn listen(pool: &PgPool, place: &str, changes: &Arc<Changes>) -> Result<()
         }
     });
     Ok(())
+}
+
+/// The listener's clock: counts each announced wake-up time as a change when it comes, so a
+/// waiter busy at that moment sees it at its next wait. Ends with the store.
+async fn clock(
+    changes: Weak<Changes>,
+    mut heard: watch::Receiver<Hearing>,
+    stop: CancellationToken,
+) {
+    loop {
+        let soonest = heard.borrow_and_update().wake_ups.first().copied();
+        let come = async {
+            match soonest {
+                Some(at) => {
+                    let wait = at.saturating_sub(now_ms());
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = heard.changed() => {
+                // A new time, or a change: look again. Gone: the store was dropped.
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = come => {
+                if !Changes::come(&changes, now_ms()) {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 async fn reconnect(pool: &PgPool) -> Result<PgListener, SqlError> {
