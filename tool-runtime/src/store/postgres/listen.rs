@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx_core::Error as SqlError;
+use sqlx_core::query_scalar::query_scalar;
 use sqlx_postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{OnceCell, watch};
 use tokio_util::sync::CancellationToken;
@@ -154,11 +155,14 @@ impl Changes {
         let Some(changes) = changes.upgrade() else {
             return false;
         };
-        changes.heard.send_modify(|hearing| {
+        // Waiters care for the count, the clock for the soonest time: a later time wakes neither.
+        changes.heard.send_if_modified(|hearing| {
+            let mut notify = false;
             let wake = match heard {
                 Heard::WakeUp(at) => Some(at),
                 Heard::Change(wake) => {
                     hearing.changes += 1;
+                    notify = true;
                     wake
                 }
             };
@@ -167,19 +171,33 @@ impl Changes {
                 if at <= now_ms() {
                     // Come already (a short sleep, a deadline past, a slow commit): a change now.
                     hearing.changes += 1;
+                    notify = true;
                 } else {
-                    hearing.wake_ups.insert(at);
-                    if hearing.wake_ups.len() > MAX_WAKE_UPS {
-                        hearing.wake_ups.pop_last();
-                    }
+                    notify |= hearing.wake_ups.first().is_none_or(|&first| at < first);
+                    keep_wake_ups(&mut hearing.wake_ups, [at]);
                 }
             }
+            notify
         });
         true
     }
 }
 
 impl Changes {
+    /// Once `LISTEN` is in effect (the first time, or again after the connection dropped):
+    /// what was written while nobody here listened was not heard, so the waiters look again
+    /// (one change), and the clock learns the wake-up times to come the database holds.
+    fn listening(changes: &Weak<Changes>, upcoming: Vec<u64>) -> bool {
+        let Some(changes) = changes.upgrade() else {
+            return false;
+        };
+        changes.heard.send_modify(|hearing| {
+            hearing.changes += 1;
+            keep_wake_ups(&mut hearing.wake_ups, upcoming);
+        });
+        true
+    }
+
     /// Counts the wake-up times come by `now` as one change; false once the store is gone.
     fn come(changes: &Weak<Changes>, now: u64) -> bool {
         let Some(changes) = changes.upgrade() else {
@@ -220,6 +238,9 @@ async fn listen(pool: &PgPool, place: &str, changes: &Arc<Changes>) -> Result<()
     let stop = changes.stop.clone();
     let heard = changes.heard.subscribe();
     let changes = Arc::downgrade(changes);
+    // Marks taken before this were taken while nobody listened.
+    Changes::listening(&changes, upcoming(pool, place).await);
+    let pool = pool.clone();
     tokio::spawn(clock(Weak::clone(&changes), heard, stop.clone()));
     let place = place.to_owned();
     tokio::spawn(async move {
@@ -235,7 +256,7 @@ async fn listen(pool: &PgPool, place: &str, changes: &Arc<Changes>) -> Result<()
                     Ok(fresh) => {
                         listener = Some(fresh);
                         // Writes made while nobody listened were not announced.
-                        if !Changes::hear(&changes, Heard::Change(None)) {
+                        if !Changes::listening(&changes, upcoming(&pool, &place).await) {
                             return;
                         }
                     }
@@ -263,8 +284,14 @@ async fn listen(pool: &PgPool, place: &str, changes: &Arc<Changes>) -> Result<()
                     Heard::of(notification.payload())
                 }
                 // The connection dropped and sqlx opened a new one: notifications sent in
-                // between are lost, so wake the waiters to read the store.
-                Ok(None) => Heard::Change(None),
+                // between are lost, so wake the waiters to read the store, and read the
+                // wake-up times to come again.
+                Ok(None) => {
+                    if !Changes::listening(&changes, upcoming(&pool, &place).await) {
+                        return;
+                    }
+                    continue;
+                }
                 Err(error) => {
                     tracing::warn!("postgres `{place}`: listening for changes failed: {error}");
                     listener = None;
@@ -310,6 +337,39 @@ async fn clock(
                     return;
                 }
             }
+        }
+    }
+}
+
+/// Adds `times` to the wake-up times to come, keeping the soonest [`MAX_WAKE_UPS`].
+fn keep_wake_ups(wake_ups: &mut BTreeSet<u64>, times: impl IntoIterator<Item = u64>) {
+    wake_ups.extend(times);
+    while wake_ups.len() > MAX_WAKE_UPS {
+        wake_ups.pop_last();
+    }
+}
+
+/// The soonest wake-up times to come of the turns and tasks in the database (those written
+/// while nobody here listened among them); none when they cannot be read (the waiters' poll
+/// finds their records due instead).
+async fn upcoming(pool: &PgPool, place: &str) -> Vec<u64> {
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let read: Result<Vec<i64>, SqlError> = query_scalar(
+        "(SELECT wake_at FROM turns WHERE wake_at > $1 ORDER BY wake_at LIMIT $2) \
+         UNION ALL (SELECT wake_at FROM tasks WHERE wake_at > $1 ORDER BY wake_at LIMIT $2)",
+    )
+    .bind(now)
+    .bind(i64::try_from(MAX_WAKE_UPS).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await;
+    match read {
+        Ok(times) => times
+            .into_iter()
+            .filter_map(|t| u64::try_from(t).ok())
+            .collect(),
+        Err(error) => {
+            tracing::warn!("postgres `{place}`: cannot read the wake-up times to come: {error}");
+            Vec::new()
         }
     }
 }

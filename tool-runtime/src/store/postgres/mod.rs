@@ -900,13 +900,14 @@ impl Store for PostgresStore {
         Box::pin(self.wait_for_change(timeout))
     }
 
-    /// The count of changes the listener heard so far, and now.
+    /// The count of changes the listener heard so far.
     fn change_mark(&self) -> ChangeMark {
         self.mark_now()
     }
 
-    /// Returns at the first change a waiter reads heard after `mark`, when a wake-up time
-    /// after `mark` comes, or after `timeout` (see [`PostgresStore::changed`] for the listener).
+    /// Returns at the first change heard after `mark` (a notified write a waiter reads, a
+    /// wake-up time coming, the listener starting or reconnecting: each counts as one), or
+    /// after `timeout` (see [`PostgresStore::changed`] for the listener).
     fn changed_since<'a>(
         &'a self,
         mark: &'a mut ChangeMark,
