@@ -166,24 +166,17 @@ impl Changes {
                     wake
                 }
             };
-            // A time before 1970 is due now.
+            // A time before 1970 is due now. One already come (a short sleep, a deadline past,
+            // a slow commit) is the soonest: the clock counts it at once.
             if let Some(at) = wake.map(|at| u64::try_from(at).unwrap_or(0)) {
-                if at <= now_ms() {
-                    // Come already (a short sleep, a deadline past, a slow commit): a change now.
-                    hearing.changes += 1;
-                    notify = true;
-                } else {
-                    notify |= hearing.wake_ups.first().is_none_or(|&first| at < first);
-                    keep_wake_ups(&mut hearing.wake_ups, [at]);
-                }
+                notify |= hearing.wake_ups.first().is_none_or(|&first| at < first);
+                keep_wake_ups(&mut hearing.wake_ups, [at]);
             }
             notify
         });
         true
     }
-}
 
-impl Changes {
     /// Once `LISTEN` is in effect (the first time, or again after the connection dropped):
     /// what was written while nobody here listened was not heard, so the waiters look again
     /// (one change), and the clock learns the wake-up times to come the database holds.
