@@ -7,6 +7,18 @@
 //! submission. Every path is absolute through the facade's hidden `__private` module. A
 //! `provider` tool gets the same frame with a descriptor of its own (`expand_provider`): its fn
 //! builds a configuration and is never called by the runtime.
+//!
+//! What rustc does with the expansion on every build of the tools' crate, incremental or not,
+//! is part of the design (issue 28, item 4; BENCHMARKS.md, "Compile time"):
+//! - each item costs: a plain tool's call adapter is one call of a generic adapter
+//!   (`invoke::invoke`), not an `async` block of its own, and the reserved-name rule is checked
+//!   here (`rules::c13_names`), not by a `const` assertion;
+//! - no fn pointer reachable from a `static` is an instance of a generic fn of another crate: for
+//!   such an instance rustc's monomorphization collector loads the exported generic symbols of
+//!   every crate in the dependency tree (a tenth of a rebuild on the lean core, a fifth on the
+//!   default features). So the schema fn is the tool's own `__schema`, and the `inventory` node
+//!   holds the tool's struct, `repr(transparent)` over its `Registration`, whose `ErasedNode`
+//!   impl is the tool's own, where `Registration`'s is `inventory`'s generic one (`emit`).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
@@ -94,7 +106,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         finish_fn,
         requirements,
         keep_input,
-    } = invoke::invoke(input, kind, &args, ret_span);
+    } = invoke::invoke(input, kind, &args, (&ret_ty, ret_span));
     let label = attrs.label.as_ref().map(|l| &l.value);
 
     let mut adapters = Vec::new();
@@ -108,7 +120,12 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
     let type_name = args_type_name(first, serve);
     let fields = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::FIELDS);
     let sensitive = quote_spanned!(first_span=> <#args_ty as #tw_first::ToolInput>::SENSITIVE);
-    let schema = quote_spanned!(first_span=> #tw_first::args_schema::<#args_ty>);
+    // The tool's own fn, not `args_schema::<Args>` itself (see the module docs).
+    let schema_fn = quote_spanned! {first_span=>
+        fn __schema(__inline: bool) -> #tw_first::Schema {
+            #tw_first::args_schema::<#args_ty>(__inline)
+        }
+    };
 
     let assertions = fields::assertions(attrs, tw, first, &args);
 
@@ -131,7 +148,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         #output_schema
         #flags
         input: #tw::InputSpec {
-            schema: #schema,
+            schema: Self::__schema,
             fields: #fields,
             sensitive: #sensitive,
             type_name: #type_name,
@@ -140,6 +157,7 @@ pub(crate) fn expand(input: &Input<'_>) -> TokenStream {
         invoke: Self::__invoke,
     };
     let items = quote! {
+        #schema_fn
         #invoke
         #finish_fn
         #(#adapters)*
@@ -180,14 +198,18 @@ fn expand_provider(input: &Input<'_>, tw: &Tw) -> TokenStream {
 
 /// The output every tool shares: the user's fn, the struct carrying `TOOL` (the descriptor:
 /// the fields every tool fills the same way, then `fields`, the rest from `__private::DEFAULTS`),
-/// `items` in its impl, the assertions (`assertions` and the reserved-name one), and the
-/// `inventory` submission.
+/// `items` in its impl, the `assertions`, and the `inventory` submission.
+///
+/// The submitted node holds the struct itself, which wraps the tool's `Registration`
+/// (`repr(transparent)`, so `inventory::iter::<Registration>` reads it as one), and submits
+/// itself through its own `ErasedNode` impl, which calls `Registration`'s: the node's vtable
+/// then names only this crate's fn (see the module docs for why).
 fn emit(
     input: &Input<'_>,
     tw: &Tw,
     fields: TokenStream,
     items: TokenStream,
-    mut assertions: Vec<TokenStream>,
+    assertions: Vec<TokenStream>,
 ) -> TokenStream {
     let Input {
         tokens,
@@ -199,7 +221,6 @@ fn emit(
     let ident = &sig.ident;
     let vis = &item.vis;
     let names = Names::of(input);
-    assertions.push(reserved_name(input, tw, &names));
     let common = common_fields(input, tw, &names);
     let (hook_fields, hook_items) = hooks::expand(attrs, tw);
     let struct_doc = format!(
@@ -213,7 +234,10 @@ fn emit(
         #[doc = #struct_doc]
         #[doc(hidden)]
         #[allow(non_camel_case_types, dead_code)]
-        #vis struct #ident {}
+        #[repr(transparent)]
+        #vis struct #ident {
+            __registration: #tw::Registration,
+        }
 
         #[allow(non_camel_case_types, unused_qualifications, clippy::all, clippy::pedantic)]
         impl #ident {
@@ -235,7 +259,19 @@ fn emit(
             #assertions
         )*
 
-        #tw::inventory::submit! { #tw::Registration(#ident::TOOL) }
+        #[allow(unused_qualifications, clippy::all, clippy::pedantic)]
+        impl #tw::inventory::ErasedNode for #ident {
+            unsafe fn submit(&self, node: &'static #tw::inventory::Node) {
+                // SAFETY: the node `inventory::submit!` makes below holds `self`, which
+                // `inventory::iter::<Registration>` may read as the `Registration` it wraps.
+                unsafe {
+                    <#tw::Registration as #tw::inventory::ErasedNode>::submit(&self.__registration, node)
+                }
+            }
+        }
+        #tw::inventory::submit! {
+            #ident { __registration: #tw::Registration(#ident::TOOL) }
+        }
     }
 }
 
@@ -269,32 +305,6 @@ impl Names {
             name,
             model_name,
         }
-    }
-}
-
-/// C13's reserved names: the list is the runtime's (`names::RESERVED_NAMES`), so the check is a
-/// constant evaluated by rustc, at the name.
-fn reserved_name(input: &Input<'_>, tw: &Tw, names: &Names) -> TokenStream {
-    let attrs = input.attrs;
-    let model_name = &names.model_name;
-    let name_span = attrs
-        .name
-        .as_ref()
-        .map(|g| g.value.span())
-        .unwrap_or_else(|| input.sig.ident.span());
-    let reserved_message = if attrs.name.is_some() {
-        format!(
-            "`{model_name}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"
-        )
-    } else {
-        format!(
-            "the tool is named after the fn, and `{model_name}` is reserved for a meta-tool or built-in tool of the runtime; rename the fn or set `name = \"...\"`"
-        )
-    };
-    let reserved_message = LitStr::new(&reserved_message, name_span);
-    let tw_name = tw.at(name_span);
-    quote_spanned! {name_span=>
-        const _: () = ::core::assert!(!#tw_name::is_reserved(#model_name), #reserved_message);
     }
 }
 

@@ -278,10 +278,8 @@ pub(super) fn output_schema(
             quote_spanned!(args.span=> #tw_first::output_schema_of::<#serve_output>(__inline))
         }
         None => quote_spanned! {ret_span=>
-            #[allow(unused_imports)]
-            use #tw::{ViaResult as _, ViaValue as _};
             let __ret = #tw::Ret::<#ret_ty>::new();
-            ((&__ret).tag().output_schema(&__ret))(__inline)
+            (__ret.tag().output_schema(&__ret))(__inline)
         },
     };
     adapters.push(quote! {

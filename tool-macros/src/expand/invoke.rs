@@ -1,7 +1,9 @@
 //! `__invoke`, the adapter the runtime calls: the argument struct parsed from the input, the
 //! fn's other parameters taken from the call's context, the fn called, its output checked and
 //! finished (`ends_turn`, `to_model_output`, the `complete` label), and for `serve` the
-//! `__finish` each of its calls' outputs goes through.
+//! `__finish` each of its calls' outputs goes through. A tool that takes only its argument
+//! struct and finishes its output as it is calls the shared generic adapter instead
+//! (`ValueTag::invoke` and its kin in `__private`); every other tool gets an `async` block.
 
 use super::*;
 
@@ -23,7 +25,7 @@ pub(super) fn invoke(
     input: &Input<'_>,
     kind: Kind,
     args: &adapters::Args,
-    ret_span: Span,
+    (ret_ty, ret_span): (&TokenStream, Span),
 ) -> Invoke {
     let Input { attrs, sig, tw, .. } = input;
     let ident = &sig.ident;
@@ -66,7 +68,16 @@ pub(super) fn invoke(
         finish,
         finish_fn,
         keep_input,
+        plain,
     } = finish(attrs, tw, args, ret_span);
+    if kind == Kind::Plain && sig.rest.is_empty() && !serve && plain && !names_impl(ret_ty) {
+        return Invoke {
+            item: shared_adapter(input, args, (ret_ty, ret_span)),
+            finish_fn,
+            requirements,
+            keep_input,
+        };
+    }
     let label_input =
         keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
     let into_output = quote_spanned!(ret_span=> .into_output(__ret));
@@ -82,11 +93,7 @@ pub(super) fn invoke(
                 let __args: #args_ty = #parse_input?;
                 #(#param_extracts)*
                 let __ret = #call;
-                let __out = {
-                    #[allow(unused_imports)]
-                    use #tw::{ViaResult as _, ViaValue as _};
-                    (&#tw::Ret::of(&__ret)).tag()
-                }#into_output?;
+                let __out = #tw::Ret::of(&__ret).tag()#into_output?;
                 #finish
             })
         }
@@ -99,6 +106,37 @@ pub(super) fn invoke(
     }
 }
 
+/// The `__invoke` of a tool that only takes its argument struct and finishes its output as it
+/// is: a call of the generic adapter `ValueTag::invoke`/`ResultTag::invoke` (`invoke_sync` for
+/// a plain `fn`), chosen by the written return type, so the tool has no `async` block of its
+/// own for rustc to check and lower on every build. The return type must be nameable for that
+/// (not `impl Trait`).
+fn shared_adapter(
+    input: &Input<'_>,
+    args: &adapters::Args,
+    ret: (&TokenStream, Span),
+) -> TokenStream {
+    let Input { sig, tw, .. } = input;
+    let ident = &sig.ident;
+    let (first_span, tw_first, args_ty) = (args.span, &args.tw, &args.ty);
+    let (ret_ty, ret_span) = ret;
+    let method = match sig.asyncness {
+        Some(_) => Ident::new("invoke", ret_span),
+        None => Ident::new("invoke_sync", ret_span),
+    };
+    // At the parameter, as the `async` block's `Args::parse` has them: a struct without its
+    // derives is reported there, once.
+    let fields = quote_spanned!(first_span=> let _ = <#args_ty as #tw_first::ToolInput>::FIELDS;);
+    let parse = quote_spanned!(first_span=> #tw_first::parse_input::<#args_ty>);
+    let tw_ret = tw.at(ret_span);
+    quote! {
+        fn __invoke(__input: #tw::Value, _: #tw::CallContext) -> #tw::Invoked {
+            #fields
+            #tw_ret::Ret::<#ret_ty>::new().tag().#method(__input, #parse, #ident)
+        }
+    }
+}
+
 /// What [`finish`] writes.
 struct Finish {
     /// The expression that turns `__out` into the `CallOutput`, with its `let`s.
@@ -107,6 +145,9 @@ struct Finish {
     finish_fn: Option<TokenStream>,
     /// Whether the `complete` label needs a copy of the input.
     keep_input: bool,
+    /// Whether the output is finished as it is: no `ends_turn` fn, projection or `complete`
+    /// label.
+    plain: bool,
 }
 
 /// How `__invoke` finishes the typed output `__out`: whether it ends the turn, its projection
@@ -170,7 +211,8 @@ fn finish(attrs: &Attrs, tw: &Tw, args: &adapters::Args, ret_span: Span) -> Fini
     };
     // At the same span as `into_output`, so rustc folds "`T: Serialize` is not satisfied" into the
     // `ToolOutput` error there instead of reporting it a second time at the attribute.
-    let finish = if ends_turn.is_none() && invoke_model.is_none() && complete.is_none() {
+    let plain = ends_turn.is_none() && invoke_model.is_none() && complete.is_none();
+    let finish = if plain {
         let tw = tw.at(ret_span);
         quote_spanned!(ret_span=> #tw::finish(&__out, false, ::core::option::Option::None, ::core::option::Option::None))
     } else {
@@ -191,5 +233,15 @@ fn finish(attrs: &Attrs, tw: &Tw, args: &adapters::Args, ret_span: Span) -> Fini
         finish,
         finish_fn,
         keep_input,
+        plain,
     }
+}
+
+/// Whether the type `ty` has an `impl Trait` in it, which a turbofish cannot name.
+fn names_impl(ty: &TokenStream) -> bool {
+    ty.clone().into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => ident == "impl",
+        TokenTree::Group(group) => names_impl(&group.stream()),
+        _ => false,
+    })
 }

@@ -337,7 +337,8 @@ fn c12_delta_needs_partials(tool: &Tool<'_>, cx: &mut Ctxt) {
     }
 }
 
-/// Providers accept only `^[a-zA-Z0-9_-]{1,64}$`, and the runtime owns some names.
+/// Providers accept only `^[a-zA-Z0-9_-]{1,64}$`, and the runtime owns some names
+/// ([`RESERVED_NAMES`]; the registry refuses them again when it is built).
 fn c13_names(tool: &Tool<'_>, cx: &mut Ctxt) {
     let a = tool.attrs;
     let rule = "names match `^[a-zA-Z0-9_-]{1,64}$`";
@@ -369,6 +370,19 @@ fn c13_names(tool: &Tool<'_>, cx: &mut Ctxt) {
             text
         }
     };
+    // With a toolset the model-facing name holds `__`, which no reserved name does.
+    if a.toolset.is_none() && RESERVED_NAMES.contains(&name_text.as_str()) {
+        match &a.name {
+            Some(given) => cx.error_spanned(
+                &given.value,
+                format!("`{name_text}` is reserved for a meta-tool or built-in tool of the runtime; choose another `name`"),
+            ),
+            None => cx.error_spanned(
+                &tool.sig.ident,
+                format!("the tool is named after the fn, and `{name_text}` is reserved for a meta-tool or built-in tool of the runtime; rename the fn or set `name = \"...\"`"),
+            ),
+        }
+    }
     if let Some(toolset) = &a.toolset {
         let text = toolset.value.value();
         if let Some(problem) = name_problem(&text) {
@@ -387,6 +401,24 @@ fn c13_names(tool: &Tool<'_>, cx: &mut Ctxt) {
         }
     }
 }
+
+/// The names of the runtime's meta-tools and built-in tools: the runtime's list
+/// (`names::RESERVED_NAMES` in the core crate, which the registry checks again), here so the
+/// macro refuses them where it reads the name (a test keeps the two equal).
+const RESERVED_NAMES: &[&str] = &[
+    "tool_search",
+    "tool_call",
+    "ask_question",
+    "task_wait",
+    "task_cancel",
+    "task",
+    "read",
+    "write",
+    "edit",
+    "bash",
+    "grep",
+    "glob",
+];
 
 fn name_problem(text: &str) -> Option<String> {
     if text.is_empty() {
@@ -558,6 +590,27 @@ mod tests {
     }
 
     const F: &str = "/// d\nasync fn f(a: A, ctx: ToolContext) -> u8 { 0 }";
+
+    /// The reserved names the macro refuses are the runtime's.
+    #[test]
+    fn reserved_names_are_the_runtimes() {
+        let source = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tool-core/src/names.rs"
+        ))
+        .expect("the core crate's names.rs beside this crate");
+        let list = source
+            .split_once("pub const RESERVED_NAMES: &[&str] = &[")
+            .and_then(|(_, rest)| rest.split_once("];"))
+            .expect("`RESERVED_NAMES` in names.rs")
+            .0;
+        let runtime: Vec<&str> = list
+            .split(',')
+            .map(|name| name.trim().trim_matches('"'))
+            .filter(|name| !name.is_empty())
+            .collect();
+        assert_eq!(runtime, RESERVED_NAMES);
+    }
 
     #[test]
     fn ids_are_in_order() {
