@@ -259,7 +259,6 @@ fn emit(
             #assertions
         )*
 
-        #[allow(unused_qualifications, clippy::all, clippy::pedantic)]
         impl #tw::inventory::ErasedNode for #ident {
             unsafe fn submit(&self, node: &'static #tw::inventory::Node) {
                 // SAFETY: the node `inventory::submit!` makes below holds `self`, which
