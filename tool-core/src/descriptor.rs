@@ -300,7 +300,11 @@ impl ToolDescriptor {
     }
 }
 
-/// What each `#[tool]` submits to `inventory`; [`crate::Registry::collect`] gathers them.
+/// What each `#[tool]` registers with `inventory`; [`crate::Registry::collect`] gathers them.
+/// The node a `#[tool]` submits holds the tool's own struct, `repr(transparent)` over one of these
+/// and submitted through this type's `ErasedNode` impl (see the macro's `expand` module), so
+/// `inventory::iter::<Registration>` reads it as a `Registration`: an upgrade of the pinned
+/// `inventory` must keep that true.
 #[derive(Debug)]
 pub struct Registration(pub &'static ToolDescriptor);
 

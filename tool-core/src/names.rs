@@ -48,8 +48,8 @@ pub const fn is_valid_name(name: &str) -> bool {
     true
 }
 
-/// Whether `name` is one of [`RESERVED_NAMES`]. A `const fn` so generated code can refuse a literal
-/// reserved name at compile time.
+/// Whether `name` is one of [`RESERVED_NAMES`]. A `const fn`, usable in constants; `#[tool]`
+/// refuses a reserved name itself, with its own copy of the list.
 pub const fn is_reserved(name: &str) -> bool {
     let mut i = 0;
     while i < RESERVED_NAMES.len() {

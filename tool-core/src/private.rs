@@ -160,9 +160,9 @@ impl<E: Into<ToolError>> IntoToolError for E {
 
 // Dispatch on the tool's return type `R`, done on the concrete type at the call site so a type
 // alias of `Result` is still seen as a `Result` (matching on the written name would not): method
-// lookup tries `Ret<R>`'s inherent `tag`, which exists only for a `Result`, before the one of
-// what `Ret<R>` dereferences to. Inherent methods need no trait in scope, so the expansion has
-// no `use` item for it.
+// lookup tries `Ret<R>`'s inherent `toolwright_tag`, which exists only for a `Result`, before
+// the one of what `Ret<R>` dereferences to. Inherent methods need no trait in scope, so the
+// expansion has no `use` item for it.
 
 /// Carries the return type `R` of a tool fn.
 #[derive(Debug)]
@@ -182,8 +182,9 @@ impl<R> Ret<R> {
 }
 
 impl<T, E> Ret<Result<T, E>> {
-    /// Chosen first: `R` is a `Result`.
-    pub fn tag(&self) -> ResultTag {
+    /// Chosen first: `R` is a `Result`. Named so no trait a user has in scope shadows it (a
+    /// trait method of `Ret<R>` itself would be found before `RetValue`'s).
+    pub fn toolwright_tag(&self) -> ResultTag {
         ResultTag
     }
 }
@@ -196,13 +197,13 @@ impl<R> std::ops::Deref for Ret<R> {
     }
 }
 
-/// What [`Ret`] dereferences to: its `tag` is chosen when `R` is not a `Result`.
+/// What [`Ret`] dereferences to: its `toolwright_tag` is chosen when `R` is not a `Result`.
 #[derive(Debug)]
 pub struct RetValue;
 
 impl RetValue {
     /// Chosen otherwise: `R` is the output itself.
-    pub fn tag(&self) -> ValueTag {
+    pub fn toolwright_tag(&self) -> ValueTag {
         ValueTag
     }
 }

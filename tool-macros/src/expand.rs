@@ -13,12 +13,16 @@
 //! - each item costs: a plain tool's call adapter is one call of a generic adapter
 //!   (`invoke::invoke`), not an `async` block of its own, and the reserved-name rule is checked
 //!   here (`rules::c13_names`), not by a `const` assertion;
-//! - no fn pointer reachable from a `static` is an instance of a generic fn of another crate: for
-//!   such an instance rustc's monomorphization collector loads the exported generic symbols of
-//!   every crate in the dependency tree (a tenth of a rebuild on the lean core, a fifth on the
-//!   default features). So the schema fn is the tool's own `__schema`, and the `inventory` node
-//!   holds the tool's struct, `repr(transparent)` over its `Registration`, whose `ErasedNode`
-//!   impl is the tool's own, where `Registration`'s is `inventory`'s generic one (`emit`).
+//! - no fn pointer stored in a constant's value that a `static` reaches (the descriptor, the
+//!   `inventory` node and its vtable) is an instance of a generic fn of another crate: rustc's
+//!   monomorphization collector walks a static's value afresh on every build, and for such an
+//!   instance it loads the exported generic symbols of every crate in the dependency tree (a
+//!   tenth of a rebuild on the lean core, a fifth on the default features). What fn bodies call
+//!   or name (`__invoke`'s `parse_input::<Args>`) is collected through rustc's incremental cache
+//!   instead and costs nothing of the kind. So the schema fn is the tool's own `__schema`, and
+//!   the `inventory` node holds the tool's struct, `repr(transparent)` over its `Registration`,
+//!   whose `ErasedNode` impl is the tool's own, where `Registration`'s is `inventory`'s generic
+//!   one (`emit`).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};

@@ -37,6 +37,16 @@ async fn balance(args: BalanceArgs, ctx: ToolContext) -> Result<Balance, ToolErr
 /// A type alias of `Result` must still be treated as a `Result`, not as the output itself.
 type R<T> = Result<T, ToolError>;
 
+/// A trait of the user's with a `tag` method for every type, in scope where the tools are: the
+/// expansion's dispatch on the return type must not pick it up.
+#[allow(dead_code)]
+trait Tag {
+    fn tag(&self) -> u8 {
+        0
+    }
+}
+impl<T: ?Sized> Tag for T {}
+
 #[tool(effect = read, description = "Fails on purpose when asked to, through an aliased `Result`.")]
 fn aliased(args: BalanceArgs) -> R<Balance> {
     if args.card == "bad" {

@@ -279,7 +279,7 @@ pub(super) fn output_schema(
         }
         None => quote_spanned! {ret_span=>
             let __ret = #tw::Ret::<#ret_ty>::new();
-            (__ret.tag().output_schema(&__ret))(__inline)
+            (__ret.toolwright_tag().output_schema(&__ret))(__inline)
         },
     };
     adapters.push(quote! {

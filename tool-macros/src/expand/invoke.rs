@@ -93,7 +93,7 @@ pub(super) fn invoke(
                 let __args: #args_ty = #parse_input?;
                 #(#param_extracts)*
                 let __ret = #call;
-                let __out = #tw::Ret::of(&__ret).tag()#into_output?;
+                let __out = #tw::Ret::of(&__ret).toolwright_tag()#into_output?;
                 #finish
             })
         }
@@ -132,7 +132,7 @@ fn shared_adapter(
     quote! {
         fn __invoke(__input: #tw::Value, _: #tw::CallContext) -> #tw::Invoked {
             #fields
-            #tw_ret::Ret::<#ret_ty>::new().tag().#method(__input, #parse, #ident)
+            #tw_ret::Ret::<#ret_ty>::new().toolwright_tag().#method(__input, #parse, #ident)
         }
     }
 }
