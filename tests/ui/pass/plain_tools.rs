@@ -79,6 +79,25 @@ async fn quote(args: QuoteArgs, prices: State<Prices>, _ctx: ToolContext) -> u64
     args.units * prices.cents_per_unit
 }
 
+/// Counts units: a plain (not `async`) fn taking the call's context.
+#[tool(effect = read)]
+fn units(args: QuoteArgs, ctx: ToolContext) -> Result<u64, ToolError> {
+    let _ = ctx.call_id();
+    Ok(args.units)
+}
+
+/// Quotes from two prices, with more context parameters than the shared call adapters take.
+#[tool(effect = read)]
+async fn quote_twice(
+    args: QuoteArgs,
+    first: State<Prices>,
+    second: State<Prices>,
+    _ctx: ToolContext,
+    _again: ToolContext,
+) -> u64 {
+    args.units * (first.cents_per_unit + second.cents_per_unit)
+}
+
 /// A tool whose argument struct is empty.
 #[derive(Deserialize, JsonSchema, ToolInput)]
 struct Empty {}
@@ -93,6 +112,8 @@ fn main() {
         aliased::TOOL,
         now::TOOL,
         quote::TOOL,
+        units::TOOL,
+        quote_twice::TOOL,
         nothing::TOOL,
     ])
     .unwrap();
@@ -117,6 +138,7 @@ fn main() {
     assert_eq!(quote::TOOL.requirements.len(), 2);
     assert!(quote::TOOL.requirements[0].is_some());
     assert!(quote::TOOL.requirements[1].is_none());
+    assert_eq!(quote_twice::TOOL.requirements.len(), 4);
 
     // The fn itself is untouched and callable.
     assert_eq!(now(NoInput {}), 42);
@@ -134,6 +156,11 @@ fn main() {
         assert_eq!(err.message(), "no such card");
         let out = registry.call("now", serde_json::json!({})).await.unwrap();
         assert_eq!(out.value, 42);
+        let out = registry
+            .call("units", serde_json::json!({ "units": 3 }))
+            .await
+            .unwrap();
+        assert_eq!(out.value, 3);
         let out = registry
             .call("nothing", serde_json::json!({}))
             .await

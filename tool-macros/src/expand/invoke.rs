@@ -1,8 +1,8 @@
 //! `__invoke`, the adapter the runtime calls: the argument struct parsed from the input, the
 //! fn's other parameters taken from the call's context, the fn called, its output checked and
 //! finished (`ends_turn`, `to_model_output`, the `complete` label), and for `serve` the
-//! `__finish` each of its calls' outputs goes through. A tool that takes only its argument
-//! struct and finishes its output as it is calls the shared generic adapter instead
+//! `__finish` each of its calls' outputs goes through. A tool that finishes its output as it
+//! is, with at most three context parameters, calls a shared generic adapter instead
 //! (`ValueTag::invoke` and its kin in `__private`); every other tool gets an `async` block.
 
 use super::*;
@@ -70,9 +70,9 @@ pub(super) fn invoke(
         keep_input,
         plain,
     } = finish(attrs, tw, args, ret_span);
-    if kind == Kind::Plain && sig.rest.is_empty() && !serve && plain && !names_impl(ret_ty) {
+    if !serve && plain && sig.rest.len() <= SHARED_MAX_PARAMS && !names_impl(ret_ty) {
         return Invoke {
-            item: shared_adapter(input, args, (ret_ty, ret_span)),
+            item: shared_adapter(input, args, &param_trait, (ret_ty, ret_span)),
             finish_fn,
             requirements,
             keep_input,
@@ -106,33 +106,49 @@ pub(super) fn invoke(
     }
 }
 
-/// The `__invoke` of a tool that only takes its argument struct and finishes its output as it
-/// is: a call of the generic adapter `ValueTag::invoke`/`ResultTag::invoke` (`invoke_sync` for
-/// a plain `fn`), chosen by the written return type, so the tool has no `async` block of its
-/// own for rustc to check and lower on every build. The return type must be nameable for that
-/// (not `impl Trait`).
+/// The most context parameters the generic adapters in `__private` take (`invoke_3`).
+const SHARED_MAX_PARAMS: usize = 3;
+
+/// The `__invoke` of a tool (not `serve`) that finishes its output as it is and takes at most
+/// [`SHARED_MAX_PARAMS`] context parameters: a call of the generic adapter
+/// `ValueTag::invoke`/`ResultTag::invoke` for its number of parameters (`invoke_2`,
+/// `invoke_sync` for a plain `fn`, ...), chosen by the written return type, so the tool has no
+/// `async` block of its own for rustc to check and lower on every build. The return type must
+/// be nameable for that (not `impl Trait`). Each parameter's extractor is named at its type,
+/// with the kind's parameter trait (`param_trait`).
 fn shared_adapter(
     input: &Input<'_>,
     args: &adapters::Args,
+    param_trait: &TokenStream,
     ret: (&TokenStream, Span),
 ) -> TokenStream {
     let Input { sig, tw, .. } = input;
     let ident = &sig.ident;
     let (first_span, tw_first, args_ty) = (args.span, &args.tw, &args.ty);
     let (ret_ty, ret_span) = ret;
-    let method = match sig.asyncness {
-        Some(_) => Ident::new("invoke", ret_span),
-        None => Ident::new("invoke_sync", ret_span),
+    let stem = match sig.asyncness {
+        Some(_) => "invoke",
+        None => "invoke_sync",
     };
+    let method = match sig.rest.len() {
+        0 => Ident::new(stem, ret_span),
+        n => Ident::new(&format!("{stem}_{n}"), ret_span),
+    };
+    let extractors = sig.rest.iter().map(|ty| {
+        let tw = tw.at(ty.span());
+        quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::from_call)
+    });
     // At the parameter, as the `async` block's `Args::parse` has them: a struct without its
     // derives is reported there, once.
     let fields = quote_spanned!(first_span=> let _ = <#args_ty as #tw_first::ToolInput>::FIELDS;);
     let parse = quote_spanned!(first_span=> #tw_first::parse_input::<#args_ty>);
     let tw_ret = tw.at(ret_span);
     quote! {
-        fn __invoke(__input: #tw::Value, _: #tw::CallContext) -> #tw::Invoked {
+        fn __invoke(__input: #tw::Value, __cx: #tw::CallContext) -> #tw::Invoked {
             #fields
-            #tw_ret::Ret::<#ret_ty>::new().toolwright_tag().#method(__input, #parse, #ident)
+            #tw_ret::Ret::<#ret_ty>::new()
+                .toolwright_tag()
+                .#method(__input, __cx, #parse, #(#extractors,)* #ident)
         }
     }
 }
