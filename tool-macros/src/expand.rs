@@ -11,8 +11,9 @@
 //! What rustc does with the expansion on every build of the tools' crate, incremental or not,
 //! is part of the design (issue 28, item 4; BENCHMARKS.md, "Compile time"):
 //! - each item costs: most tools' call adapter is one call of a generic adapter
-//!   (`invoke::invoke`), not an `async` block of its own, and the reserved-name rule is checked
-//!   here (`rules::c13_names`), not by a `const` assertion;
+//!   (`__private::ValueTag::invoke` and its kin, written by `invoke::invoke`), not an `async`
+//!   block of its own, and the reserved-name rule is checked here (`rules::c13_names`), not by
+//!   a `const` assertion;
 //! - no fn pointer stored in a constant's value that a `static` reaches (the descriptor, the
 //!   `inventory` node and its vtable) is an instance of a generic fn of another crate: rustc's
 //!   monomorphization collector walks a static's value afresh on every build, and for such an

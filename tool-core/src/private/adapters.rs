@@ -2,7 +2,8 @@
 //! rustc checks and lowers such a block on every build of the tools' crate, where a generic fn
 //! here is instantiated once per tool. Each parses the argument struct, extracts the context
 //! parameters, calls the tool (awaiting it, or not for a plain `fn`), and finishes its output as
-//! it is; the tag the return type chose ([`ValueTag`] or [`ResultTag`]) converts it first.
+//! it is; the tag the return type chose ([`ValueTag`](super::ValueTag) or
+//! [`ResultTag`](super::ResultTag)) converts it first.
 //!
 //! The argument struct's parser and each parameter's extractor come in as fn pointers the
 //! expansion names at the parameter (`parse_input::<Args>`, `<T as PlainParam>::from_call`), so
@@ -20,8 +21,8 @@ pub type ParseFn<A> = fn(Value) -> Result<A, ToolError>;
 /// for the kind of tool (`PlainParam`, `DurableParam`, `WorkflowParam`).
 pub type ParamFn<P> = fn(&CallContext) -> Result<P, ToolError>;
 
-/// One adapter: `$name`, with the generics after the parameters' (`[..]`), whose fn returns
-/// `$ret` (awaited with `[.await]`, or not with `[]`), under the other `[bounds]`.
+/// One adapter: `$name<generics>` (the generics after `A`, the parameters' types and `F`), whose
+/// fn returns `$ret` (awaited with `[.await]`, or not with `[]`), under the other `[bounds]`.
 macro_rules! adapter {
     (
         $(#[$doc:meta])* $name:ident<$($generic:ident),*>, $ret:ty, [$($await:tt)*],

@@ -2,8 +2,9 @@
 //! fn's other parameters taken from the call's context, the fn called, its output checked and
 //! finished (`ends_turn`, `to_model_output`, the `complete` label), and for `serve` the
 //! `__finish` each of its calls' outputs goes through. A tool that finishes its output as it
-//! is, with at most three context parameters, calls a shared generic adapter instead
-//! (`ValueTag::invoke` and its kin in `__private`); every other tool gets an `async` block.
+//! is, with at most three context parameters and a nameable return type, and is not `serve`,
+//! calls a shared generic adapter instead (`ValueTag::invoke` and its kin in `__private`); every
+//! other tool gets an `async` block.
 
 use super::*;
 
