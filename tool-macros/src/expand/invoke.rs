@@ -21,7 +21,9 @@ pub(super) struct Invoke {
 }
 
 /// The `__invoke` adapter of tool `input` of `kind`, whose argument struct is `args` and whose
-/// return type is at `ret_span`.
+/// return type, as written, is `ret_ty` at `ret_span`: the shared generic adapter where the
+/// tool can take it ([`shared_adapter`]), an `async` block of its own otherwise
+/// ([`async_block`]).
 pub(super) fn invoke(
     input: &Input<'_>,
     kind: Kind,
@@ -29,25 +31,11 @@ pub(super) fn invoke(
     (ret_ty, ret_span): (&TokenStream, Span),
 ) -> Invoke {
     let Input { attrs, sig, tw, .. } = input;
-    let ident = &sig.ident;
-    let (first_span, tw_first, args_ty) = (args.span, &args.tw, &args.ty);
-    let serve = args.serve_output.is_some();
-    let first = sig
-        .first
-        .as_ref()
-        .expect("checked: a tool has a first parameter");
     let param_trait = match kind {
         Kind::Plain => quote!(PlainParam),
         Kind::Durable => quote!(DurableParam),
         Kind::Workflow(_) => quote!(WorkflowParam),
     };
-    let param_names: Vec<Ident> = (0..sig.rest.len())
-        .map(|i| format_ident!("__p{}", i))
-        .collect();
-    let param_extracts = sig.rest.iter().zip(&param_names).map(|(ty, name)| {
-        let tw = tw.at(ty.span());
-        quote_spanned!(ty.span()=> let #name = <#ty as #tw::#param_trait>::from_call(&__cx)?;)
-    });
     let requirements = sig
         .rest
         .iter()
@@ -56,35 +44,62 @@ pub(super) fn invoke(
             quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::REQUIREMENT)
         })
         .collect();
+    let finish = finish(attrs, tw, args, ret_span);
+    let serve = args.serve_output.is_some();
+    let shared =
+        !serve && finish.plain && sig.rest.len() <= SHARED_MAX_PARAMS && !names_impl(ret_ty);
+    let item = if shared {
+        shared_adapter(input, args, &param_trait, (ret_ty, ret_span))
+    } else {
+        async_block(input, args, &param_trait, &finish, ret_span)
+    };
+    Invoke {
+        item,
+        finish_fn: finish.finish_fn,
+        requirements,
+        keep_input: finish.keep_input,
+    }
+}
 
+/// The `__invoke` of any tool: an `async` block that parses the argument struct (keeping a copy
+/// of the input for the `complete` label), extracts each context parameter with the kind's
+/// `param_trait`, calls the fn (for `serve`, with its call stream) and finishes its output as
+/// `finish` says.
+fn async_block(
+    input: &Input<'_>,
+    args: &adapters::Args,
+    param_trait: &TokenStream,
+    finish: &Finish,
+    ret_span: Span,
+) -> TokenStream {
+    let Input { sig, tw, .. } = input;
+    let ident = &sig.ident;
+    let (first_span, tw_first, args_ty) = (args.span, &args.tw, &args.ty);
+    let first = sig
+        .first
+        .as_ref()
+        .expect("checked: a tool has a first parameter");
+    let param_names: Vec<Ident> = (0..sig.rest.len())
+        .map(|i| format_ident!("__p{}", i))
+        .collect();
+    let param_extracts = sig.rest.iter().zip(&param_names).map(|(ty, name)| {
+        let tw = tw.at(ty.span());
+        quote_spanned!(ty.span()=> let #name = <#ty as #tw::#param_trait>::from_call(&__cx)?;)
+    });
     let awaited = sig.asyncness.map(|span| quote_spanned!(span=> .await));
-    let first_value = if serve {
+    let first_value = if args.serve_output.is_some() {
         quote_spanned!(first_span=> <#first as #tw_first::ServeInput>::start(__args, ::core::clone::Clone::clone(&__cx), Self::__finish))
     } else {
         quote!(__args)
     };
     let call = quote!(#ident(#first_value #(, #param_names)*) #awaited);
-
-    let Finish {
-        finish,
-        finish_fn,
-        keep_input,
-        plain,
-    } = finish(attrs, tw, args, ret_span);
-    if !serve && plain && sig.rest.len() <= SHARED_MAX_PARAMS && !names_impl(ret_ty) {
-        return Invoke {
-            item: shared_adapter(input, args, &param_trait, (ret_ty, ret_span)),
-            finish_fn,
-            requirements,
-            keep_input,
-        };
-    }
-    let label_input =
-        keep_input.then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
+    let label_input = finish
+        .keep_input
+        .then(|| quote!(let __label_input = ::core::clone::Clone::clone(&__input);));
     let into_output = quote_spanned!(ret_span=> .into_output(__ret));
-
     let parse_input = args.parse("parse_input", quote!(__input));
-    let invoke = quote! {
+    let finish = &finish.finish;
+    quote! {
         fn __invoke(
             __input: #tw::Value,
             __cx: #tw::CallContext,
@@ -98,12 +113,6 @@ pub(super) fn invoke(
                 #finish
             })
         }
-    };
-    Invoke {
-        item: invoke,
-        finish_fn,
-        requirements,
-        keep_input,
     }
 }
 
@@ -139,14 +148,12 @@ fn shared_adapter(
         let tw = tw.at(ty.span());
         quote_spanned!(ty.span()=> <#ty as #tw::#param_trait>::from_call)
     });
-    // At the parameter, as the `async` block's `Args::parse` has them: a struct without its
-    // derives is reported there, once.
-    let fields = quote_spanned!(first_span=> let _ = <#args_ty as #tw_first::ToolInput>::FIELDS;);
+    // At the parameter: a struct without its derives is reported there, once (beside the
+    // descriptor's `ToolInput::FIELDS`, whose error rustc then keeps alone).
     let parse = quote_spanned!(first_span=> #tw_first::parse_input::<#args_ty>);
     let tw_ret = tw.at(ret_span);
     quote! {
         fn __invoke(__input: #tw::Value, __cx: #tw::CallContext) -> #tw::Invoked {
-            #fields
             #tw_ret::Ret::<#ret_ty>::new()
                 .toolwright_tag()
                 .#method(__input, __cx, #parse, #(#extractors,)* #ident)
