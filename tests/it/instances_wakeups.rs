@@ -13,8 +13,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use sqlx_core::query_scalar::query_scalar;
-use sqlx_postgres::{PgListener, PgPool};
+use sqlx_postgres::PgListener;
 use toolwright::prelude::*;
 use toolwright::runtime::{
     CallResult, CallState, ChangeMark, Claim, InputResponse, Options, PendingCall, PendingStep,
@@ -71,43 +70,21 @@ fn instance(store: PostgresStore, name: &str, lease: Duration) -> Runtime {
 
 /// A store whose listener is up: a write committed after this returns wakes its waiters.
 async fn listening(db: &str) -> PostgresStore {
-    let admin = PgPool::connect(db).await.unwrap();
-    let before = listeners(&admin).await;
     let store = PostgresStore::connect(db).await.unwrap();
     // Starts the listener, which goes on starting when the call returns.
     store.changed(Duration::from_millis(10)).await;
+    // Once its `LISTEN` is in effect, it reads the wake-up times to come and counts its start
+    // as one change (marks taken before were taken while nobody listened): a mark taken before
+    // that count would be woken by it, not by what a test waits for.
     let deadline = tokio::time::Instant::now() + BOUND;
-    while listeners(&admin).await <= before {
+    while store.change_mark().seen() == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the store's listener starts within {BOUND:?}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    admin.close().await;
-    // Then it reads the wake-up times to come and counts its start as one change (marks taken
-    // before were taken while nobody listened): a mark taken before that count would be woken
-    // by it, not by what a test waits for.
-    while store.change_mark().seen() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the store's listener counts its start within {BOUND:?}"
-        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     store
-}
-
-/// The connections to the database of `admin` whose `LISTEN` is in effect (sqlx sends
-/// `LISTEN "toolwright"`; the connection is idle once it is done).
-async fn listeners(admin: &PgPool) -> i64 {
-    query_scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND state = 'idle' AND query LIKE 'LISTEN %'",
-    )
-    .fetch_one(admin)
-    .await
-    .unwrap()
 }
 
 /// Turn `id` once `done` holds for it, read every 50 ms for at most [`BOUND`].
